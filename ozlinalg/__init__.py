@@ -1,0 +1,26 @@
+"""ozlinalg: FP64-accurate dense linear algebra on exact INT8 matrix products.
+
+The Ozaki scheme splits FP64 matrices into INT8 slices, multiplies the slices
+exactly (INT8 x INT8 -> INT32 on tensor cores, or BLAS on the CPU) and sums
+the products in FP64. See https://arxiv.org/abs/2306.11975 (ozIMMU) and
+https://arxiv.org/abs/2409.13313 (EF / hybrid splits).
+"""
+from ._exceptions import AccuracyWarning
+from ._options import Options, get_options, options
+from ._profile import Profile, profile
+from .ozaki import METHODS
+from .ozaki.gemm import matmul
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "matmul",
+    "profile",
+    "Profile",
+    "options",
+    "get_options",
+    "Options",
+    "METHODS",
+    "AccuracyWarning",
+    "__version__",
+]

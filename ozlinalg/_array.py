@@ -1,0 +1,56 @@
+"""Array-namespace helpers: NumPy or CuPy, chosen from the inputs.
+
+The algorithms in :mod:`ozlinalg.ozaki` and :mod:`ozlinalg.lapack` are written
+once against ``xp`` (``numpy`` or ``cupy``); this module is the only place that
+decides which one a call uses.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["array_namespace", "is_cupy_array", "cupy_or_none", "to_numpy"]
+
+
+def cupy_or_none():
+    """Return the ``cupy`` module if it is importable, else ``None``.
+
+    CuPy is an optional extra; importing it lazily keeps ``import ozlinalg``
+    cheap and working on machines without CUDA.
+    """
+    try:
+        import cupy  # noqa: PLC0415
+    except Exception:  # ImportError, or a CUDA runtime that fails to load
+        return None
+    return cupy
+
+
+def is_cupy_array(x) -> bool:
+    """True if ``x`` is a ``cupy.ndarray`` (without importing CuPy needlessly)."""
+    cls = type(x)
+    if not cls.__module__.startswith("cupy"):
+        return False
+    cp = cupy_or_none()
+    return cp is not None and isinstance(x, cp.ndarray)
+
+
+def array_namespace(*arrays):
+    """The array module that owns ``arrays``: ``cupy`` if any is a CuPy array.
+
+    Mixing CuPy and NumPy arrays in one call is an error, as in CuPy itself.
+    """
+    kinds = {is_cupy_array(a) for a in arrays if a is not None and not np.isscalar(a)}
+    if kinds == {True}:
+        return cupy_or_none()
+    if True in kinds:
+        raise TypeError(
+            "ozlinalg: cannot mix cupy.ndarray and host arrays in one call; "
+            "move them to the same device first (cupy.asarray / cupy.asnumpy)"
+        )
+    return np
+
+
+def to_numpy(x):
+    """Host copy of ``x`` (a no-op for NumPy arrays)."""
+    if is_cupy_array(x):
+        return x.get()
+    return np.asarray(x)

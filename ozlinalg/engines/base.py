@@ -1,0 +1,70 @@
+"""The engine interface: exact low-precision products behind one small API.
+
+An engine owns the device-specific part of the emulated GEMM:
+
+* ``empty_slices(s, rows, k, kind)``: storage for slices (INT8 values on the GPU,
+  integer-valued float32 on the CPU where BLAS SGEMM is the fast exact route);
+* ``int_matmul_sum(a, b, pairs, bound_a, bound_b)``: the EXACT integer sum
+  ``sum((i, j) in pairs) a[i] @ b[j].T`` of INT8 slice products, returned as a
+  float64 or integer array, plus the number of GEMM launches it took;
+* ``float_matmul(a, b)``: FP16-valued inputs, FP32 accumulation (SplitFP);
+* ``axpy(alpha, x, acc)``: ``acc += alpha * x`` in FP64, in place;
+* ``map_rows(fn, rows, k)``: run ``fn(r0, r1)`` over row blocks (threads on the
+  CPU, one block on the GPU);
+* ``synchronize()``: wait for queued device work (timing).
+
+``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``,
+so every operand is row-major with the inner dimension last.
+"""
+from __future__ import annotations
+
+__all__ = ["Engine", "get_engine", "register_engine"]
+
+
+class Engine:
+    name = "abstract"
+    device = "none"
+    xp = None
+    #: Largest inner dimension the exact INT8 product supports in one call.
+    max_inner = 1 << 17
+
+    def empty_slices(self, s, rows, k, kind):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b):  # pragma: no cover
+        raise NotImplementedError
+
+    def float_matmul(self, a, b):  # pragma: no cover
+        raise NotImplementedError
+
+    def axpy(self, alpha, x, acc):
+        if alpha == 1.0:
+            acc += x
+        else:
+            acc += alpha * x
+
+    def map_rows(self, fn, rows, k):
+        fn(0, rows)
+
+    def synchronize(self):
+        pass
+
+
+_ENGINES: dict = {}
+
+
+def register_engine(key, factory) -> None:
+    """Register an engine factory for an array module name ("numpy", "cupy")."""
+    _ENGINES[key] = factory
+
+
+def get_engine(xp) -> Engine:
+    """The engine for array namespace ``xp`` (created once, then cached)."""
+    key = xp.__name__.split(".")[0]
+    eng = _ENGINES.get(key)
+    if eng is None:
+        raise RuntimeError(f"ozlinalg: no engine registered for {key!r} arrays")
+    if not isinstance(eng, Engine):
+        eng = eng()
+        _ENGINES[key] = eng
+    return eng

@@ -1,0 +1,104 @@
+"""CPU engine: exact INT8 products on BLAS SGEMM.
+
+Integer ``np.matmul`` is a plain triple loop (about 1 GOP/s); float BLAS is
+exact on integer-valued operands as long as no partial sum leaves the range of
+consecutive integers of the format. Slices are stored as integer-valued float32,
+and every SGEMM is cut so that ``(inner length) * bound_a * bound_b <= 2**24``,
+the float32 integer range. Successive pieces accumulate inside SGEMM
+(``beta = 1``) while the running bound stays within 2**24; each full run is
+added to a float64 accumulator, exact below 2**53. Only whole runs ever touch
+float64, so the result is the exact integer product whatever the BLAS's
+summation order.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from scipy.linalg import blas as _blas
+
+from .base import Engine, register_engine
+
+__all__ = ["CPUEngine", "FP32_EXACT"]
+
+#: Integers up to this magnitude are all representable in float32.
+FP32_EXACT = 1 << 24
+
+
+class CPUEngine(Engine):
+    name = "cpu-sgemm"
+    device = "cpu"
+    xp = np
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads or min(os.cpu_count() or 1, 8)
+        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+
+    def empty_slices(self, s, rows, k, kind):
+        return np.empty((s, rows, k), dtype=np.float32)
+
+    def _pieces(self, pairs, k, per_elem):
+        # Longest inner chunk whose worst-case dot product stays exact in float32.
+        kc = max(1, FP32_EXACT // per_elem)
+        if kc >= 64:
+            kc -= kc % 64
+        return [(i, j, k0, min(k, k0 + kc)) for (i, j) in pairs for k0 in range(0, k, kc)]
+
+    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b):
+        _, m, k = a.shape
+        p = b.shape[1]
+        per_elem = int(bound_a) * int(bound_b)
+        acc = None
+        run = np.empty((p, m), dtype=np.float32, order="F")  # run.T is (m, p) C-order
+        cur = 0
+        calls = 0
+        for i, j, k0, k1 in self._pieces(pairs, k, per_elem):
+            w = (k1 - k0) * per_elem
+            if cur and cur + w > FP32_EXACT:
+                acc = self._flush(acc, run)
+                cur = 0
+            ai = a[i, :, k0:k1]
+            bj = b[j, :, k0:k1]
+            # run (p x m, F) = bj @ ai^T, i.e. run.T = ai @ bj^T in C order.
+            _blas.sgemm(1.0, bj.T, ai.T, beta=1.0 if cur else 0.0, c=run,
+                        trans_a=1, overwrite_c=1)
+            calls += 1
+            cur += w
+        if acc is None:
+            out = np.empty((m, p))
+            np.copyto(out, run.T)
+            return out, calls
+        return self._flush(acc, run), calls
+
+    @staticmethod
+    def _flush(acc, run):
+        if acc is None:
+            acc = np.empty(run.T.shape)
+            np.copyto(acc, run.T)
+        else:
+            np.add(acc, run.T, out=acc)
+        return acc
+
+    def float_matmul(self, a, b):
+        # FP16 values held in float32; SGEMM accumulates in FP32 as the tensor core does.
+        return np.matmul(a, b.T)
+
+    def axpy(self, alpha, x, acc):
+        if acc.flags.c_contiguous and x.flags.c_contiguous and x.dtype == np.float64:
+            _blas.daxpy(x.reshape(-1), acc.reshape(-1), a=float(alpha))
+        else:
+            super().axpy(alpha, x, acc)
+
+    def map_rows(self, fn, rows, k):
+        if self._pool is None or rows * max(k, 1) < (1 << 16):
+            fn(0, rows)
+            return
+        # Blocks of ~512 KiB of float64 keep a block's passes in cache.
+        rb = max(8, (1 << 16) // max(k, 1))
+        futures = [self._pool.submit(fn, r0, min(rows, r0 + rb)) for r0 in range(0, rows, rb)]
+        for f in futures:
+            f.result()
+
+
+register_engine("numpy", CPUEngine)

@@ -1,0 +1,298 @@
+"""The emulated DGEMM driver: validation, special values, blocking, slicing,
+exact low-precision products and FP64 accumulation.
+
+Data flow for ``C = A @ B`` (A is m x n, B is n x p):
+
+1. validate and promote to float64; rows of A / columns of B holding Inf or
+   NaN are set aside and computed natively at the end, so every non-finite
+   entry of C is what native FP64 gives;
+2. cut the inner dimension into blocks (2**17 for the INT8 methods, keeping
+   the slice width at 7 bits; 1024 for SplitFP) and for each block
+3. normalize rows of A and of B^T by powers of two, choose the slice count,
+   split both into slices (:mod:`.split`);
+4. form the slice products on the engine: one exact product per pair
+   (per-product methods) or one exact INT32-style sum per group of pairs with
+   equal ``i + j`` (EF methods), and accumulate them in FP64 from the smallest
+   group to the largest;
+5. undo the power-of-two scalings (exactly, with ``ldexp`` when the
+   exponents leave the safe range).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .._array import array_namespace
+from .._options import get_options
+from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
+from ..engines import get_engine
+from . import params
+from .auto import choose_slices, spread_bits
+from .split import normalize_rows, slice_layout, split_rows
+
+__all__ = ["matmul", "emulated_matmul_2d"]
+
+
+def _as_real_float64(xp, x, name):
+    x = xp.asarray(x)
+    kind = x.dtype.kind
+    if kind == "c":
+        raise TypeError(
+            f"ozlinalg.matmul: {name} is complex ({x.dtype}); complex matrices are not "
+            "supported yet (multiply real and imaginary parts separately)"
+        )
+    if kind not in "biuf":
+        raise TypeError(f"ozlinalg.matmul: {name} has unsupported dtype {x.dtype}")
+    if kind == "f" and x.dtype.itemsize > 8:
+        raise TypeError(
+            f"ozlinalg.matmul: {name} has dtype {x.dtype}; the emulation computes in "
+            "float64 only (convert explicitly if that is what you want)"
+        )
+    return x.astype(xp.float64, copy=False)
+
+
+def matmul(a, b, *, slices=None, method=None):
+    """Matrix product ``a @ b`` in FP64 accuracy from exact INT8 products.
+
+    Parameters
+    ----------
+    a, b : array_like (NumPy or CuPy)
+        Real operands with NumPy's matmul shape rules: 2-D matrices, 1-D
+        vectors (promoted to a row / column and squeezed back), or stacks of
+        matrices broadcast over the leading axes. Integer, boolean and
+        lower-precision float inputs are converted to float64; complex input
+        raises TypeError. Inputs are never modified.
+    slices : int or "auto", optional
+        Number of slices per operand. ``"auto"`` (the default, from
+        :func:`ozlinalg.options`) picks the smallest count whose error is at
+        DGEMM level for the given inputs (see :mod:`ozlinalg.ozaki.auto`).
+    method : str, optional
+        One of ``"hybrid-ef"`` (default), ``"bitmask-ef"``, ``"bitmask"``,
+        ``"rn"``, ``"splitfp"`` or a peer alias (``"ozimmu_h"``,
+        ``"ozimmu_ef"``, ``"ozimmu"``, ``"ootomo"``).
+
+    Returns
+    -------
+    c : ndarray of float64
+        The product, on the device of the inputs.
+
+    Notes
+    -----
+    The Ozaki scheme (Ozaki et al.; Ootomo, Ozaki & Yokota 2024; Uchino,
+    Ozaki & Imamura 2024): each row of ``a`` and column of ``b`` is scaled by
+    a power of two and cut into ``s`` slices of ``beta = 7`` bits held in
+    INT8; only the ``s (s + 1) / 2`` slice products with ``i + j <= s + 1``
+    are formed, each exactly (INT32 accumulation), and summed in FP64. The
+    EF methods first sum a whole group of equal ``i + j`` exactly in integer
+    arithmetic, so FP64 work drops from ``s (s + 1) / 2`` passes to ``s``.
+    Rows of ``a`` or columns of ``b`` holding Inf or NaN are multiplied
+    natively so that non-finite entries match FP64 exactly.
+
+    Examples
+    --------
+    >>> import numpy as np, ozlinalg
+    >>> rng = np.random.default_rng(0)
+    >>> a, b = rng.standard_normal((3, 50)), rng.standard_normal((50, 2))
+    >>> bool(np.allclose(ozlinalg.matmul(a, b), a @ b, rtol=1e-14, atol=1e-14))
+    True
+    """
+    xp = array_namespace(a, b)
+    a = _as_real_float64(xp, a, "a")
+    b = _as_real_float64(xp, b, "b")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("ozlinalg.matmul: operands must be at least 1-D (use * for scalars)")
+    opts = get_options()
+    meth = params.METHODS[params.validate_method(opts.method if method is None else method)]
+    slices = opts.slices if slices is None else slices
+    params.validate_slices(slices)
+
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(
+            f"ozlinalg.matmul: inner dimensions differ: a has shape {a.shape}, "
+            f"b has shape {b.shape} ({a2.shape[-1]} != {b2.shape[-2]})"
+        )
+    if a2.ndim == 2 and b2.ndim == 2:
+        c = emulated_matmul_2d(xp, a2, b2, meth, slices, opts)
+    else:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        ab = xp.broadcast_to(a2, batch + a2.shape[-2:])
+        bb = xp.broadcast_to(b2, batch + b2.shape[-2:])
+        c = xp.empty(batch + (a2.shape[-2], b2.shape[-1]))
+        for idx in np.ndindex(*batch):
+            c[idx] = emulated_matmul_2d(xp, ab[idx], bb[idx], meth, slices, opts)
+    if a.ndim == 1:
+        c = c[..., 0, :]
+    if b.ndim == 1:
+        c = c[..., 0]
+    return c
+
+
+def emulated_matmul_2d(xp, a, b, meth, slices, opts):
+    """2-D float64 product through the emulation (arguments already validated)."""
+    m, n = a.shape
+    p = b.shape[1]
+    if m == 0 or p == 0 or n == 0:
+        return xp.zeros((m, p))
+    if min(m, n, p) < opts.min_size:
+        record_native_flops(2.0 * m * n * p, "matmul below min_size")
+        return xp.matmul(a, b)
+
+    engine = get_engine(xp)
+    prof_on = bool(active_profiles())
+    sync = engine.synchronize if prof_on else None
+    t0 = time.perf_counter()
+    timers = {k: Timer(prof_on, sync) for k in ("split", "int8", "acc")}
+    counts = {"int8_gemms": 0, "engine_calls": 0, "passes": 0, "slices": []}
+
+    # Inf/NaN: those rows of A / columns of B go through native FP64 at the end.
+    bad_rows = ~xp.isfinite(a).all(axis=1)
+    bad_cols = ~xp.isfinite(b).all(axis=0)
+    any_bad_rows = bool(bad_rows.any())
+    any_bad_cols = bool(bad_cols.any())
+    aw = xp.where(bad_rows[:, None], 0.0, a) if any_bad_rows else a
+    bw = xp.where(bad_cols[None, :], 0.0, b) if any_bad_cols else b
+    bt = bw.T  # columns of B as rows: both operands are sliced row-wise
+
+    block = params.INT8_INNER_BLOCK if meth.engine == "int8" else params.FP16_INNER_BLOCK
+    c = None
+    for k0 in range(0, n, block):
+        k1 = min(n, k0 + block)
+        part = _emulate_block(xp, engine, aw[:, k0:k1], bt[:, k0:k1], meth, slices,
+                              opts, timers, counts)
+        if c is None:
+            c = part
+        else:
+            with timers["acc"]:
+                c += part
+                counts["passes"] += 1
+
+    if any_bad_rows:
+        c[bad_rows] = xp.matmul(a[bad_rows], b)
+    if any_bad_cols:
+        c[:, bad_cols] = xp.matmul(a, b[:, bad_cols])
+
+    if prof_on:
+        engine.synchronize()
+        s_used = max(counts["slices"])
+        record_call(CallRecord(
+            method=meth.name, shape=(m, n, p), slices=s_used,
+            int8_gemms=counts["int8_gemms"], engine_calls=counts["engine_calls"],
+            accumulation_passes=counts["passes"],
+            time_split=timers["split"].total, time_int8=timers["int8"].total,
+            time_accumulate=timers["acc"].total, time_total=time.perf_counter() - t0,
+            device=engine.device,
+        ))
+    return c
+
+
+def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
+    """Emulated ``a @ bt.T`` for one inner block (k <= the engine's limit)."""
+    m, k = a.shape
+    p = bt.shape[0]
+    kind = meth.split
+    width = params.slice_width(k) if meth.engine == "int8" else params.fp_slice_width(k)
+    step, bound = slice_layout(kind, width)
+
+    with timers["split"]:
+        xa, ea, suma = normalize_rows(xp, a)
+        xb, eb, sumb = normalize_rows(xp, bt)
+        if slices == "auto":
+            s = choose_slices(kind, width, k, spread_bits(xp, suma, k),
+                              spread_bits(xp, sumb, k), opts.max_slices)
+        else:
+            s = int(slices)
+        counts["slices"].append(s)
+        da = engine.empty_slices(s, m, k, kind)
+        db = engine.empty_slices(s, p, k, kind)
+        sa = xp.empty((s, m))
+        sb = xp.empty((s, p))
+        engine.map_rows(lambda r0, r1: split_rows(xp, kind, xa[r0:r1], s, width,
+                                                  da[:, r0:r1], sa[:, r0:r1]), m, k)
+        engine.map_rows(lambda r0, r1: split_rows(xp, kind, xb[r0:r1], s, width,
+                                                  db[:, r0:r1], sb[:, r0:r1]), p, k)
+        del xa, xb
+
+    acc = xp.zeros((m, p))
+    groups = params.pairs_by_group(s)
+    # Unit of slice t relative to slice 0, per row (powers of two).
+    ra = sa / sa[0]
+    rb = sb / sb[0]
+    if meth.groupwise:
+        r = params.group_limit(k, width)
+        for group in groups:
+            g = group[0][0] + group[0][1]
+            for c0 in range(0, len(group), r):
+                chunk = group[c0:c0 + r]
+                with timers["int8"]:
+                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound)
+                counts["int8_gemms"] += len(chunk)
+                counts["engine_calls"] += calls
+                with timers["acc"]:
+                    engine.axpy(2.0 ** (-step * g), prod, acc)
+                counts["passes"] += 1
+    else:
+        for group in groups:
+            for i, j in group:
+                with timers["int8"]:
+                    if meth.engine == "int8":
+                        prod, calls = engine.int_matmul_sum(da, db, [(i, j)], bound, bound)
+                    else:
+                        prod, calls = engine.float_matmul(da[i], db[j]), 1
+                counts["int8_gemms"] += 1
+                counts["engine_calls"] += calls
+                with timers["acc"]:
+                    if step is not None:
+                        engine.axpy(2.0 ** (-step * (i + j)), prod, acc)
+                    else:
+                        acc += (prod * ra[i][:, None]) * rb[j][None, :]
+                counts["passes"] += 1
+
+    with timers["acc"]:
+        # C = diag(2**ea * sa[0]) acc diag(2**eb * sb[0]), all powers of two.
+        ea = ea + _log2_pow2(xp, sa[0])
+        eb = eb + _log2_pow2(xp, sb[0])
+        lo = _log2_min(xp, ra) + _log2_min(xp, rb) - 2 * (width + 1) * s
+        hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
+        _apply_exponents(xp, acc, ea, eb, lo, hi)
+    return acc
+
+
+def _log2_pow2(xp, v):
+    """Exact integer log2 of an array of powers of two."""
+    _, e = xp.frexp(v)
+    return (e - 1).astype(xp.int32)
+
+
+def _log2_min(xp, r):
+    return math.log2(float(r.min())) if r.size else 0.0
+
+
+_SAFE = 1000  # stay this far inside the float64 exponent range (+-1022)
+
+
+def _apply_exponents(xp, acc, ea, eb, lo, hi):
+    """``acc *= 2**ea[:, None] * 2**eb[None, :]`` exactly, in place.
+
+    ``lo``/``hi`` bound log2 of the non-zero magnitudes of ``acc``. Two
+    multiplications by power-of-two vectors are exact while no intermediate
+    leaves the normal range; otherwise one ``ldexp`` with the summed exponent
+    rounds once, like native FP64 (subnormal and overflowing results).
+    """
+    if acc.size == 0:
+        return
+    ea_min, ea_max = int(ea.min()), int(ea.max())
+    eb_min, eb_max = int(eb.min()), int(eb.max())
+    safe = (
+        ea_max + hi < _SAFE and ea_min + lo > -_SAFE
+        and ea_max + eb_max + hi < _SAFE and ea_min + eb_min + lo > -_SAFE
+        and -_SAFE < eb_min and eb_max < _SAFE
+    )
+    if safe:
+        acc *= xp.ldexp(xp.ones(ea.shape), ea)[:, None]
+        acc *= xp.ldexp(xp.ones(eb.shape), eb)[None, :]
+    else:
+        acc[...] = xp.ldexp(acc, ea[:, None] + eb[None, :])

@@ -1,0 +1,170 @@
+"""Slicing a matrix into low-precision pieces, one row scale at a time.
+
+Every function here takes ``x``, rows of the input already normalized by an
+exact power of two so that each non-zero row has ``max |x| in [0.5, 1)``
+(:func:`normalize_rows`), cuts it into ``s`` slices written to ``out[t]`` (an
+array of the engine's storage dtype holding small integers), and returns a
+:class:`SliceSet` with the scale of one unit of each slice. ``x`` is consumed
+(overwritten with the residual). The code is written against the array
+namespace ``xp`` so NumPy and CuPy run the same lines; the driver may call it
+on row blocks (for cache locality and threads on the CPU).
+
+Splits (DESIGN.md §1):
+
+* bitmask (ozIMMU): truncate the aligned mantissa into beta-bit chunks;
+  row scale fixed, ``|slice| <= 2**beta - 1``.
+* rn (Uchino et al.): round to nearest with ``mu = 2**ceil(log2 max|r|) * 2**(1-beta)``
+  from the current residual, ``sigma = 0.75 * 2**53 * mu``; scales change per slice.
+* hybrid (Uchino et al.): ``mu''`` from the original row once, the shrink moved
+  into ``sigma_s = 0.75 * 2**(53 - beta (s-1)) * mu''``; fixed scales, so
+  group-wise accumulation is legal.
+* fp (Ootomo et al., SplitFP): the rn recurrence with alpha bits, last slice the
+  whole residual rounded to FP16.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SliceSet", "normalize_rows", "split_rows", "slice_layout", "SPLITS"]
+
+
+@dataclass
+class SliceSet:
+    """Slices of one operand (rows of A, or columns of B as rows of B^T).
+
+    Attributes
+    ----------
+    data : array, shape (s, rows, k)
+        Slice values, small integers (or FP16 values for SplitFP's last slice)
+        in the engine's storage dtype.
+    scales : array, shape (s, rows)
+        Value of one unit of slice t in row i, in normalized units (a power of two).
+    step : int or None
+        If not None the scales are ``scales[0] * 2**(-step * t)`` (fixed per
+        row), which group-wise accumulation requires.
+    bound : int
+        Largest possible ``|data|`` (the engine's exactness bookkeeping).
+    """
+
+    data: object
+    scales: object
+    step: int | None
+    bound: int
+
+
+def _pow2_ceil_exponent(xp, m):
+    """``ceil(log2 m)`` for positive m (0 where m == 0), exactly, via frexp."""
+    f, e = xp.frexp(m)
+    # m = f * 2**e with f in [0.5, 1): ceil(log2 m) = e, except e - 1 when f == 0.5.
+    return xp.where(f == 0.5, e - 1, e).astype(xp.int32)
+
+
+def normalize_rows(xp, a):
+    """Scale each row of ``a`` by a power of two so that ``max |row| in [0.5, 1)``.
+
+    Returns ``(x, exps, absx)``: the normalized copy (float64, C-contiguous,
+    never aliasing ``a``), the integer exponents with ``a = x * 2**exps[:, None]``
+    (0 for zero rows), and ``|a|`` row sums of ``x`` (for the slice-count choice).
+    Exact except for entries more than ~2**1000 below their row maximum, which
+    underflow; they lie far below any slice.
+    """
+    absa = xp.abs(a)
+    rowmax = absa.max(axis=1) if a.shape[1] else xp.zeros(a.shape[0])
+    _, e = xp.frexp(rowmax)
+    e = e.astype(xp.int32)
+    # Two factors keep each power of two representable (rows of subnormals
+    # need 2**1073); each multiplication is exact.
+    e1 = xp.clip(-e, -1022, 1000)
+    e2 = -e - e1
+    x = a * xp.ldexp(xp.ones(e1.shape), e1)[:, None]
+    if bool((e2 != 0).any()):
+        x *= xp.ldexp(xp.ones(e2.shape), e2)[:, None]
+    rowsum = xp.abs(x).sum(axis=1) if a.shape[1] else xp.zeros(a.shape[0])
+    return x, e, rowsum
+
+
+def _split_bitmask(xp, x, s, width, out, scales):
+    unit = float(2**width)
+    x *= unit
+    for t in range(s):
+        chunk = xp.trunc(x)
+        out[t] = chunk
+        x -= chunk
+        x *= unit
+        scales[t] = 2.0 ** (-width * (t + 1))
+
+
+def _rn_step(xp, x, mu, out_t, tmp):
+    """One round-to-nearest slice on the grid ``mu`` (rows,): out_t = rn(x/mu), x -= slice."""
+    sigma = (0.75 * 2.0**53) * mu[:, None]
+    xp.add(x, sigma, out=tmp)
+    xp.subtract(tmp, sigma, out=tmp)  # tmp = x rounded to the grid mu (exact)
+    xp.subtract(x, tmp, out=x)
+    xp.multiply(tmp, (1.0 / mu)[:, None], out=tmp)
+    out_t[...] = tmp
+
+
+def _residual_grid(xp, x, width):
+    """Per-row grid ``2**ceil(log2 max|x|) * 2**(1 - width)``; 1 for zero rows."""
+    m = xp.abs(x).max(axis=1)
+    mu = xp.ldexp(xp.ones(m.shape), _pow2_ceil_exponent(xp, m) + (1 - width))
+    return xp.where(m > 0, mu, 1.0)
+
+
+def _split_rn(xp, x, s, width, out, scales):
+    tmp = xp.empty_like(x)
+    for t in range(s):
+        mu = _residual_grid(xp, x, width)
+        _rn_step(xp, x, mu, out[t], tmp)
+        scales[t] = mu
+
+
+def _split_hybrid(xp, x, s, width, out, scales):
+    tmp = xp.empty_like(x)
+    base = _residual_grid(xp, x, width)  # mu'' from the original row, once
+    for t in range(s):
+        # sigma_t = 0.75 * 2**(53 - width*t) * mu'': the grid shrinks by 2**-width a slice.
+        grid = base * 2.0 ** (-width * t)
+        _rn_step(xp, x, grid, out[t], tmp)
+        scales[t] = grid
+
+
+def _split_fp(xp, x, s, width, out, scales):
+    tmp = xp.empty_like(x)
+    for t in range(s - 1):
+        mu = _residual_grid(xp, x, width)
+        _rn_step(xp, x, mu, out[t], tmp)
+        scales[t] = mu
+    # M^(s) = R: the remainder itself, as an FP16 value on its own row scale.
+    mu = _residual_grid(xp, x, width)
+    out[s - 1] = (x / mu[:, None]).astype(xp.float16)
+    scales[s - 1] = mu
+
+
+SPLITS = {
+    "bitmask": _split_bitmask,
+    "rn": _split_rn,
+    "hybrid": _split_hybrid,
+    "fp": _split_fp,
+}
+
+
+def split_rows(xp, kind, x, s, width, out, scales):
+    """Cut normalized rows ``x`` into ``s`` slices of ``width`` bits.
+
+    Writes slice values to ``out`` (s, rows, k) and the unit of each slice to
+    ``scales`` (s, rows); ``x`` is overwritten with the residual.
+    """
+    SPLITS[kind](xp, x, s, width, out, scales)
+
+
+def slice_layout(kind, width):
+    """``(step, bound)`` of a split: fixed scale step (or None) and max |value|."""
+    return {
+        "bitmask": (width, 2**width - 1),
+        "rn": (None, 2 ** (width - 1)),
+        "hybrid": (width, 2 ** (width - 1)),
+        "fp": (None, 2**11),
+    }[kind]
