@@ -64,9 +64,9 @@ def _pow2_ceil_exponent(xp, m):
 def normalize_rows(xp, a):
     """Scale each row of ``a`` by a power of two so that ``max |row| in [0.5, 1)``.
 
-    Returns ``(x, exps, absx)``: the normalized copy (float64, C-contiguous,
-    never aliasing ``a``), the integer exponents with ``a = x * 2**exps[:, None]``
-    (0 for zero rows), and ``|a|`` row sums of ``x`` (for the slice-count choice).
+    Returns ``(x, exps)``: the normalized copy (float64, C-contiguous, never
+    aliasing ``a``) and the integer exponents with ``a = x * 2**exps[:, None]``
+    (0 for zero rows).
     Exact except for entries more than ~2**1000 below their row maximum, which
     underflow; they lie far below any slice.
     """
@@ -81,8 +81,7 @@ def normalize_rows(xp, a):
     x = a * xp.ldexp(xp.ones(e1.shape), e1)[:, None]
     if bool((e2 != 0).any()):
         x *= xp.ldexp(xp.ones(e2.shape), e2)[:, None]
-    rowsum = xp.abs(x).sum(axis=1) if a.shape[1] else xp.zeros(a.shape[0])
-    return x, e, rowsum
+    return x, e
 
 
 def _split_bitmask(xp, x, s, width, out, scales):
@@ -106,10 +105,17 @@ def _rn_step(xp, x, mu, out_t, tmp):
     out_t[...] = tmp
 
 
+#: Grids never go below 2**MIN_GRID_EXP (normalized units): a residual that small
+#: (an entry ~2**-1000 below its row maximum) is far beyond any slice count, and
+#: a smaller grid would make ``1 / mu`` overflow.
+MIN_GRID_EXP = -1000
+
+
 def _residual_grid(xp, x, width):
     """Per-row grid ``2**ceil(log2 max|x|) * 2**(1 - width)``; 1 for zero rows."""
     m = xp.abs(x).max(axis=1)
-    mu = xp.ldexp(xp.ones(m.shape), _pow2_ceil_exponent(xp, m) + (1 - width))
+    e = xp.maximum(_pow2_ceil_exponent(xp, m) + (1 - width), MIN_GRID_EXP)
+    mu = xp.ldexp(xp.ones(m.shape), e)
     return xp.where(m > 0, mu, 1.0)
 
 

@@ -1,0 +1,145 @@
+"""``python -m ozlinalg``: the main job from a shell.
+
+Subcommands
+-----------
+compare   time and accuracy of every emulated-GEMM method against native FP64
+          on one problem (the default job; CPU, or the GPU when CuPy finds one)
+accuracy  sweep phi x slices x methods against the exact reference
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+import ozlinalg
+
+
+def _device(name):
+    if name == "cpu":
+        return np, "cpu"
+    from ._array import cupy_or_none
+
+    cp = cupy_or_none()
+    try:
+        ok = cp is not None and cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        ok = False
+    if name == "gpu" and not ok:
+        raise SystemExit("ozlinalg: --device gpu asked for, but CuPy finds no CUDA device")
+    return (cp, "gpu") if ok else (np, "cpu")
+
+
+def _best_time(fn, sync, repeat):
+    best = float("inf")
+    out = None
+    for _ in range(repeat):
+        sync()
+        t = time.perf_counter()
+        out = fn()
+        sync()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def cmd_compare(args):
+    from .testing import random_matrix
+
+    xp, dev = _device(args.device)
+    sync = (lambda: xp.cuda.Device().synchronize()) if dev == "gpu" else (lambda: None)
+    rng = np.random.default_rng(args.seed)
+    n = args.n
+    a_h = random_matrix(rng, n, n, args.phi)
+    b_h = random_matrix(rng, n, n, args.phi)
+    a, b = xp.asarray(a_h), xp.asarray(b_h)
+    try:
+        from .testing import ExactReference
+
+        ref = ExactReference(a_h[: args.check_rows], b_h) if args.check_rows else None
+    except ImportError:
+        ref = None
+
+    def err(c):
+        if ref is None:
+            return float("nan"), float("nan")
+        from ._array import to_numpy
+        from .testing import error_stats
+
+        return error_stats(ref.relative_errors(to_numpy(c)[: args.check_rows]))
+
+    rows = []
+    t_nat, c_nat = _best_time(lambda: xp.matmul(a, b), sync, args.repeat)
+    mx, med = err(c_nat)
+    rows.append(dict(method="native FP64", slices="-", seconds=t_nat,
+                     gflops=2 * n**3 / t_nat / 1e9, ratio=1.0, max_err=mx, median_err=med))
+    methods = list(ozlinalg.METHODS) if args.methods == ["all"] else args.methods
+    for meth in _progress(methods, "methods"):
+        with ozlinalg.profile() as prof:
+            t, c = _best_time(lambda: ozlinalg.matmul(a, b, method=meth, slices=args.slices),
+                              sync, args.repeat)
+        mx, med = err(c)
+        rows.append(dict(method=meth, slices=prof.slices[-1], seconds=t,
+                         gflops=2 * n**3 / t / 1e9, ratio=t / t_nat, max_err=mx,
+                         median_err=med, int8_gemms=prof.calls[-1].int8_gemms))
+    if args.json:
+        json.dump(dict(device=dev, n=n, phi=args.phi, rows=rows), sys.stdout, indent=1)
+        print()
+        return
+    print(f"ozlinalg {ozlinalg.__version__}: C = A @ B, n = {n}, phi = {args.phi}, "
+          f"device = {dev}, errors vs exact reference on {args.check_rows} rows")
+    print(f"{'method':<12} {'slices':>6} {'time [s]':>9} {'GFLOP/s':>8} {'x native':>9} "
+          f"{'max rel err':>11} {'median':>9}")
+    for r in rows:
+        print(f"{r['method']:<12} {r['slices']!s:>6} {r['seconds']:9.4f} {r['gflops']:8.1f} "
+              f"{r['ratio']:9.1f} {r['max_err']:11.2e} {r['median_err']:9.2e}")
+
+
+def _progress(it, desc):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return it
+    return tqdm(it, desc=desc, disable=not sys.stderr.isatty(), leave=False)
+
+
+def cmd_accuracy(args):
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+    if not script.exists():
+        raise SystemExit("ozlinalg accuracy: benchmarks/accuracy.py is part of the source tree")
+    sys.argv = [str(script)] + args.rest
+    runpy.run_path(str(script), run_name="__main__")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ozlinalg", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    c = sub.add_parser("compare", help="speed and accuracy of every method vs native FP64")
+    c.add_argument("--n", type=int, default=1024)
+    c.add_argument("--phi", type=float, default=0.5)
+    c.add_argument("--slices", default="auto",
+                   type=lambda s: s if s == "auto" else int(s))
+    c.add_argument("--methods", nargs="+", default=["all"])
+    c.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
+    c.add_argument("--repeat", type=int, default=2)
+    c.add_argument("--check-rows", type=int, default=64,
+                   help="rows judged against the exact reference (0: skip)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_compare)
+    acc = sub.add_parser("accuracy", help="accuracy sweep (benchmarks/accuracy.py)")
+    acc.add_argument("rest", nargs=argparse.REMAINDER)
+    acc.set_defaults(func=cmd_accuracy)
+    args = ap.parse_args(argv)
+    if args.cmd is None:
+        args = ap.parse_args(["compare"] + (argv or []))
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

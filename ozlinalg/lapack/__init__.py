@@ -1,0 +1,46 @@
+"""Blocked LAPACK-style factorizations whose BLAS-3 work runs on the emulated GEMM.
+
+Each routine is written once against the array namespace (NumPy or CuPy):
+narrow panels and small diagonal blocks run natively in FP64 (LAPACK through
+:mod:`scipy.linalg.lapack` on the host, cuSOLVER/cuBLAS through CuPy on a
+GPU), and the trailing updates, triangular-solve couplings and block
+reflector applications go through :func:`ozlinalg.matmul`, so that at
+n = 2048 with the default block size more than 90% of the flops are
+emulated (see docs/factorizations.md). Results use LAPACK's storage formats,
+so a :mod:`scipy.linalg`-compatible layer can be built on top.
+
+=========  ==============================================================
+getrf      LU with partial pivoting (``scipy.linalg.lu_factor`` format)
+getrs      solve from ``getrf``'s factors
+potrf      Cholesky, lower or upper
+potrs      solve from ``potrf``'s factor
+geqrf      Householder QR, LAPACK compact form ``(qr, tau)``
+orgqr      form Q from ``(qr, tau)``
+ormqr      apply Q or Q^T from ``(qr, tau)``
+trsm       triangular solve with many right-hand sides
+=========  ==============================================================
+
+Every routine takes ``block_size`` (panel width, default
+:data:`DEFAULT_BLOCK_SIZE`), ``slices`` and ``method`` (passed to
+:func:`ozlinalg.matmul`) and ``crossover`` (below this order the whole call is
+native LAPACK, default :data:`DEFAULT_CROSSOVER`; ``crossover=0`` emulates at
+every size).
+"""
+from ._common import DEFAULT_BLOCK_SIZE, DEFAULT_CROSSOVER
+from .geqrf import geqrf, orgqr, ormqr
+from .getrf import getrf, getrs
+from .potrf import potrf, potrs
+from .trsm import trsm
+
+__all__ = [
+    "getrf",
+    "getrs",
+    "potrf",
+    "potrs",
+    "geqrf",
+    "orgqr",
+    "ormqr",
+    "trsm",
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_CROSSOVER",
+]

@@ -1,0 +1,343 @@
+"""Shared plumbing of the blocked factorizations: validation, defaults, the
+GEMM runner (emulated or native), and the thin native-panel layer.
+
+Everything above :class:`_Runner` is written once against the array namespace
+``xp`` (NumPy or CuPy). The functions named ``native_*`` are the only
+device-specific code: on NumPy they call :mod:`scipy.linalg.lapack`; on CuPy
+they call cuSOLVER through ``cupy.linalg`` / ``cupyx.scipy.linalg`` (the CuPy
+branches are kept to a few lines each and are not exercised by the CPU test
+suite).
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy as np
+from scipy.linalg import lapack as _lapack
+
+from .._array import array_namespace
+from .._exceptions import LinAlgError, LinAlgWarning
+from .._profile import record_native_flops
+from ..ozaki.gemm import matmul as _emulated_matmul
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_CROSSOVER",
+]
+
+#: Default panel width (columns factored natively per step). With nb = 128
+#: the native panel work of an n = 2048 LU / Cholesky / QR stays below 6% of
+#: the flops (see docs/factorizations.md), and the trailing updates are large
+#: enough to amortize the splitting of each emulated GEMM.
+DEFAULT_BLOCK_SIZE = 128
+
+#: Below this order (``min(m, n)`` of the factored matrix, the triangular
+#: order for trsm) the whole call runs in native FP64 LAPACK. See the
+#: "Crossover" section of docs/factorizations.md for how it was chosen: on a
+#: CPU the emulation is never faster than native DGEMM, so this value is a
+#: policy (emulate from moderately large sizes on, so that results do not
+#: change character between n = 255 and n = 257 for typical use), not a
+#: break-even point. Pass ``crossover=0`` to emulate at every size.
+DEFAULT_CROSSOVER = 256
+
+
+# --------------------------------------------------------------------------
+# validation
+
+
+def _fname(name):
+    return f"ozlinalg.lapack.{name}"
+
+
+def as_float_matrix(a, fname, argname="a", *, check_finite=True, ndim=(2,), square=False):
+    """Validate ``a`` and return ``(xp, a)``; ``a`` keeps its dtype here."""
+    xp = array_namespace(a)
+    if not hasattr(a, "dtype") or not hasattr(a, "ndim"):
+        a = xp.asarray(a)
+    kind = a.dtype.kind
+    if kind == "c":
+        raise TypeError(
+            f"{_fname(fname)}: {argname} is complex ({a.dtype}); complex matrices are "
+            "not supported yet"
+        )
+    if kind not in "biuf" or (kind == "f" and a.dtype.itemsize > 8):
+        raise TypeError(f"{_fname(fname)}: {argname} has unsupported dtype {a.dtype}")
+    if a.ndim not in ndim:
+        want = " or ".join(f"{d}-D" for d in ndim)
+        raise ValueError(
+            f"{_fname(fname)}: expected a {want} array for {argname}, got shape {a.shape}"
+        )
+    if square and a.shape[0] != a.shape[1]:
+        raise ValueError(
+            f"{_fname(fname)}: expected a square matrix for {argname}, got shape {a.shape}"
+        )
+    if check_finite and a.size and not bool(xp.isfinite(a).all()):
+        raise ValueError("array must not contain infs or NaNs")
+    return xp, a
+
+
+def work_copy(xp, a, overwrite):
+    """Float64 working array: ``a`` itself when allowed and possible, else a copy.
+
+    Copies are Fortran-ordered (LAPACK's layout: panels are column blocks).
+    """
+    if (
+        overwrite
+        and a.dtype == xp.float64
+        and isinstance(a, xp.ndarray)
+        and (xp is not np or a.flags.writeable)
+    ):
+        return a
+    return xp.array(a, dtype=xp.float64, order="F", copy=True)
+
+
+def check_block_size(block_size, fname):
+    nb = DEFAULT_BLOCK_SIZE if block_size is None else block_size
+    try:
+        nb = operator.index(nb)
+    except TypeError:
+        raise TypeError(f"{_fname(fname)}: block_size must be an integer, got {nb!r}") from None
+    if nb < 1:
+        raise ValueError(f"{_fname(fname)}: block_size must be >= 1, got {nb}")
+    return nb
+
+
+def check_crossover(crossover, fname):
+    c = DEFAULT_CROSSOVER if crossover is None else crossover
+    try:
+        c = operator.index(c)
+    except TypeError:
+        raise TypeError(f"{_fname(fname)}: crossover must be an integer, got {c!r}") from None
+    if c < 0:
+        raise ValueError(f"{_fname(fname)}: crossover must be >= 0, got {c}")
+    return c
+
+
+def check_trans(trans, fname):
+    """0/'N' -> False, 1/'T'/2/'C' -> True (real matrices: 'C' is 'T')."""
+    if isinstance(trans, str):
+        t = trans.upper()
+        if t in ("N",):
+            return False
+        if t in ("T", "C"):
+            return True
+    elif trans in (0, 1, 2) and not isinstance(trans, bool):
+        return trans != 0
+    raise ValueError(f"{_fname(fname)}: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+
+
+def check_side(side, fname):
+    if isinstance(side, str) and side.upper() in ("L", "R"):
+        return side.upper()
+    raise ValueError(f"{_fname(fname)}: side must be 'L' or 'R', got {side!r}")
+
+
+# --------------------------------------------------------------------------
+# GEMM runner
+
+#: Balance the inner dimension of every emulated product by powers of two
+#: (see :func:`balance_inner`). Measured effect: docs/factorizations.md.
+BALANCE_INNER = True
+
+_BAL_LIMIT = 900  # keep every scaled value this far inside the normal range
+
+
+def balance_inner(xp, a, b):
+    """Exact power-of-two rescaling ``a D^-1``, ``D b`` of the inner dimension.
+
+    The emulation splits every row of ``a`` and column of ``b`` against its
+    own largest entry, so a term ``a_ik b_kj`` in which a large ``a_ik``
+    meets a small ``b_kj`` (or the reverse) keeps fewer bits than the slice
+    count suggests. Blocked factorizations of badly scaled matrices produce
+    exactly such products (in a triangular solve with ``A = D S D``,
+    ``l_ik ~ d_i / d_k`` meets ``x_k ~ 1 / d_k``). With
+    ``D_kk = 2**f_k``, ``f_k = floor((e(max|a_:k|) - e(max|b_k:|)) / 2)`` the
+    column maxima of ``a`` and row maxima of ``b`` become equal within a
+    factor 2, which removes that loss; ``(a D^-1)(D b) = a b`` exactly as long
+    as no scaled entry leaves the normal range, which is checked (otherwise
+    the operands are returned unchanged).
+    """
+    if a.size == 0 or b.size == 0:
+        return a, b
+    ca = xp.abs(a).max(axis=0)
+    rb = xp.abs(b).max(axis=1)
+    ok = (ca > 0) & (rb > 0)
+    ea = xp.frexp(xp.where(ok, ca, 1.0))[1]
+    eb = xp.frexp(xp.where(ok, rb, 1.0))[1]
+    f = (ea - eb) // 2
+    fmax, fmin = int(f.max()), int(f.min())
+    if fmax == 0 and fmin == 0:
+        return a, b
+    lo_a = _log2_min_nonzero(xp, a)
+    lo_b = _log2_min_nonzero(xp, b)
+    hi_a = int(xp.frexp(ca.max())[1])
+    hi_b = int(xp.frexp(rb.max())[1])
+    if (lo_a - fmax < -_BAL_LIMIT or hi_a - fmin > _BAL_LIMIT
+            or lo_b + fmin < -_BAL_LIMIT or hi_b + fmax > _BAL_LIMIT):
+        return a, b
+    f = f.astype(xp.int32)
+    return xp.ldexp(a, -f[None, :]), xp.ldexp(b, f[:, None])
+
+
+def _log2_min_nonzero(xp, x):
+    ax = xp.abs(x)
+    m = float(xp.where(ax > 0, ax, xp.inf).min())
+    return -2000 if m == float("inf") else int(np.frexp(m)[1]) - 1
+
+
+class Runner:
+    """Runs the GEMMs of a blocked algorithm: emulated, or native FP64.
+
+    ``emulate=False`` is the native path of the CuPy fallback below the
+    crossover (the NumPy fallback calls LAPACK directly); its GEMM flops are
+    recorded as native so that :func:`ozlinalg.profile` stays truthful.
+    """
+
+    __slots__ = ("xp", "slices", "method", "emulate")
+
+    def __init__(self, xp, slices, method, emulate=True):
+        self.xp = xp
+        self.slices = slices
+        self.method = method
+        self.emulate = emulate
+
+    def gemm(self, a, b):
+        """``a @ b`` (2-D float64)."""
+        if self.emulate:
+            if BALANCE_INNER:
+                a, b = balance_inner(self.xp, a, b)
+            return _emulated_matmul(a, b, slices=self.slices, method=self.method)
+        record_native_flops(2.0 * a.shape[0] * a.shape[1] * b.shape[1], "gemm (native path)")
+        return self.xp.matmul(a, b)
+
+    @staticmethod
+    def native(flops, what):
+        record_native_flops(flops, what)
+
+
+# --------------------------------------------------------------------------
+# flop counts (LAPACK working notes 41; one multiply-add = 2 flops)
+
+
+def flops_getrf(m, n):
+    k = min(m, n)
+    return 2.0 * (m * n * k - (m + n) * k * k / 2.0 + k ** 3 / 3.0)
+
+
+def flops_potrf(n):
+    return n ** 3 / 3.0
+
+
+def flops_geqrf(m, n):
+    if m >= n:
+        return 2.0 * m * n * n - 2.0 * n ** 3 / 3.0
+    return 2.0 * n * m * m - 2.0 * m ** 3 / 3.0
+
+
+def flops_trsm(n, nrhs):
+    return float(n) * n * nrhs
+
+
+# --------------------------------------------------------------------------
+# native kernels (the device-specific layer)
+
+
+def _lwork(func, *args):
+    """Optimal workspace size from a LAPACK workspace query."""
+    out = func(*args, lwork=-1)
+    work, info = out[-2], out[-1]
+    if info != 0:
+        raise ValueError(f"internal LAPACK workspace query failed (info={info})")
+    return max(1, int(work[0].real))
+
+
+def native_getrf(xp, a):
+    """LU with partial pivoting of the m x b block ``a`` (not modified).
+
+    Returns ``(lu, piv, info)``: ``piv`` a host int32 array of 0-based
+    interchanges, ``info`` the 1-based index of the first exactly-zero
+    pivot (0 if none), as in LAPACK.
+    """
+    if xp is np:
+        lu, piv, info = _lapack.dgetrf(a)
+        if info < 0:
+            raise ValueError(f"illegal value in argument {-info} of internal getrf")
+        return lu, piv.astype(np.int32, copy=False), int(info)
+    from cupyx.scipy.linalg import lu_factor  # cuSOLVER getrf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LinAlgWarning)
+        lu, piv = lu_factor(a, check_finite=False)
+    d = xp.diagonal(lu)
+    zero = np.flatnonzero(xp.asnumpy(d == 0))
+    return lu, xp.asnumpy(piv).astype(np.int32), int(zero[0]) + 1 if zero.size else 0
+
+
+def native_potrf(xp, a, lower):
+    """Cholesky factor of the (small) block ``a``; returns ``(c, info)``."""
+    if xp is np:
+        c, info = _lapack.dpotrf(a, lower=int(lower), clean=1)
+        if info < 0:
+            raise ValueError(f"illegal value in argument {-info} of internal potrf")
+        return c, int(info)
+    # CuPy: the diagonal block is small (b x b); factor it on the host so the
+    # failing leading minor is reported exactly as LAPACK does.
+    c, info = _lapack.dpotrf(xp.asnumpy(a), lower=int(lower), clean=1)
+    return xp.asarray(c), int(info)
+
+
+def native_geqrf(xp, a):
+    """Householder QR of the block ``a``; returns ``(qr, tau)`` in LAPACK format."""
+    if xp is np:
+        qr, tau, _, info = _lapack.dgeqrf(a, lwork=_lwork(_lapack.dgeqrf, a))
+        if info < 0:
+            raise ValueError(f"illegal value in argument {-info} of internal geqrf")
+        return qr, tau
+    h, tau = xp.linalg.qr(a, mode="raw")  # cuSOLVER geqrf; h is stored transposed
+    return h.T, tau
+
+
+def native_trsm_left(xp, m, b, lower, unit):
+    """Solve ``m x = b`` for a triangular block ``m`` (a view, maybe transposed)."""
+    if xp is np:
+        from scipy.linalg import solve_triangular
+
+        return solve_triangular(m, b, lower=lower, unit_diagonal=unit, check_finite=False)
+    from cupyx.scipy.linalg import solve_triangular
+
+    return solve_triangular(m, b, lower=lower, unit_diagonal=unit, check_finite=False)
+
+
+def first_zero_diagonal(xp, a):
+    """0-based index of the first zero on the diagonal of ``a``, or -1."""
+    d = xp.diagonal(a)
+    if d.size == 0:
+        return -1
+    zero = d == 0
+    if not bool(zero.any()):
+        return -1
+    return int(xp.argmax(zero))
+
+
+def raise_not_pd(minor):
+    raise LinAlgError(f"{minor}-th leading minor of the array is not positive definite")
+
+
+def swaps_to_rows(piv, offset=0):
+    """Rows that move under LAPACK's sequential interchanges ``piv``.
+
+    Returns ``(dst, src)`` host index arrays such that applying the swaps
+    ``i <-> piv[i]`` (in order) to rows ``offset + ...`` equals
+    ``rows[dst] = rows[src]``; only rows that actually move are listed.
+    """
+    piv = np.asarray(piv)
+    n = len(piv)
+    size = max(n, int(piv.max()) + 1) if n else 0
+    perm = np.arange(size)
+    for i in range(n):
+        p = int(piv[i])
+        if p != i:
+            perm[i], perm[p] = perm[p], perm[i]
+    moved = np.flatnonzero(perm != np.arange(size))
+    return moved + offset, perm[moved] + offset

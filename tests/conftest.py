@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+
+from ozlinalg._array import cupy_or_none
+
+
+def _gpu_available():
+    cp = cupy_or_none()
+    if cp is None:
+        return False
+    try:
+        return cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+GPU = _gpu_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if GPU:
+        return
+    skip = pytest.mark.skip(reason="needs CuPy and a CUDA device (none found)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
+def xp(request):
+    """The array module under test: NumPy always, CuPy where a GPU exists."""
+    if request.param == "numpy":
+        return np
+    return cupy_or_none()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261130)

@@ -1,0 +1,398 @@
+"""Tests of the emulated DGEMM core against an exact reference."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import ozlinalg
+from ozlinalg import AccuracyWarning
+from ozlinalg._array import to_numpy
+from ozlinalg.engines import get_engine
+from ozlinalg.ozaki import params
+from ozlinalg.testing import ExactReference, error_stats, random_matrix
+
+flint = pytest.importorskip("flint")
+
+METHODS = list(ozlinalg.METHODS)
+
+
+def native_and_emulated_errors(a, b, c):
+    ref = ExactReference(a, b)
+    return error_stats(ref.relative_errors(a @ b)), error_stats(ref.relative_errors(c))
+
+
+class TestParams:
+    @pytest.mark.parametrize("n, beta", [(1, 7), (2**10, 7), (2**17, 7), (2**17 + 1, 6),
+                                         (2**19, 6), (2**21, 5)])
+    def test_slice_width(self, n, beta):
+        assert params.slice_width(n) == beta
+        assert beta == min(7, math.floor((31 - math.log2(n)) / 2))
+
+    @pytest.mark.parametrize("n", [1, 100, 2048, 4096, 2**17])
+    def test_group_limit_keeps_int32_exact(self, n):
+        beta = params.slice_width(n)
+        r = params.group_limit(n, beta)
+        assert r == max(1, 2 ** (31 - 2 * beta - math.ceil(math.log2(n))))
+        # r products of n terms of size < 2**(2 beta) fit in INT32.
+        assert r == 1 or r * n * (2**beta - 1) ** 2 < 2**31
+
+    def test_fp_slice_width(self):
+        assert params.fp_slice_width(1) == 12
+        assert params.fp_slice_width(1024) == 7
+        assert params.fp_slice_width(4096) == 6
+
+    def test_pairs_are_triangular_and_grouped(self):
+        for s in range(1, 12):
+            groups = params.pairs_by_group(s)
+            pairs = [p for g in groups for p in g]
+            assert len(pairs) == s * (s + 1) // 2
+            assert all(i + j <= s - 1 for i, j in pairs)
+            assert all(len({i + j for i, j in g}) == 1 for g in groups)
+
+    @pytest.mark.parametrize("alias, name", [("ozimmu", "bitmask"), ("ozIMMU_EF", "bitmask-ef"),
+                                             ("ozimmu_h", "hybrid-ef"), ("hybrid_ef", "hybrid-ef"),
+                                             ("ootomo", "splitfp"), ("RN", "rn")])
+    def test_aliases(self, alias, name):
+        assert params.validate_method(alias) == name
+
+    def test_bad_method_and_slices(self):
+        with pytest.raises(ValueError, match="unknown method 'nope'"):
+            params.validate_method("nope")
+        with pytest.raises(ValueError, match="between 1 and 64"):
+            params.validate_slices(0)
+        with pytest.raises(ValueError, match="'auto' or an integer"):
+            params.validate_slices("many")
+        with pytest.raises(TypeError):
+            params.validate_slices(2.5)
+
+
+class TestCPUEngine:
+    """The CPU engine must be EXACT: it is the foundation of every method."""
+
+    @pytest.mark.parametrize("k", [1, 7, 1024, 1041, 4099, 65536])
+    @pytest.mark.parametrize("fill", [127.0, -128.0, "mixed"])
+    def test_adversarial_extremes_exact(self, k, fill, rng):
+        eng = get_engine(np)
+        m, p, s = 3, 5, 2
+        a = eng.empty_slices(s, m, k, "bitmask")
+        b = eng.empty_slices(s, p, k, "bitmask")
+        if fill == "mixed":
+            a[...] = rng.choice([-128.0, 127.0], size=a.shape)
+            b[...] = rng.choice([-128.0, 127.0], size=b.shape)
+        else:
+            a[...] = fill
+            b[...] = fill
+        pairs = [(0, 0), (0, 1), (1, 0)]
+        got, calls = eng.int_matmul_sum(a, b, pairs, 128, 128)
+        ai = a.astype(np.int64)
+        bi = b.astype(np.int64)
+        want = sum(ai[i] @ bi[j].T for i, j in pairs)
+        assert calls >= 1
+        np.testing.assert_array_equal(got, want.astype(np.float64))
+        assert got.dtype == np.float64
+
+    def test_worst_case_sum_exceeds_fp32_range(self):
+        # 65536 * 128 * 128 = 2**30: far beyond float32's 2**24 integers.
+        eng = get_engine(np)
+        k = 65536
+        a = np.full((1, 1, k), -128.0, np.float32)
+        b = np.full((1, 1, k), -128.0, np.float32)
+        got, _ = eng.int_matmul_sum(a, b, [(0, 0)], 128, 128)
+        assert got[0, 0] == 2.0**30
+
+    def test_float_engine_fp32_accumulation(self):
+        eng = get_engine(np)
+        a = np.ones((1, 3), np.float32)
+        b = np.array([[2.0**24, 1.0, 1.0]], np.float32)
+        # FP32 accumulation loses the ones: it is a float engine, not an exact one.
+        assert eng.float_matmul(a, b)[0, 0] in (2.0**24, 2.0**24 + 2)
+
+
+@pytest.mark.parametrize("method", METHODS)
+class TestMethods:
+    def test_dgemm_level_with_enough_slices(self, method, rng):
+        a = random_matrix(rng, 40, 300, 1.0)
+        b = random_matrix(rng, 300, 30, 1.0)
+        c = ozlinalg.matmul(a, b, method=method, slices=12)
+        (nat_max, _), (emu_max, emu_med) = native_and_emulated_errors(a, b, c)
+        assert emu_max <= max(nat_max, 4e-16)
+        assert emu_med <= 2**-53
+
+    def test_error_decreases_with_slices(self, method, rng):
+        a = random_matrix(rng, 30, 200, 0.5)
+        b = random_matrix(rng, 200, 20, 0.5)
+        ref = ExactReference(a, b)
+        meds = [error_stats(ref.relative_errors(ozlinalg.matmul(a, b, method=method,
+                                                                 slices=s)))[1]
+                for s in (2, 4, 6, 8)]
+        assert all(x > 100 * y for x, y in zip(meds, meds[1:]) if y > 1e-16), meds
+
+    def test_auto_is_dgemm_level(self, method, rng):
+        for phi in (0.5, 2.0, 4.0):
+            a = random_matrix(rng, 32, 512, phi)
+            b = random_matrix(rng, 512, 24, phi)
+            c = ozlinalg.matmul(a, b, method=method)
+            (nat_max, _), (emu_max, _) = native_and_emulated_errors(a, b, c)
+            assert emu_max <= nat_max, (phi, emu_max, nat_max)
+
+
+class TestAccuracyOrdering:
+    def test_round_to_nearest_beats_truncation_at_equal_slices(self, rng):
+        a = random_matrix(rng, 64, 512, 1.0)
+        b = random_matrix(rng, 512, 64, 1.0)
+        ref = ExactReference(a, b)
+        for s in (4, 5, 6, 7):
+            med = {m: error_stats(ref.relative_errors(ozlinalg.matmul(a, b, method=m,
+                                                                      slices=s)))[1]
+                   for m in ("bitmask", "rn", "hybrid-ef")}
+            assert med["rn"] < med["bitmask"], (s, med)
+            assert med["hybrid-ef"] < med["bitmask"], (s, med)
+
+    def test_groupwise_does_fewer_fp64_passes(self, rng):
+        a, b = rng.standard_normal((20, 50)), rng.standard_normal((50, 20))
+        passes = {}
+        for m in METHODS:
+            with ozlinalg.profile() as prof:
+                ozlinalg.matmul(a, b, method=m, slices=8)
+            passes[m] = prof.accumulation_passes
+            assert prof.int8_gemms >= 36
+        assert passes["hybrid-ef"] == passes["bitmask-ef"] == 8
+        assert passes["bitmask"] == passes["rn"] == 36
+
+
+class TestSpecialValues:
+    def test_zero_rows_and_columns(self, rng):
+        a = rng.standard_normal((6, 9))
+        b = rng.standard_normal((9, 5))
+        a[2] = 0.0
+        b[:, 3] = 0.0
+        for m in METHODS:
+            c = ozlinalg.matmul(a, b, method=m)
+            assert np.all(c[2] == 0) and np.all(c[:, 3] == 0)
+            np.testing.assert_allclose(c, a @ b, rtol=1e-13, atol=1e-13)
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_subnormals(self, method, rng):
+        tiny = np.finfo(float).smallest_subnormal
+        a = rng.standard_normal((5, 8)) * 1e-310  # subnormal entries
+        a[0, 0] = 3 * tiny
+        b = rng.standard_normal((8, 4))
+        c = ozlinalg.matmul(a, b, method=method)
+        ref = ExactReference(a, b).rounded()
+        # Results are subnormal: compare in absolute units of the subnormal spacing.
+        assert np.max(np.abs(c - ref)) <= 4 * tiny
+        # Mixed: a normal row with subnormal entries beside large ones.
+        a2 = rng.standard_normal((4, 8))
+        a2[:, ::2] *= 1e-312
+        c2 = ozlinalg.matmul(a2, b, method=method)
+        (nat, _), (emu, _) = native_and_emulated_errors(a2, b, c2)
+        assert emu <= max(nat, 1e-15)
+
+    @pytest.mark.parametrize("scale_a, scale_b", [(1e300, 1e-300), (1e-300, 1e300),
+                                                  (1e154, 1e154), (1e-154, 1e-154),
+                                                  (2.0**-1022, 1.0), (2.0**1020, 0.5)])
+    def test_extreme_exponents(self, scale_a, scale_b, rng):
+        a = rng.uniform(-1.5, 1.5, (7, 11)) * scale_a
+        b = rng.uniform(-1.5, 1.5, (11, 6)) * scale_b
+        c = ozlinalg.matmul(a, b)
+        ref = ExactReference(a, b)
+        exact = ref.rounded()
+        fin = np.isfinite(exact)
+        # Where the exact product overflows, the result is the infinity of its sign.
+        np.testing.assert_array_equal(c[~fin], exact[~fin])
+        with np.errstate(over="ignore"):
+            native = a @ b
+        rel = ref.relative_errors(np.where(fin, c, 0.0))[fin]
+        nat = ref.relative_errors(np.where(np.isfinite(native) & fin, native, 0.0))[fin]
+        tiny_results = np.abs(exact[fin]) < 1e-290  # subnormal range: absolute spacing rules
+        assert np.all((rel <= np.maximum(nat, 4e-16)) | tiny_results)
+
+    def test_overflowing_result_matches_native(self):
+        a = np.full((2, 3), 1e308)
+        b = np.full((3, 2), 10.0)
+        c = ozlinalg.matmul(a, b)
+        assert np.all(np.isposinf(c))
+
+    def test_rows_spanning_the_whole_exponent_range(self, rng):
+        a = rng.standard_normal((4, 6)) * np.array([1e300, 1e-300, 1.0, 1e-310, 1e200, 1e-200])
+        b = rng.standard_normal((6, 3))
+        c = ozlinalg.matmul(a, b)
+        (nat, _), (emu, _) = native_and_emulated_errors(a, b, c)
+        assert emu <= max(nat, 2e-16)
+
+    @pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+    def test_inf_nan_match_native(self, bad, rng):
+        a = rng.standard_normal((6, 7))
+        b = rng.standard_normal((7, 5))
+        a[1, 3] = bad
+        b[2, 4] = bad
+        b[5, 0] = np.nan
+        with np.errstate(invalid="ignore"):
+            want = a @ b
+        for m in METHODS:
+            c = ozlinalg.matmul(a, b, method=m)
+            np.testing.assert_array_equal(np.isnan(c), np.isnan(want))
+            np.testing.assert_array_equal(np.isposinf(c), np.isposinf(want))
+            np.testing.assert_array_equal(np.isneginf(c), np.isneginf(want))
+            fin = np.isfinite(want)
+            np.testing.assert_allclose(c[fin], want[fin], rtol=1e-13, atol=1e-14)
+
+    def test_inputs_never_modified(self, rng):
+        a = rng.standard_normal((9, 13))
+        b = rng.standard_normal((13, 4))
+        a[0, 0] = np.nan
+        a0, b0 = a.copy(), b.copy()
+        for m in METHODS:
+            ozlinalg.matmul(a, b, method=m)
+        np.testing.assert_array_equal(a, a0)
+        np.testing.assert_array_equal(b, b0)
+
+
+class TestShapesAndDtypes:
+    @pytest.mark.parametrize("m, n, p", [(0, 3, 4), (3, 0, 4), (3, 4, 0), (1, 1, 1),
+                                         (7, 61, 68), (1, 1000, 1), (33, 1, 17)])
+    def test_shapes(self, m, n, p, rng):
+        a = rng.standard_normal((m, n))
+        b = rng.standard_normal((n, p))
+        c = ozlinalg.matmul(a, b)
+        assert c.shape == (m, p) and c.dtype == np.float64
+        np.testing.assert_allclose(c, a @ b, rtol=1e-13, atol=1e-13)
+
+    def test_vectors_and_stacks(self, rng):
+        a = rng.standard_normal((5, 6))
+        v = rng.standard_normal(6)
+        w = rng.standard_normal(5)
+        np.testing.assert_allclose(ozlinalg.matmul(a, v), a @ v, rtol=1e-14)
+        np.testing.assert_allclose(ozlinalg.matmul(w, a), w @ a, rtol=1e-14)
+        assert ozlinalg.matmul(v, v).shape == ()
+        np.testing.assert_allclose(ozlinalg.matmul(v, v), v @ v, rtol=1e-14)
+        s = rng.standard_normal((3, 1, 5, 6))
+        t = rng.standard_normal((2, 6, 4))
+        np.testing.assert_allclose(ozlinalg.matmul(s, t), s @ t, rtol=1e-13, atol=1e-14)
+
+    def test_orders_and_strides(self, rng):
+        a = rng.standard_normal((40, 60))
+        b = rng.standard_normal((60, 30))
+        want = ozlinalg.matmul(a, b)
+        np.testing.assert_array_equal(ozlinalg.matmul(np.asfortranarray(a), b), want)
+        np.testing.assert_array_equal(ozlinalg.matmul(a, np.asfortranarray(b)), want)
+        big = rng.standard_normal((80, 120))
+        sub_a = big[::2, ::2]
+        sub_b = big[1::2, :60].T[:, ::2][:60]
+        np.testing.assert_allclose(ozlinalg.matmul(sub_a, sub_b), sub_a @ sub_b, rtol=1e-13,
+                                   atol=1e-13)
+
+    @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.bool_,
+                                       np.float16, np.float32])
+    def test_promotion(self, dtype, rng):
+        a = (rng.standard_normal((5, 7)) * 10).astype(dtype)
+        b = (rng.standard_normal((7, 3)) * 10).astype(dtype)
+        c = ozlinalg.matmul(a, b)
+        assert c.dtype == np.float64
+        np.testing.assert_allclose(c, a.astype(float) @ b.astype(float), rtol=1e-14, atol=1e-12)
+
+    def test_integer_products_are_exact(self, rng):
+        a = rng.integers(-2**20, 2**20, (20, 30))
+        b = rng.integers(-2**20, 2**20, (30, 10))
+        np.testing.assert_array_equal(ozlinalg.matmul(a, b), (a @ b).astype(float))
+
+    def test_lists_accepted(self):
+        np.testing.assert_array_equal(ozlinalg.matmul([[1, 2], [3, 4]], [[5], [6]]),
+                                      [[17.0], [39.0]])
+
+    def test_errors(self):
+        with pytest.raises(TypeError, match="complex"):
+            ozlinalg.matmul(np.ones((2, 2), complex), np.ones((2, 2)))
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            ozlinalg.matmul(np.array([["a"]]), np.ones((1, 1)))
+        with pytest.raises(ValueError, match=r"inner dimensions differ.*\(3, 4\).*\(5, 2\)"):
+            ozlinalg.matmul(np.ones((3, 4)), np.ones((5, 2)))
+        with pytest.raises(ValueError, match="at least 1-D"):
+            ozlinalg.matmul(np.float64(2.0), np.ones((1, 1)))
+        with pytest.raises(ValueError, match="unknown method"):
+            ozlinalg.matmul(np.ones((2, 2)), np.ones((2, 2)), method="dgemm")
+        with pytest.raises(TypeError, match="float64 only"):
+            ozlinalg.matmul(np.ones((2, 2), np.longdouble), np.ones((2, 2)))
+
+
+class TestAuto:
+    def test_chosen_count_grows_with_exponent_spread(self, rng):
+        chosen = []
+        for phi in (0.5, 2.0, 4.0):
+            a = random_matrix(rng, 32, 2048, phi)
+            b = random_matrix(rng, 2048, 32, phi)
+            with ozlinalg.profile() as prof:
+                ozlinalg.matmul(a, b)
+            chosen.append(prof.slices[0])
+        assert chosen == sorted(chosen) and chosen[0] < chosen[-1]
+        assert 8 <= chosen[0] <= 10
+
+    def test_explicit_count_overrides(self, rng):
+        a = rng.standard_normal((8, 8))
+        with ozlinalg.profile() as prof:
+            ozlinalg.matmul(a, a, slices=5)
+        assert prof.slices == [5]
+
+    def test_warns_when_max_slices_is_not_enough(self, rng):
+        a = random_matrix(rng, 8, 256, 8.0)
+        with ozlinalg.options(max_slices=4):
+            with pytest.warns(AccuracyWarning, match="max_slices=4"):
+                ozlinalg.matmul(a, a.T)
+
+
+class TestProfileAndOptions:
+    def test_profile_records_what_ran(self, rng):
+        a = rng.standard_normal((64, 100))
+        with ozlinalg.profile() as prof:
+            ozlinalg.matmul(a, a.T, slices=6, method="hybrid-ef")
+            ozlinalg.matmul(a, a.T, slices=4, method="bitmask")
+        assert prof.emulated_gemm_calls == 2
+        assert prof.int8_gemms == 21 + 10
+        assert prof.slices == [6, 4]
+        assert prof.methods == {"hybrid-ef": 1, "bitmask": 1}
+        assert prof.emulated_flops == 2 * 2.0 * 64 * 100 * 64
+        assert prof.time_split > 0 and prof.time_int8 > 0 and prof.time_accumulate > 0
+        assert "emulated GEMM calls : 2" in prof.summary()
+
+    def test_nested_profiles_and_outside_calls(self, rng):
+        a = rng.standard_normal((10, 10))
+        ozlinalg.matmul(a, a)
+        with ozlinalg.profile() as outer:
+            ozlinalg.matmul(a, a)
+            with ozlinalg.profile() as inner:
+                ozlinalg.matmul(a, a)
+        ozlinalg.matmul(a, a)
+        assert outer.emulated_gemm_calls == 2 and inner.emulated_gemm_calls == 1
+
+    def test_options_context(self, rng):
+        a = rng.standard_normal((10, 10))
+        with ozlinalg.options(method="ozimmu", slices=7):
+            with ozlinalg.profile() as prof:
+                ozlinalg.matmul(a, a)
+        assert prof.methods == {"bitmask": 1} and prof.slices == [7]
+        assert ozlinalg.get_options().method == "hybrid-ef"
+        with pytest.raises(TypeError, match="unknown option"):
+            ozlinalg.options(colour="red")
+
+    def test_min_size_runs_natively(self, rng):
+        a = rng.standard_normal((10, 10))
+        with ozlinalg.options(min_size=64):
+            with ozlinalg.profile() as prof:
+                c = ozlinalg.matmul(a, a)
+        assert prof.emulated_gemm_calls == 0 and prof.native_flops == 2000
+        np.testing.assert_array_equal(c, a @ a)
+
+    def test_reentering_an_instance_is_an_error(self):
+        p = ozlinalg.profile()
+        with p:
+            with pytest.raises(RuntimeError, match="already active"):
+                p.__enter__()
+
+
+def test_generic_code_path(xp, rng):
+    """The same call on NumPy and (where present) CuPy gives the same answer."""
+    a = random_matrix(rng, 50, 70, 1.0)
+    b = random_matrix(rng, 70, 40, 1.0)
+    c = ozlinalg.matmul(xp.asarray(a), xp.asarray(b), slices=9)
+    np.testing.assert_array_equal(to_numpy(c), ozlinalg.matmul(a, b, slices=9))
