@@ -78,8 +78,9 @@ def cmd_compare(args):
     methods = list(ozlinalg.METHODS) if args.methods == ["all"] else args.methods
     for meth in _progress(methods, "methods"):
         with ozlinalg.profile() as prof:
-            t, c = _best_time(lambda: ozlinalg.matmul(a, b, method=meth, slices=args.slices),
-                              sync, args.repeat)
+            t, c = _best_time(
+                lambda meth=meth: ozlinalg.matmul(a, b, method=meth, slices=args.slices),
+                sync, args.repeat)
         mx, med = err(c)
         rows.append(dict(method=meth, slices=prof.slices[-1], seconds=t,
                          gflops=2 * n**3 / t / 1e9, ratio=t / t_nat, max_err=mx,

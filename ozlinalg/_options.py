@@ -35,15 +35,16 @@ class Options:
     min_size: int = 0
     max_slices: int = 20
 
-    def replace(self, **changes) -> "Options":
+    def replace(self, **changes) -> Options:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise TypeError(f"ozlinalg.options: unknown option(s) {sorted(unknown)}")
         return dataclasses.replace(self, **changes)
 
 
+_DEFAULTS = Options()  # frozen, so sharing it as the ContextVar default is safe
 _OPTIONS: contextvars.ContextVar[Options] = contextvars.ContextVar(
-    "ozlinalg_options", default=Options()
+    "ozlinalg_options", default=_DEFAULTS  # noqa: B039
 )
 
 

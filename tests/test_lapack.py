@@ -587,3 +587,54 @@ def test_public_namespace():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         getrf(np.eye(3) + 1, **EMU)
+
+
+class TestBalanceInner:
+    def test_exact_and_effective(self):
+        from ozlinalg.lapack._common import balance_inner
+
+        rng = np.random.default_rng(41)
+        d = np.exp(4 * rng.standard_normal(60))
+        a = rng.standard_normal((30, 60)) / d[None, :]
+        b = rng.standard_normal((60, 20)) * d[:, None]
+        a2, b2 = balance_inner(np, a, b)
+        f = np.frexp(np.abs(b2).max(axis=1))[1] - np.frexp(np.abs(b).max(axis=1))[1]
+        np.testing.assert_array_equal(np.ldexp(a2, f[None, :]), a)
+        np.testing.assert_array_equal(np.ldexp(b2, -f[:, None]), b)
+        ratio = np.abs(a2).max(axis=0) / np.abs(b2).max(axis=1)
+        assert ratio.max() <= 4 and ratio.min() >= 0.25
+
+    def test_skips_when_unsafe(self):
+        from ozlinalg.lapack._common import balance_inner
+
+        a = np.array([[1e-300, 1e300]])
+        b = np.array([[1e300], [1e-300]])
+        a2, b2 = balance_inner(np, a, b)
+        assert a2 is a and b2 is b
+
+    def test_correlated_scaling_product(self):
+        # Large a_ik meeting small b_kj: the case balancing is for.
+        from ozlinalg.lapack._common import Runner
+
+        rng = np.random.default_rng(43)
+        e = rng.integers(0, 60, 80)
+        a = np.ldexp(rng.standard_normal((40, 80)), e[None, :])
+        b = np.ldexp(rng.standard_normal((80, 3)), -e[:, None])
+        got = Runner(np, None, None).gemm(a, b)
+        ref = a @ b
+        scale = np.abs(a) @ np.abs(b)
+        assert np.max(np.abs(got - ref) / scale) < 1e-14
+
+    def test_scaled_spd_solve(self):
+        rng = np.random.default_rng(42)
+        n = 256
+        d = np.exp(4 * rng.standard_normal(n))
+        g = rng.standard_normal((n, n))
+        a = d[:, None] * (g @ g.T / n + np.eye(n)) * d[None, :]
+        b = rng.standard_normal(n)
+        c = potrf(a, lower=True, block_size=32, **EMU)
+        x = potrs(c, b, lower=True, **EMU)
+        c0 = sla.cholesky(a, lower=True)
+        x0 = sla.cho_solve((c0, True), b)
+        assert within(chol_backward(a, c, True), chol_backward(a, c0, True))
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))

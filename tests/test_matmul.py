@@ -1,6 +1,5 @@
 """Tests of the emulated DGEMM core against an exact reference."""
 import math
-import warnings
 
 import numpy as np
 import pytest

@@ -205,15 +205,9 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         else:
             s = int(slices)
         counts["slices"].append(s)
-        da = engine.empty_slices(s, m, k, kind)
-        db = engine.empty_slices(s, p, k, kind)
-        sa = xp.empty((s, m))
-        sb = xp.empty((s, p))
-        engine.map_rows(lambda r0, r1: split_rows(xp, kind, xa[r0:r1], s, width,
-                                                  da[:, r0:r1], sa[:, r0:r1]), m, k)
-        engine.map_rows(lambda r0, r1: split_rows(xp, kind, xb[r0:r1], s, width,
-                                                  db[:, r0:r1], sb[:, r0:r1]), p, k)
-        del xa, xb
+        da, sa = _split_operand(xp, engine, kind, xa, s, width)
+        db, sb = _split_operand(xp, engine, kind, xb, s, width)
+        del xa, xb  # the residuals: free them before the products
 
     acc = xp.zeros((m, p))
     groups = params.pairs_by_group(s)
@@ -266,6 +260,19 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
         _apply_exponents(xp, acc, ea, eb, lo, hi)
     return acc
+
+
+def _split_operand(xp, engine, kind, x, s, width):
+    """Slices (s, rows, k) and their units (s, rows) of normalized rows ``x`` (consumed)."""
+    rows, k = x.shape
+    data = engine.empty_slices(s, rows, k, kind)
+    scales = xp.empty((s, rows))
+
+    def block(r0, r1):
+        split_rows(xp, kind, x[r0:r1], s, width, data[:, r0:r1], scales[:, r0:r1])
+
+    engine.map_rows(block, rows, k)
+    return data, scales
 
 
 def _log2_pow2(xp, v):

@@ -13,6 +13,7 @@ Formulas (DESIGN.md §1, n = inner dimension of the product):
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 __all__ = [
@@ -129,9 +130,14 @@ def validate_slices(slices) -> None:
         if slices != "auto":
             raise ValueError(f"ozlinalg: slices must be 'auto' or an integer, got {slices!r}")
         return
-    if isinstance(slices, bool) or not isinstance(slices, (int,)) and not hasattr(slices, "__index__"):
-        raise TypeError(f"ozlinalg: slices must be 'auto' or an integer, got {type(slices).__name__}")
-    s = int(slices)
+    try:
+        if isinstance(slices, bool):
+            raise TypeError
+        s = operator.index(slices)
+    except TypeError:
+        raise TypeError(
+            f"ozlinalg: slices must be 'auto' or an integer, got {type(slices).__name__}"
+        ) from None
     if not 1 <= s <= 64:
         raise ValueError(f"ozlinalg: slices must be between 1 and 64, got {s}")
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 __all__ = ["SliceSet", "normalize_rows", "split_rows", "slice_layout", "SPLITS"]
 
 
@@ -87,8 +85,9 @@ def normalize_rows(xp, a):
 def _split_bitmask(xp, x, s, width, out, scales):
     unit = float(2**width)
     x *= unit
+    chunk = xp.empty_like(x)
     for t in range(s):
-        chunk = xp.trunc(x)
+        xp.trunc(x, out=chunk)
         out[t] = chunk
         x -= chunk
         x *= unit
@@ -128,13 +127,22 @@ def _split_rn(xp, x, s, width, out, scales):
 
 
 def _split_hybrid(xp, x, s, width, out, scales):
+    # mu'' from the original row, once. Slice t is the hybrid split's
+    # A_t = (r + sigma_t) - sigma_t, sigma_t = 0.75 * 2**(53 - width*t) * mu'',
+    # i.e. r rounded to nearest-even on the grid mu'' * 2**(-width*t). Working in
+    # units of that grid (y = r / grid, exact), the same value is rint(y) and
+    # the next residual (y - rint(y)) * 2**width: identical slices in fewer
+    # passes (tests/test_split.py checks them against the sigma formula).
+    base = _residual_grid(xp, x, width)
+    x *= (1.0 / base)[:, None]
     tmp = xp.empty_like(x)
-    base = _residual_grid(xp, x, width)  # mu'' from the original row, once
+    unit = float(2**width)
     for t in range(s):
-        # sigma_t = 0.75 * 2**(53 - width*t) * mu'': the grid shrinks by 2**-width a slice.
-        grid = base * 2.0 ** (-width * t)
-        _rn_step(xp, x, grid, out[t], tmp)
-        scales[t] = grid
+        xp.rint(x, out=tmp)
+        out[t] = tmp
+        x -= tmp
+        x *= unit
+        scales[t] = base * 2.0 ** (-width * t)
 
 
 def _split_fp(xp, x, s, width, out, scales):

@@ -1,0 +1,77 @@
+"""Calibration data for ``slices="auto"`` (see ozlinalg/ozaki/auto.py).
+
+For each case (shape, phi, seed) it computes the exponent spread rho, the
+smallest slice count whose max relative error (against the EXACT product) is
+at or below native DGEMM's, and the count ``slices="auto"`` picks, per method.
+A pick below the needed count is an under-pick: a failure of the calibration.
+
+Usage::
+
+    python benchmarks/calibrate_auto.py                 # about 10 minutes on 2 cores
+    python benchmarks/calibrate_auto.py --quick         # n <= 1024
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+import ozlinalg
+from ozlinalg.engines import get_engine
+from ozlinalg.ozaki.auto import spread_bits
+from ozlinalg.ozaki.split import normalize_rows
+from ozlinalg.testing import ExactReference, error_stats, random_matrix
+
+CASES = [(256, 64, 256), (256, 256, 256), (32, 512, 24), (256, 1024, 256),
+         (256, 4096, 256), (96, 16384, 96)]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1, 2, 3, 4])
+    ap.add_argument("--methods", nargs="+", default=["hybrid-ef", "bitmask-ef", "rn", "splitfp"])
+    args = ap.parse_args(argv)
+    cases = [c for c in CASES if not args.quick or c[1] <= 1024]
+    under = 0
+    rows = []
+    print(f"{'m':>4} {'n':>6} {'phi':>4} seed {'rho':>5}  method: needed/auto")
+    for m, n, p in cases:
+        for phi in args.phis:
+            for seed in range(1, args.seeds + 1):
+                rng = np.random.default_rng([seed, n, int(phi * 10)])
+                a = random_matrix(rng, m, n, phi)
+                b = random_matrix(rng, n, p, phi)
+                xa, _ = normalize_rows(np, a)
+                xb, _ = normalize_rows(np, b.T)
+                rho = spread_bits(np, get_engine(np), xa, xb)
+                ref = ExactReference(a, b)
+                nat = error_stats(ref.relative_errors(a @ b))[0]
+                row = dict(m=m, n=n, p=p, phi=phi, seed=seed, rho=rho, native=nat)
+                cells = []
+                for meth in args.methods:
+                    with ozlinalg.profile() as prof:
+                        ozlinalg.matmul(a, b, method=meth)
+                    auto = prof.slices[0]
+                    need = None
+                    for s in range(5, 21):
+                        c = ozlinalg.matmul(a, b, method=meth, slices=s)
+                        if error_stats(ref.relative_errors(c))[0] <= nat:
+                            need = s
+                            break
+                    row[meth] = (need, auto)
+                    flag = "!" if need is None or auto < need else ""
+                    under += bool(flag)
+                    cells.append(f"{meth}: {need}/{auto}{flag}")
+                rows.append(row)
+                print(f"{m:>4} {n:>6} {phi:>4} {seed:>4} {rho:5.1f}  " + "  ".join(cells),
+                      flush=True)
+    over = [r[mt][1] - r[mt][0] for r in rows for mt in args.methods if r[mt][0]]
+    print(f"\n{len(rows)} cases x {len(args.methods)} methods: under-picks {under}, "
+          f"over-picks by 1: {sum(o == 1 for o in over)}, by 2+: {sum(o >= 2 for o in over)}, "
+          f"exact: {sum(o == 0 for o in over)}")
+
+
+if __name__ == "__main__":
+    main()
