@@ -106,17 +106,6 @@ def _progress(it, desc):
     return tqdm(it, desc=desc, disable=not sys.stderr.isatty(), leave=False)
 
 
-def cmd_accuracy(args):
-    import runpy
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
-    if not script.exists():
-        raise SystemExit("ozlinalg accuracy: benchmarks/accuracy.py is part of the source tree")
-    sys.argv = [str(script)] + args.rest
-    runpy.run_path(str(script), run_name="__main__")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m ozlinalg", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd")
@@ -133,9 +122,13 @@ def main(argv=None):
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
-    acc = sub.add_parser("accuracy", help="accuracy sweep (benchmarks/accuracy.py)")
-    acc.add_argument("rest", nargs=argparse.REMAINDER)
-    acc.set_defaults(func=cmd_accuracy)
+    sub.add_parser("accuracy", add_help=False,
+                   help="accuracy sweep against the exact reference (see accuracy --help)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "accuracy":
+        from .sweep import main as sweep_main
+
+        return sweep_main(argv[1:], prog="python -m ozlinalg accuracy")
     args = ap.parse_args(argv)
     if args.cmd is None:
         args = ap.parse_args(["compare"] + (argv or []))

@@ -28,12 +28,17 @@ class Options:
         (emulation pays only for large products). 0 emulates everything.
     max_slices : int
         Upper limit for ``slices="auto"``.
+    memory_limit : int
+        Working memory (bytes) one emulated product may use beside its inputs
+        and result; larger products are computed in output tiles (see
+        :func:`ozlinalg.ozaki.gemm.working_bytes`).
     """
 
     method: str = "hybrid-ef"
     slices: object = "auto"
     min_size: int = 0
     max_slices: int = 20
+    memory_limit: int = 2 * 1024**3
 
     def replace(self, **changes) -> Options:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

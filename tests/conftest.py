@@ -1,5 +1,16 @@
+import os
+
 import numpy as np
 import pytest
+
+try:
+    from hypothesis import settings
+
+    settings.register_profile("ci", max_examples=60, print_blob=True)
+    settings.register_profile("deep", max_examples=2000, print_blob=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # hypothesis is a test extra; its tests skip without it
+    pass
 
 from ozlinalg._array import cupy_or_none
 

@@ -395,3 +395,34 @@ def test_generic_code_path(xp, rng):
     b = random_matrix(rng, 70, 40, 1.0)
     c = ozlinalg.matmul(xp.asarray(a), xp.asarray(b), slices=9)
     np.testing.assert_array_equal(to_numpy(c), ozlinalg.matmul(a, b, slices=9))
+
+
+class TestMemory:
+    """Peak memory follows ``working_bytes`` and large products are tiled, not refused."""
+
+    @staticmethod
+    def peak_bytes(fn):
+        import tracemalloc
+
+        tracemalloc.start()
+        try:
+            fn()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    @pytest.mark.parametrize("limit", [2**31, 2**22, 2**20])
+    def test_peak_within_documented_bound(self, limit, rng):
+        from ozlinalg.ozaki.gemm import tile_shape, working_bytes
+
+        m, k, p, s = 240, 150, 260, 6
+        a = rng.standard_normal((m, k))
+        b = rng.standard_normal((k, p))
+        want = ozlinalg.matmul(a, b, slices=s)
+        out = {}
+        with ozlinalg.options(memory_limit=limit):
+            peak = self.peak_bytes(lambda: out.setdefault("c", ozlinalg.matmul(a, b, slices=s)))
+        np.testing.assert_array_equal(out["c"], want)  # tiling does not change the result
+        mt, pt = tile_shape(m, p, k, s, limit)
+        assert working_bytes(mt, pt, k, s) <= max(limit, working_bytes(64, 64, k, s))
+        assert peak - 8 * m * p <= working_bytes(mt, pt, k, s)

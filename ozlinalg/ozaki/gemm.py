@@ -158,17 +158,26 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
     bt = bw.T  # columns of B as rows: both operands are sliced row-wise
 
     block = params.INT8_INNER_BLOCK if meth.engine == "int8" else params.FP16_INNER_BLOCK
-    c = None
-    for k0 in range(0, n, block):
-        k1 = min(n, k0 + block)
-        part = _emulate_block(xp, engine, aw[:, k0:k1], bt[:, k0:k1], meth, slices,
-                              opts, timers, counts)
-        if c is None:
-            c = part
-        else:
-            with timers["acc"]:
-                c += part
-                counts["passes"] += 1
+    s_max = opts.max_slices if slices == "auto" else int(slices)
+    mt, pt = tile_shape(m, p, min(n, block), s_max, opts.memory_limit)
+    c = None if (mt, pt) == (m, p) else xp.empty((m, p))
+    for i0 in range(0, m, mt):
+        for j0 in range(0, p, pt):
+            tile = None
+            for k0 in range(0, n, block):
+                part = _emulate_block(xp, engine, aw[i0:i0 + mt, k0:k0 + block],
+                                      bt[j0:j0 + pt, k0:k0 + block], meth, slices,
+                                      opts, timers, counts)
+                if tile is None:
+                    tile = part
+                else:
+                    with timers["acc"]:
+                        tile += part
+                    counts["passes"] += 1
+            if c is None:
+                c = tile
+            else:
+                c[i0:i0 + mt, j0:j0 + pt] = tile
 
     if any_bad_rows:
         c[bad_rows] = xp.matmul(a[bad_rows], b)
@@ -187,6 +196,28 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
             device=engine.device,
         ))
     return c
+
+
+def working_bytes(mt, pt, k, s):
+    """Upper estimate of the working memory (bytes) of one tile of the emulation.
+
+    ``(16 + 4 s) (mt + pt) k + 32 mt pt``: normalized copies and their
+    temporaries (16 per input entry), s float32 slices per entry, and four
+    mt x pt buffers (FP64 accumulator, group accumulator, engine result, float32
+    run). Inputs and the result are not included.
+    """
+    return (16 + 4 * s) * (mt + pt) * k + 32 * mt * pt
+
+
+def tile_shape(m, p, k, s, limit):
+    """Largest output tile (mt, pt), halving the longer side, whose working memory fits ``limit``."""
+    mt, pt = m, p
+    while working_bytes(mt, pt, k, s) > limit and max(mt, pt) > 64:
+        if mt >= pt:
+            mt = -(-mt // 2)
+        else:
+            pt = -(-pt // 2)
+    return mt, pt
 
 
 def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):

@@ -1,0 +1,559 @@
+"""Ozaki scheme II: FP64 products from one exact INT8 GEMM per modulus (CRT).
+
+Ozaki, Uchino & Imamura (2025), GEMMul8 (arXiv 2504.08009). For ``C = A B``
+(A is m x k, B is k x p) with pairwise coprime moduli ``p_1 .. p_N <= 256``
+and ``P = p_1 ... p_N``:
+
+1. **Normalize** rows of A and columns of B by powers of two (max in
+   [0.5, 1)), as the Ozaki-I driver does; X, Y are the normalized A and B^T.
+2. **Scale** row i of X by ``2**mu_i`` and row j of Y by ``2**nu_j`` and round
+   to integers ``A' = rint(2**mu X)``, ``B' = rint(2**nu Y)`` (``trunc`` for
+   rows whose shift is too small for the rounding margin) so that
+   ``sum_k |A'_ik| |B'_jk| < P / 2`` for every (i, j): then ``C' = A' B'^T``
+   is determined by its residues modulo P.
+
+   * ``scaling="fast"``: Cauchy-Schwarz, ``|A'_i . B'_j| <= ||A'_i|| ||B'_j||``:
+     ``mu_i = floor(H - log2 ||X_i||)`` with ``H = (log2(P / 2) - margin) / 2``,
+     the same for ``nu_j``. No extra GEMM.
+   * ``scaling="accurate"``: one extra exact INT8 GEMM of upper bounds
+     ``W = ceil(128 |X|) ceil(128 |Y|)^T >= 2**14 |X| |Y|^T`` (stored as the
+     negative values in [-128, 0], which INT8 holds, and whose products are the
+     same). With ``L_ij = log2(P / 2) + 14 - log2 W_ij - margin``:
+     ``mu_i = floor(min_j L_ij / 2)``, then ``nu_j = floor(min_i (L_ij - mu_i))``
+     (>= ``floor(min_i L_ij / 2)``, so never worse than the symmetric split).
+     The bound follows the magnitudes of the actual products instead of
+     ``sqrt(k) * max``, which pays off when exponents spread (phi >= 2).
+
+   ``margin = 0.05`` bits covers round-to-nearest (``|A'| <= 2**mu |X| + 1/2``),
+   hence rows with ``mu_i >= 12`` (accurate) or ``mu_i >= 6 + log2(k) / 2``
+   (fast) are rounded to nearest, the others truncated; it also keeps ``C'``
+   at least ``0.017 P`` away from ``+-P/2``, which the reconstruction needs.
+3. **Residues.** For each modulus the symmetric residues of A' and B' (in
+   [-128, 127]) are computed exactly in FP64: A' (up to ~2**180) is cut into
+   integer digits of D <= 44 bits, ``A' mod p = sum_t digit_t (2**(D t) mod p)``
+   reduced twice with ``x - p floor(x / p)`` (every intermediate an integer
+   below 2**53).
+4. **One exact INT8 GEMM per modulus** through the engine
+   (``engine.int_matmul_sum(ra, rb, [(t, t)], 128, 128)``), reduced mod p_t to
+   ``c_t`` with ``|c_t| <= 128``.
+5. **CRT in FP64 limbs.** With ``w_t = (P / p_t) * ((P / p_t)^-1 mod p_t)``
+   the sum ``S = sum_t w_t c_t`` is congruent to C' mod P, and
+   ``C' = S - P * rint(S / P)``. ``rint(S / P) = rint(sum_t (w_t / P) c_t)`` is
+   one FP64 accumulation (error < 2**-38, far from the 0.017 margin), and S
+   is accumulated EXACTLY as integers in 40-bit limbs
+   (``|limb_tl * c_t| <= 2**47``, N <= 32 terms: below 2**53), then ``q P`` is
+   subtracted limb-wise, carries are propagated to balanced digits and the
+   limbs are combined top-down: C' to a few ulps, exactly 0 when C' = 0. This
+   is GEMMul8's sum of double-double weights, made exact. Cost: ``1 + L``
+   axpy passes per modulus (L = ceil(log2 P / 40): 3 for N <= 15, 4 for N <= 20).
+6. **Unscale** by ``2**(e_i - mu_i)`` and ``2**(f_j - nu_j)`` (exact, or one
+   rounding near the ends of the FP64 range), as the Ozaki-I driver does.
+
+Everything is written against the array namespace ``xp`` (NumPy or CuPy) and
+the engine interface of :mod:`ozlinalg.engines.base`; the inner dimension is
+cut into blocks of at most ``CRT_INNER_BLOCK`` (``k 128**2 < 2**31``).
+
+Choosing the moduli count (``moduli="auto"``)
+---------------------------------------------
+The error of C'_ij comes from rounding A and B to integers:
+``|dC'_ij| ~ (||B'_j|| + ||A'_i||) / sqrt(12)`` for random signs, i.e. in
+normalized units ``2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||``. Native DGEMM's error
+in the same entry scales with ``u sqrt(sum_k (x_ik y_jk)**2)``. With
+``Q = (X**2)(Y**2)^T`` (one float32 GEMM of the squared operands, as Ozaki-I's
+``auto`` uses) the predicted ratio is
+
+    E_ij = (2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij)
+
+and each extra bit of log2 P adds half a bit to mu and nu. The scaling is
+computed once for the largest count allowed, ``rho = max_ij log2 E_ij`` is
+taken over the entries with ``Q_ij > 0``, and the count chosen is the smallest
+N with
+
+    log2 P_N >= log2 P_max + 2 (rho + 53 + AUTO_OFFSET_BITS)
+
+(``AUTO_OFFSET_BITS`` calibrated against the exact reference, see
+``benchmarks/accuracy_crt.py``). Counts above ``max_moduli`` are clipped with
+an :class:`~ozlinalg.AccuracyWarning`. Cost of ``auto``: one float32 GEMM.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .._exceptions import AccuracyWarning
+
+__all__ = [
+    "MODULI",
+    "MAX_MODULI",
+    "CRT_INNER_BLOCK",
+    "AUTO_OFFSET_BITS",
+    "CRTConstants",
+    "crt_constants",
+    "crt_matmul_2d",
+    "choose_moduli",
+    "symmetric_mod",
+    "residues_into",
+    "crt_reconstruct",
+    "CRTAccumulator",
+]
+
+
+def _coprime_moduli(count=32, top=256):
+    """Greedy pairwise coprime integers from ``top`` downwards."""
+    out = []
+    for c in range(top, 1, -1):
+        if all(math.gcd(c, d) == 1 for d in out):
+            out.append(c)
+            if len(out) == count:
+                break
+    return tuple(out)
+
+
+#: The moduli, largest first: 256, 255, 253, 251, 247, 241, 239, 233, 229,
+#: 227, 223, 217, 211, 199, 197, 193, 191, 181, 179, 173, ... (pairwise coprime).
+MODULI = _coprime_moduli(32)
+
+#: Limbs of the exact CRT accumulation hold this many bits.
+LIMB_BITS = 40
+
+#: Most moduli the exact limb accumulation supports (N * 2**(40 + 7) < 2**53).
+MAX_MODULI = 32
+
+#: Longest inner block: k * 128 * 128 must stay below 2**31 (INT32).
+CRT_INNER_BLOCK = (1 << 17) - 1024
+
+#: Bits of slack in ``sum |A'||B'| < P / 2`` (rounding of A', B', float logs).
+MARGIN_BITS = 0.05
+
+#: Calibrated offset of the ``moduli="auto"`` rule (bits; see module doc).
+AUTO_OFFSET_BITS = {"fast": 0.0, "accurate": 0.0}
+
+_SCALINGS = ("fast", "accurate")
+
+
+@dataclass(frozen=True)
+class CRTConstants:
+    """Precomputed constants for the first N moduli.
+
+    Attributes
+    ----------
+    moduli : tuple of int
+    P : int
+        Product of the moduli.
+    log2P : float
+    frac : tuple of float
+        ``w_t / P`` rounded to float64 (for the quotient ``rint(S / P)``).
+    weight_limbs : tuple of tuple of float
+        ``w_t`` cut into ``LIMB_BITS``-bit limbs, lowest first (exact floats).
+    P_limbs : tuple of float
+        P cut the same way.
+    """
+
+    moduli: tuple
+    P: int
+    log2P: float
+    frac: tuple
+    weight_limbs: tuple
+    P_limbs: tuple
+
+
+def _limbs(v, count):
+    mask = (1 << LIMB_BITS) - 1
+    return tuple(float((v >> (LIMB_BITS * l)) & mask) for l in range(count))
+
+
+@lru_cache(maxsize=None)
+def crt_constants(n_moduli: int) -> CRTConstants:
+    """CRT constants for the first ``n_moduli`` entries of :data:`MODULI`."""
+    n = int(n_moduli)
+    if not 1 <= n <= MAX_MODULI:
+        raise ValueError(f"ozlinalg: moduli count must be between 1 and {MAX_MODULI}, got {n}")
+    mods = MODULI[:n]
+    P = math.prod(mods)
+    nl = max(1, -(-P.bit_length() // LIMB_BITS))
+    weights = []
+    for p in mods:
+        Mt = P // p
+        weights.append(Mt * pow(Mt, -1, p) % P)
+    frac = tuple(_ratio(w, P) for w in weights)
+    return CRTConstants(
+        moduli=mods, P=P, log2P=math.log2(P), frac=frac,
+        weight_limbs=tuple(_limbs(w, nl) for w in weights), P_limbs=_limbs(P, nl),
+    )
+
+
+def _ratio(w, P):
+    from fractions import Fraction
+
+    return float(Fraction(w, P))
+
+
+def symmetric_mod(xp, x, p, out=None):
+    """Residue of integer-valued float64 ``x`` (|x| < 2**53) modulo p, in
+    ``[-floor(p/2), p - 1 - floor(p/2)]`` (``[-128, 127]`` for 256), exactly."""
+    h = float(p // 2)
+    pf = float(p)
+    q = xp.floor(x * (1.0 / pf))  # may be off by one: r below lies in [-p, 2p)
+    r = x - q * pf
+    q = xp.floor((r + h) * (1.0 / pf))  # |r + h| < 3p: exact enough, exact result
+    r -= q * pf
+    if out is not None:
+        out[...] = r
+        return out
+    return r
+
+
+def _digit_plan(bits):
+    """Digit width D and count so that ``count * 2**(D + 8) < 2**53``."""
+    bits = max(int(bits), 1)
+    for count in range(1, 8):
+        d = -(-bits // count)
+        if count * 2.0 ** (d + 8) < 2.0**53:
+            return d, count
+    raise ValueError(f"ozlinalg: integers of {bits} bits are too wide for the CRT split")
+
+
+def residues_into(xp, v, mods, bits, out):
+    """Write ``v mod p_t`` (symmetric) into ``out[t]`` for integer-valued ``v``.
+
+    ``v`` is float64 with integer values, ``|v| < 2**bits``; it is cut into
+    ``count`` signed digits of D bits (exact: each is a truncation of v's
+    significand), so ``v mod p = sum_t digit_t (2**(D t) mod p) mod p`` with
+    every partial sum an integer below 2**53.
+    """
+    d, count = _digit_plan(bits)
+    digits = []
+    rest = v
+    for t in range(count - 1, 0, -1):
+        scale = 2.0 ** (d * t)
+        top = xp.trunc(rest * (1.0 / scale))
+        digits.append((t, top))
+        rest = rest - top * scale
+    digits.append((0, rest))
+    for idx, p in enumerate(mods):
+        acc = None
+        for t, dig in digits:
+            coef = float(pow(2, d * t, p))
+            if coef == 0.0:
+                continue
+            term = dig if coef == 1.0 else dig * coef
+            acc = term if acc is None else acc + term
+        if acc is None:
+            out[idx] = 0
+        else:
+            out[idx] = symmetric_mod(xp, acc, p)
+
+
+def _row_norms_upper(xp, x):
+    """Upper bounds of the row 2-norms (float64 rounding covered by 2**-30)."""
+    return xp.sqrt((x * x).sum(axis=1)) * (1.0 + 2.0**-30)
+
+
+def _ceil_log2_safe(xp, v):
+    """log2 of positive entries, +inf where v == 0."""
+    with _quiet(xp):
+        return xp.where(v > 0, xp.log2(xp.where(v > 0, v, 1.0)), xp.inf)
+
+
+def _quiet(xp):
+    import contextlib
+
+    import numpy as np
+
+    if xp is np:
+        return np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore")
+    return contextlib.nullcontext()
+
+
+def _fast_shifts(xp, na, nb, log2P):
+    h = (log2P - 1.0 - MARGIN_BITS) / 2.0
+    mu = xp.where(na > 0, xp.floor(h - _ceil_log2_safe(xp, na)), 0.0)
+    nu = xp.where(nb > 0, xp.floor(h - _ceil_log2_safe(xp, nb)), 0.0)
+    return mu, nu
+
+
+def _accurate_shifts(xp, logw, log2P):
+    """Shifts from ``logw = log2 W`` (+inf... -inf where W == 0)."""
+    lmat = (log2P - 1.0 + 14.0 - MARGIN_BITS) - logw  # +inf where W == 0
+    rmin = lmat.min(axis=1) if lmat.shape[1] else xp.full(lmat.shape[0], xp.inf)
+    mu = xp.where(xp.isfinite(rmin), xp.floor(rmin / 2.0), 0.0)
+    cmin = (lmat - mu[:, None]).min(axis=0) if lmat.shape[0] else xp.full(lmat.shape[1], xp.inf)
+    nu = xp.where(xp.isfinite(cmin), xp.floor(cmin), 0.0)
+    return mu, nu
+
+
+def _bound_operand(xp, engine, x):
+    """``-ceil(128 |x|)`` in the engine's slice storage, shape (1, rows, k)."""
+    rows, k = x.shape
+    out = engine.empty_slices(1, rows, k, "crt")
+
+    def block(r0, r1):
+        out[0, r0:r1] = -xp.ceil(xp.abs(x[r0:r1]) * 128.0)
+
+    engine.map_rows(block, rows, k)
+    return out
+
+
+def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
+    """Residues of ``A' = rint|trunc(2**shift x)`` for every modulus into ``out``."""
+    rows, k = x.shape
+    mult = xp.ldexp(xp.ones(shift.shape), shift.astype(xp.int32))
+
+    def block(r0, r1):
+        v = x[r0:r1] * mult[r0:r1, None]
+        vi = xp.where(round_rows[r0:r1, None], xp.rint(v), xp.trunc(v))
+        residues_into(xp, vi, mods, bits, out[:, r0:r1])
+
+    engine.map_rows(block, rows, k)
+
+
+def choose_moduli(rho, scaling, max_moduli, log2p_max):
+    """Smallest N with ``log2 P_N >= log2 P_max + 2 (rho + 53 + offset)``."""
+    need = log2p_max + 2.0 * (rho + 53.0 + AUTO_OFFSET_BITS[scaling])
+    for n in range(1, max_moduli + 1):
+        if crt_constants(n).log2P >= need:
+            return n
+    warnings.warn(
+        f"ozlinalg: moduli='auto' needs more than max_moduli={max_moduli} moduli for this "
+        f"input ({scaling} scaling); using {max_moduli}, so the result may be less "
+        "accurate than FP64",
+        AccuracyWarning,
+        stacklevel=4,
+    )
+    return max_moduli
+
+
+def _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu):
+    """``max_ij log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``."""
+    qa = (xa * xa).astype(xp.float32)
+    qb = (xb * xb).astype(xp.float32)
+    q = engine.float_matmul(qa, qb).astype(xp.float64)
+    pos = q > 0
+    if not bool(pos.any()):
+        return -math.inf
+    ia = xp.ldexp(xp.ones(mu.shape), (-mu).astype(xp.int32))
+    ib = xp.ldexp(xp.ones(nu.shape), (-nu).astype(xp.int32))
+    num = ia[:, None] * nb[None, :] + na[:, None] * ib[None, :]
+    with _quiet(xp):
+        ratio = xp.where(pos, num / xp.sqrt(xp.where(pos, q, 1.0)), 0.0)
+    return float(xp.log2(ratio.max()))
+
+
+class CRTAccumulator:
+    """Streaming CRT reconstruction of C' from the per-modulus products.
+
+    ``add(t, prod)`` takes the exact product of the residues for modulus t
+    (float64 integers, |prod| < 2**53), reduces it mod p_t and accumulates
+    ``sum_t w_t c_t`` exactly in 40-bit limbs plus ``sum_t (w_t / P) c_t`` in
+    FP64 (the quotient). ``result()`` subtracts ``rint(quotient) * P`` limb-wise,
+    carries to balanced limbs and combines them from the top.
+    """
+
+    def __init__(self, xp, engine, consts):
+        self.xp, self.engine, self.consts = xp, engine, consts
+        self.quot = None
+        self.limbs = None
+
+    def add(self, t, prod):
+        xp, consts = self.xp, self.consts
+        c = symmetric_mod(xp, prod, consts.moduli[t])
+        if self.quot is None:
+            self.quot = xp.zeros(c.shape)
+            self.limbs = [xp.zeros(c.shape) for _ in consts.P_limbs]
+        self.engine.axpy(consts.frac[t], c, self.quot)
+        for l, wl in enumerate(consts.weight_limbs[t]):
+            if wl != 0.0:
+                self.engine.axpy(wl, c, self.limbs[l])
+
+    def result(self):
+        xp, consts = self.xp, self.consts
+        limbs = self.limbs
+        nl = len(limbs)
+        q = xp.rint(self.quot)
+        self.quot = None
+        unit = 2.0**LIMB_BITS
+        for l in range(nl):
+            if consts.P_limbs[l] != 0.0:
+                limbs[l] -= q * consts.P_limbs[l]
+        for l in range(nl - 1):
+            carry = xp.rint(limbs[l] * (1.0 / unit))
+            limbs[l] -= carry * unit
+            limbs[l + 1] += carry
+        out = limbs[nl - 1]
+        for l in range(nl - 2, -1, -1):
+            out *= unit
+            out += limbs[l]
+        self.limbs = None
+        return out
+
+
+def crt_reconstruct(xp, engine, products, consts):
+    """C' from an iterable of ``(t, exact product of the residues mod p_t)``."""
+    acc = CRTAccumulator(xp, engine, consts)
+    for t, prod in products:
+        acc.add(t, prod)
+    return acc.result()
+
+
+def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_moduli=20,
+                  profile_counts=None, timers=None):
+    """``a @ b`` for finite float64 2-D arrays by Ozaki scheme II.
+
+    Parameters
+    ----------
+    xp : module
+        ``numpy`` or ``cupy``.
+    engine : ozlinalg.engines.base.Engine
+        Exact INT8 engine (``int_matmul_sum``, ``empty_slices``, ``float_matmul``
+        for ``moduli="auto"``, ``axpy``, ``map_rows``).
+    a, b : arrays, float64, shapes (m, k) and (k, p), all entries finite
+    moduli : int or "auto"
+        Number N of moduli (1 .. :data:`MAX_MODULI`), or ``"auto"``: the
+        smallest count predicted to reach DGEMM-level accuracy (module doc),
+        at most ``max_moduli``.
+    scaling : {"accurate", "fast"}
+        ``"accurate"``: one extra INT8 GEMM bounding ``|A||B|`` (GEMMul8's
+        accurate mode); ``"fast"``: Cauchy-Schwarz bounds from row/column norms.
+    max_moduli : int
+        Cap for ``"auto"``.
+    profile_counts : dict, optional
+        Updated in place: ``int8_gemms`` (+N per inner block, +1 per block
+        for the accurate bound), ``engine_calls``, ``passes`` (CRT
+        accumulation passes, one per modulus and block), ``slices`` (list; N
+        appended per block), ``bound_gemms``, ``float_gemms``.
+    timers : dict, optional
+        ``{"split": ctx, "int8": ctx, "acc": ctx}`` context managers (the
+        driver's ``Timer`` objects) to attribute time.
+
+    Returns
+    -------
+    c : array float64 (m, p)
+    """
+    if scaling not in _SCALINGS:
+        raise ValueError(f"ozlinalg: scaling must be 'fast' or 'accurate', got {scaling!r}")
+    if isinstance(moduli, str):
+        if moduli != "auto":
+            raise ValueError(f"ozlinalg: moduli must be 'auto' or an integer, got {moduli!r}")
+    else:
+        moduli = int(moduli)
+        if not 1 <= moduli <= MAX_MODULI:
+            raise ValueError(f"ozlinalg: moduli must be between 1 and {MAX_MODULI}, got {moduli}")
+    max_moduli = int(max(1, min(int(max_moduli), MAX_MODULI)))
+    counts = profile_counts if profile_counts is not None else {}
+    for key in ("int8_gemms", "engine_calls", "passes", "bound_gemms", "float_gemms"):
+        counts.setdefault(key, 0)
+    counts.setdefault("slices", [])
+    timers = timers or {}
+    m, n = a.shape
+    p = b.shape[1]
+    if m == 0 or p == 0 or n == 0:
+        return xp.zeros((m, p))
+    bt = b.T
+    nblocks = -(-n // CRT_INNER_BLOCK)
+    step = -(-n // nblocks)
+    c = None
+    for k0 in range(0, n, step):
+        k1 = min(n, k0 + step)
+        part = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
+                          max_moduli, counts, timers)
+        if c is None:
+            c = part
+        else:
+            with _timer(timers, "acc"):
+                c += part
+    return c
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _timer(timers, key):
+    return timers.get(key) or _Null()
+
+
+def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
+    from .gemm import _apply_exponents  # lazy: gemm imports this module
+    from .split import normalize_rows
+
+    m, k = a.shape
+    p = bt.shape[0]
+    with _timer(timers, "split"):
+        xa, ea = normalize_rows(xp, a)
+        xb, eb = normalize_rows(xp, bt)
+        na = _row_norms_upper(xp, xa)
+        nb = _row_norms_upper(xp, xb)
+        n_ref = max_moduli if moduli == "auto" else moduli
+        log2p_ref = crt_constants(n_ref).log2P
+        logw = None
+        if scaling == "accurate":
+            ba = _bound_operand(xp, engine, xa)
+            bb = _bound_operand(xp, engine, xb)
+    if scaling == "accurate":
+        with _timer(timers, "int8"):
+            w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128)
+        del ba, bb
+    with _timer(timers, "split"):
+        if scaling == "accurate":
+            counts["int8_gemms"] += 1
+            counts["bound_gemms"] += 1
+            counts["engine_calls"] += calls
+            logw = _ceil_log2_safe(xp, w)
+            logw = xp.where(w > 0, logw, -xp.inf)
+            del w
+
+        def shifts(log2P):
+            if scaling == "fast":
+                return _fast_shifts(xp, na, nb, log2P)
+            return _accurate_shifts(xp, logw, log2P)
+
+        if moduli == "auto":
+            mu, nu = shifts(log2p_ref)
+            rho = _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu)
+            counts["float_gemms"] += 1
+            counts.setdefault("crt_rho", []).append(rho)
+            nmod = 1 if rho == -math.inf else choose_moduli(rho, scaling, max_moduli, log2p_ref)
+        else:
+            nmod = moduli
+        consts = crt_constants(nmod)
+        mu, nu = shifts(consts.log2P)
+        del logw
+        counts["slices"].append(nmod)
+
+        if scaling == "fast":
+            thr = 6.0 + 0.5 * math.log2(max(k, 1))
+            ra, rb = mu >= thr, nu >= thr
+        else:
+            ra, rb = mu >= 12.0, nu >= 12.0
+        bits_a = int(float(mu.max())) + 2 if mu.size else 1
+        bits_b = int(float(nu.max())) + 2 if nu.size else 1
+        da = engine.empty_slices(nmod, m, k, "crt")
+        db = engine.empty_slices(nmod, p, k, "crt")
+        _integerize_into(xp, engine, xa, mu, ra, consts.moduli, bits_a, da)
+        _integerize_into(xp, engine, xb, nu, rb, consts.moduli, bits_b, db)
+        del xa, xb
+
+    acc = CRTAccumulator(xp, engine, consts)
+    for t in range(nmod):
+        with _timer(timers, "int8"):
+            prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128)
+        counts["int8_gemms"] += 1
+        counts["engine_calls"] += calls
+        with _timer(timers, "acc"):
+            acc.add(t, prod)
+        counts["passes"] += 1
+        del prod
+    del da, db
+    with _timer(timers, "acc"):
+        ea = ea.astype(xp.int32) - mu.astype(xp.int32)
+        eb = eb.astype(xp.int32) - nu.astype(xp.int32)
+        cpr = acc.result()
+        _apply_exponents(xp, cpr, ea, eb, 0.0, consts.log2P + 1.0)
+    return cpr

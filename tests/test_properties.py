@@ -1,0 +1,134 @@
+"""Property-based tests of the emulated GEMM against the exact product.
+
+The property checked for every generated input is the deterministic error
+bound of the Ozaki scheme (docs/ozaki.md): with s slices of w bits, rows of A
+normalized by 2**e_i and columns of B by 2**f_j,
+
+    |C_hat - C|_ij <= 2 k (s + 1) 2**(-w s) 2**(e_i + f_j) + 4 (s + 2) u (|A||B|)_ij
+
+(truncation of the triangular slice product, then FP64 rounding). Nothing
+may be silently wrong: non-finite entries must match native FP64 exactly.
+"""
+import math
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+pytest.importorskip("flint")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import ozlinalg  # noqa: E402
+from ozlinalg.testing import ExactReference  # noqa: E402
+
+U = 2.0**-53
+INT8_METHODS = ["bitmask", "rn", "bitmask-ef", "hybrid-ef"]
+DIMS = st.sampled_from([0, 1, 2, 3, 5, 7, 13, 17, 31, 64])
+# Example counts come from the hypothesis profile (tests/conftest.py): "ci" by
+# default, HYPOTHESIS_PROFILE=deep for a long run.
+SETTINGS = settings(deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def matrices(draw, shape, max_exp=1000, allow_special=False):
+    """Entries m * 2**e with m in [-1, 1) and exponents anywhere in float64's range."""
+    rows, cols = shape
+    size = rows * cols
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    spread = draw(st.sampled_from([0, 1, 4, 30, 200, max_exp]))
+    center = draw(st.integers(-max_exp + spread, max_exp - spread)) if spread < max_exp else 0
+    mant = rng.uniform(-1, 1, size)
+    exps = rng.integers(center - spread, center + spread + 1, size)
+    a = np.ldexp(mant, exps).reshape(rows, cols)
+    kind = draw(st.sampled_from(["plain", "zeros", "subnormal", "integers", "special"]
+                                if allow_special else ["plain", "zeros", "subnormal", "integers"]))
+    if kind == "zeros" and size:
+        a[rng.random(a.shape) < 0.3] = 0.0
+    elif kind == "subnormal" and size:
+        mask = rng.random(a.shape) < 0.3
+        a[mask] = rng.uniform(-1, 1, int(mask.sum())) * 2.0**-1060
+    elif kind == "integers":
+        a = rng.integers(-(2**30), 2**30, (rows, cols)).astype(float)
+    elif kind == "special" and size:
+        idx = rng.integers(0, size, max(1, size // 10))
+        a.ravel()[idx] = rng.choice([np.inf, -np.inf, np.nan], idx.size)
+    return a
+
+
+def bound(a, b, s, width):
+    """The deterministic error bound of the module docstring, entrywise."""
+    k = a.shape[1]
+    ea = np.frexp(np.abs(a).max(axis=1) if k else np.zeros(a.shape[0]))[1].astype(float)
+    eb = np.frexp(np.abs(b).max(axis=0) if k else np.zeros(b.shape[1]))[1].astype(float)
+    trunc = 2.0 * k * (s + 1) * 2.0 ** (-width * s)
+    with np.errstate(over="ignore", under="ignore"):
+        scale = np.ldexp(np.full((a.shape[0], b.shape[1]), trunc),
+                         ea.astype(int)[:, None] + eb.astype(int)[None, :])
+        absprod = np.abs(a) @ np.abs(b)
+    return scale + 4 * (s + 2) * U * absprod
+
+
+@st.composite
+def problem(draw, allow_special=False):
+    m, k, p = draw(DIMS), draw(DIMS), draw(DIMS)
+    a = draw(matrices((m, k), allow_special=allow_special))
+    b = draw(matrices((k, p), allow_special=allow_special))
+    return a, b
+
+
+@SETTINGS
+@given(ab=problem(), method=st.sampled_from(INT8_METHODS), s=st.integers(1, 14))
+def test_error_within_the_ozaki_bound(ab, method, s):
+    a, b = ab
+    c = ozlinalg.matmul(a, b, method=method, slices=s)
+    assert c.shape == (a.shape[0], b.shape[1]) and c.dtype == np.float64
+    if c.size == 0:
+        return
+    ref = ExactReference(a, b)
+    exact_fin = np.isfinite(ref.hi)
+    lim = bound(a, b, s, 7)
+    # Where the exact product overflows and the bound is finite, the result is that infinity.
+    must_inf = ~exact_fin & np.isfinite(lim)
+    np.testing.assert_array_equal(c[must_inf], ref.hi[must_inf])
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs((c - ref.hi) - ref.lo)
+    # Gradual underflow: results below the normal range carry absolute spacing 2**-1074.
+    ok = (err <= lim + 2.0**-1070) | ~exact_fin
+    assert ok.all(), (method, s, float(np.max(err - lim)))
+
+
+@SETTINGS
+@given(ab=problem(allow_special=True), method=st.sampled_from(list(ozlinalg.METHODS)))
+def test_non_finite_entries_match_native(ab, method):
+    a, b = ab
+    with np.errstate(all="ignore"):
+        want = a @ b
+    c = ozlinalg.matmul(a, b, method=method)
+    np.testing.assert_array_equal(np.isnan(c), np.isnan(want))
+    # Native FP64 may overflow where the exact product does not; elsewhere infinities agree.
+    fin_in = np.isfinite(a).all(axis=1)[:, None] & np.isfinite(b).all(axis=0)[None, :]
+    special = ~fin_in
+    np.testing.assert_array_equal(c[special], want[special])
+
+
+@SETTINGS
+@given(k=st.sampled_from([1, 3, 1023, 1025, 4097, 65536]), seed=st.integers(0, 2**16),
+       lo=st.sampled_from([-128, -127, -64]), hi=st.sampled_from([63, 64, 127]))
+def test_engine_exact_on_full_int8_range(k, seed, lo, hi):
+    from ozlinalg.engines import get_engine
+
+    eng = get_engine(np)
+    rng = np.random.default_rng(seed)
+    a = eng.empty_slices(2, 3, k, "bitmask")
+    b = eng.empty_slices(2, 2, k, "bitmask")
+    a[...] = rng.integers(lo, hi + 1, a.shape)
+    b[...] = rng.choice([lo, hi], b.shape)
+    bnd = max(abs(lo), abs(hi))
+    got, _ = eng.int_matmul_sum(a, b, [(0, 1), (1, 0), (1, 1)], bnd, bnd)
+    ai, bi = a.astype(np.int64), b.astype(np.int64)
+    want = ai[0] @ bi[1].T + ai[1] @ bi[0].T + ai[1] @ bi[1].T
+    np.testing.assert_array_equal(got, want)
+    assert math.isfinite(float(got.sum()))
