@@ -1,4 +1,4 @@
-"""Accuracy harness (see ozlinalg/sweep.py): writes docs/accuracy-table.md and docs/img/accuracy.png.
+"""Accuracy harness (see ozlinalg/sweep.py): writes docs/accuracy-table.md and the plot.
 
     python benchmarks/accuracy.py            # m = p = 256, n = 4096, phi 0.5 1 2 4, slices 3..14
 """

@@ -210,7 +210,7 @@ def working_bytes(mt, pt, k, s):
 
 
 def tile_shape(m, p, k, s, limit):
-    """Largest output tile (mt, pt), halving the longer side, whose working memory fits ``limit``."""
+    """Largest output tile (mt, pt), halving the longer side, within ``limit`` bytes."""
     mt, pt = m, p
     while working_bytes(mt, pt, k, s) > limit and max(mt, pt) > 64:
         if mt >= pt:
