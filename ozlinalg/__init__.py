@@ -10,6 +10,11 @@ from ._options import Options, get_options, options
 from ._profile import Profile, profile
 from .ozaki import METHODS
 from .ozaki.gemm import matmul
+from . import linalg
+from .linalg import _numpy_api as numpy_linalg
+from .linalg import solve
+from .backend import backend
+from ._wrapper import OzArray, asarray
 
 __version__ = "0.1.0"
 
@@ -23,4 +28,10 @@ __all__ = [
     "METHODS",
     "AccuracyWarning",
     "__version__",
+    "linalg",
+    "numpy_linalg",
+    "solve",
+    "backend",
+    "OzArray",
+    "asarray",
 ]

@@ -32,6 +32,9 @@ class Options:
         Working memory (bytes) one emulated product may use beside its inputs
         and result; larger products are computed in output tiles (see
         :func:`ozlinalg.ozaki.gemm.working_bytes`).
+    complex_scheme : {"4m", "4m-fused", "3m"}
+        How complex products are built from real emulated ones (see
+        :mod:`ozlinalg.ozaki.complex`).
     """
 
     method: str = "hybrid-ef"
@@ -39,6 +42,7 @@ class Options:
     min_size: int = 0
     max_slices: int = 20
     memory_limit: int = 2 * 1024**3
+    complex_scheme: str = "4m"
 
     def replace(self, **changes) -> Options:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

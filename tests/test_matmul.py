@@ -13,7 +13,7 @@ from ozlinalg.testing import ExactReference, error_stats, random_matrix
 
 flint = pytest.importorskip("flint")
 
-METHODS = list(ozlinalg.METHODS)
+METHODS = [m for m in ozlinalg.METHODS if not m.startswith("crt")]  # crt: tests/test_crt.py
 
 
 def native_and_emulated_errors(a, b, c):
@@ -301,8 +301,8 @@ class TestShapesAndDtypes:
                                       [[17.0], [39.0]])
 
     def test_errors(self):
-        with pytest.raises(TypeError, match="complex"):
-            ozlinalg.matmul(np.ones((2, 2), complex), np.ones((2, 2)))
+        with pytest.raises(TypeError, match="complex128 only"):
+            ozlinalg.matmul(np.ones((2, 2), np.clongdouble), np.ones((2, 2)))
         with pytest.raises(TypeError, match="unsupported dtype"):
             ozlinalg.matmul(np.array([["a"]]), np.ones((1, 1)))
         with pytest.raises(ValueError, match=r"inner dimensions differ.*\(3, 4\).*\(5, 2\)"):
@@ -311,7 +311,7 @@ class TestShapesAndDtypes:
             ozlinalg.matmul(np.float64(2.0), np.ones((1, 1)))
         with pytest.raises(ValueError, match="unknown method"):
             ozlinalg.matmul(np.ones((2, 2)), np.ones((2, 2)), method="dgemm")
-        with pytest.raises(TypeError, match="float64 only"):
+        with pytest.raises(TypeError, match="float64 / complex128 only"):
             ozlinalg.matmul(np.ones((2, 2), np.longdouble), np.ones((2, 2)))
 
 

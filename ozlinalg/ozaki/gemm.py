@@ -30,27 +30,24 @@ from .._profile import CallRecord, Timer, active_profiles, record_call, record_n
 from ..engines import get_engine
 from . import params
 from .auto import choose_slices, spread_bits
+from .complex import complex_matmul
 from .split import normalize_rows, slice_layout, split_rows
 
 __all__ = ["matmul", "emulated_matmul_2d"]
 
 
-def _as_real_float64(xp, x, name):
+def _as_float64(xp, x, name):
+    """float64 (complex128 for complex input) view or copy of ``x``, or TypeError."""
     x = xp.asarray(x)
     kind = x.dtype.kind
-    if kind == "c":
-        raise TypeError(
-            f"ozlinalg.matmul: {name} is complex ({x.dtype}); complex matrices are not "
-            "supported yet (multiply real and imaginary parts separately)"
-        )
-    if kind not in "biuf":
+    if kind not in "biufc":
         raise TypeError(f"ozlinalg.matmul: {name} has unsupported dtype {x.dtype}")
-    if kind == "f" and x.dtype.itemsize > 8:
+    if (kind == "f" and x.dtype.itemsize > 8) or (kind == "c" and x.dtype.itemsize > 16):
         raise TypeError(
             f"ozlinalg.matmul: {name} has dtype {x.dtype}; the emulation computes in "
-            "float64 only (convert explicitly if that is what you want)"
+            "float64 / complex128 only (convert explicitly if that is what you want)"
         )
-    return x.astype(xp.float64, copy=False)
+    return x.astype(xp.complex128 if kind == "c" else xp.float64, copy=False)
 
 
 def matmul(a, b, *, slices=None, method=None):
@@ -59,23 +56,26 @@ def matmul(a, b, *, slices=None, method=None):
     Parameters
     ----------
     a, b : array_like (NumPy or CuPy)
-        Real operands with NumPy's matmul shape rules: 2-D matrices, 1-D
-        vectors (promoted to a row / column and squeezed back), or stacks of
-        matrices broadcast over the leading axes. Integer, boolean and
-        lower-precision float inputs are converted to float64; complex input
-        raises TypeError. Inputs are never modified.
+        Operands with NumPy's matmul shape rules: 2-D matrices, 1-D vectors
+        (promoted to a row / column and squeezed back), or stacks of matrices
+        broadcast over the leading axes. Integer, boolean and lower-precision
+        float inputs are converted to float64, complex ones to complex128
+        (built from real emulated products, ``options(complex_scheme=...)``,
+        see :mod:`ozlinalg.ozaki.complex`). Inputs are never modified.
     slices : int or "auto", optional
         Number of slices per operand. ``"auto"`` (the default, from
         :func:`ozlinalg.options`) picks the smallest count whose error is at
         DGEMM level for the given inputs (see :mod:`ozlinalg.ozaki.auto`).
     method : str, optional
-        One of ``"hybrid-ef"`` (default), ``"bitmask-ef"``, ``"bitmask"``,
-        ``"rn"``, ``"splitfp"`` or a peer alias (``"ozimmu_h"``,
-        ``"ozimmu_ef"``, ``"ozimmu"``, ``"ootomo"``).
+        Ozaki scheme I: ``"hybrid-ef"`` (default), ``"bitmask-ef"``,
+        ``"bitmask"``, ``"rn"``, ``"splitfp"``; Ozaki scheme II: ``"crt"``
+        (accurate scaling), ``"crt-fast"``; or a peer alias (``"ozimmu_h"``,
+        ``"ozimmu_ef"``, ``"ozimmu"``, ``"ootomo"``, ``"gemmul8"``). For the
+        ``crt`` methods ``slices`` counts moduli.
 
     Returns
     -------
-    c : ndarray of float64
+    c : ndarray of float64 (complex128 for complex input)
         The product, on the device of the inputs.
 
     Notes
@@ -99,8 +99,8 @@ def matmul(a, b, *, slices=None, method=None):
     True
     """
     xp = array_namespace(a, b)
-    a = _as_real_float64(xp, a, "a")
-    b = _as_real_float64(xp, b, "b")
+    a = _as_float64(xp, a, "a")
+    b = _as_float64(xp, b, "b")
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("ozlinalg.matmul: operands must be at least 1-D (use * for scalars)")
     opts = get_options()
@@ -115,15 +115,24 @@ def matmul(a, b, *, slices=None, method=None):
             f"ozlinalg.matmul: inner dimensions differ: a has shape {a.shape}, "
             f"b has shape {b.shape} ({a2.shape[-1]} != {b2.shape[-2]})"
         )
+    is_complex = a.dtype.kind == "c" or b.dtype.kind == "c"
+
+    def product_2d(x, y):
+        if is_complex:
+            return complex_matmul(lambda u, v: emulated_matmul_2d(xp, u, v, meth, slices, opts),
+                                  x, y, scheme=opts.complex_scheme)
+        return emulated_matmul_2d(xp, x, y, meth, slices, opts)
+
     if a2.ndim == 2 and b2.ndim == 2:
-        c = emulated_matmul_2d(xp, a2, b2, meth, slices, opts)
+        c = product_2d(a2, b2)
     else:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
         ab = xp.broadcast_to(a2, batch + a2.shape[-2:])
         bb = xp.broadcast_to(b2, batch + b2.shape[-2:])
-        c = xp.empty(batch + (a2.shape[-2], b2.shape[-1]))
+        c = xp.empty(batch + (a2.shape[-2], b2.shape[-1]),
+                     dtype=xp.complex128 if is_complex else xp.float64)
         for idx in np.ndindex(*batch):
-            c[idx] = emulated_matmul_2d(xp, ab[idx], bb[idx], meth, slices, opts)
+            c[idx] = product_2d(ab[idx], bb[idx])
     if a.ndim == 1:
         c = c[..., 0, :]
     if b.ndim == 1:
@@ -164,7 +173,14 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
     for i0 in range(0, m, mt):
         for j0 in range(0, p, pt):
             tile = None
-            for k0 in range(0, n, block):
+            if meth.split in ("crt", "crt-fast"):
+                from .crt import crt_matmul_2d
+
+                tile = crt_matmul_2d(xp, engine, aw[i0:i0 + mt], bt[j0:j0 + pt].T,
+                                     moduli=slices, max_moduli=min(opts.max_slices, 32),
+                                     scaling="fast" if meth.split == "crt-fast" else "accurate",
+                                     profile_counts=counts, timers=timers)
+            for k0 in range(0, n if tile is None else 0, block):
                 part = _emulate_block(xp, engine, aw[i0:i0 + mt, k0:k0 + block],
                                       bt[j0:j0 + pt, k0:k0 + block], meth, slices,
                                       opts, timers, counts)

@@ -65,8 +65,10 @@ class Method:
     ----------
     name : str
         Canonical name.
-    split : {"bitmask", "rn", "hybrid", "fp"}
-        How slices are cut (see :mod:`ozlinalg.ozaki.split`).
+    split : {"bitmask", "rn", "hybrid", "fp", "crt", "crt-fast"}
+        How slices are cut (see :mod:`ozlinalg.ozaki.split`); the ``crt``
+        kinds are Ozaki scheme II (residues, :mod:`ozlinalg.ozaki.crt`), where
+        "slices" counts moduli.
     groupwise : bool
         True: error-free group-wise INT32 accumulation (EF), one FP64 pass per
         group of equal ``i + j``; False: one FP64 pass per product.
@@ -99,6 +101,10 @@ METHODS = {
                "hybrid round-to-nearest split with fixed scales + EF accumulation (ozIMMU_H)"),
         Method("splitfp", "fp", False, "float", ("ootomo", "fp16"),
                "SplitFP floating slices on an FP16 engine with FP32 accumulation (Ootomo)"),
+        Method("crt", "crt", False, "int8", ("ozaki2", "gemmul8", "ozaki-ii"),
+               "Ozaki scheme II: CRT over INT8 moduli, accurate scaling (one bound GEMM)"),
+        Method("crt-fast", "crt-fast", False, "int8", ("gemmul8-fast", "ozaki2-fast"),
+               "Ozaki scheme II with fast (Cauchy-Schwarz) scaling"),
     )
 }
 

@@ -1,0 +1,38 @@
+"""``scipy.linalg``-compatible namespace whose BLAS-3 work runs on the emulated DGEMM.
+
+Same names, signatures, defaults, return types and errors as
+:mod:`scipy.linalg` 1.17 for real input; the factorizations call the blocked
+routines of :mod:`ozlinalg.lapack`, so their trailing updates go through the
+Ozaki-scheme GEMM (``slices`` and ``method`` from :func:`ozlinalg.get_options`;
+``Options.min_size`` is the order below which a call runs in native LAPACK,
+0 by default: emulate at every size).
+
+==================  ===================================================
+lu_factor, lu_solve  blocked LU with partial pivoting (``getrf``/``getrs``)
+lu                   ``p, l, u`` from the same factorization
+cho_factor,          blocked Cholesky (``potrf``/``potrs``)
+cho_solve, cholesky
+qr                   blocked Householder QR (``geqrf``/``orgqr``)
+solve                by `assume_a`: LU, Cholesky, trsm, or a division
+solve_triangular     recursive blocked ``trsm``
+inv, det             from the LU (or Cholesky / trsm) factors
+lstsq                QR (full rank), native fallback when rank deficient
+matmul               :func:`ozlinalg.matmul` (not in scipy.linalg)
+==================  ===================================================
+
+The NumPy-compatible functions (``numpy.linalg`` semantics, stacked inputs)
+are in :mod:`ozlinalg.numpy_linalg`.
+"""
+from ._basic import det, inv, lstsq, matmul, solve, solve_triangular
+from ._decomp_cholesky import cho_factor, cho_solve, cholesky
+from ._decomp_lu import lu, lu_factor, lu_solve
+from ._decomp_qr import qr
+from ._validation import LinAlgError, LinAlgWarning
+
+__all__ = [
+    "lu_factor", "lu_solve", "lu",
+    "cho_factor", "cho_solve", "cholesky",
+    "qr",
+    "solve", "solve_triangular", "inv", "det", "lstsq", "matmul",
+    "LinAlgError", "LinAlgWarning",
+]

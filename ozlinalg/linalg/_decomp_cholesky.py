@@ -1,0 +1,193 @@
+"""Cholesky decomposition: ``cholesky``, ``cho_factor``, ``cho_solve`` (``scipy.linalg`` API)."""
+from __future__ import annotations
+
+from .. import lapack
+from ._validation import as_array, batched, cast, emulating, lapack_kw, result_dtype
+
+__all__ = ["cholesky", "cho_factor", "cho_solve"]
+
+
+def _potrf(xp, a, lower, overwrite_a=False, clean=True):
+    """float64 Cholesky factor of a 2-D array; raises LinAlgError (SciPy's message)."""
+    with emulating():
+        return lapack.potrf(a, lower=lower, overwrite_a=overwrite_a, clean=clean,
+                            check_finite=False, **lapack_kw(a.shape[0]))
+
+
+def _potrs(c, b, lower, overwrite_b=False):
+    with emulating():
+        return lapack.potrs(c, b, lower=lower, overwrite_b=overwrite_b, check_finite=False,
+                            **lapack_kw(c.shape[0]))
+
+
+def _cholesky(a, lower, overwrite_a, clean, check_finite):
+    xp, a1 = as_array(a, check_finite=check_finite)
+    if a1.ndim != 2:
+        raise ValueError(f"Input array needs to be 2D but received a {a1.ndim}d-array.")
+    if a1.shape[0] != a1.shape[1]:
+        raise ValueError("Input array is expected to be square but has "
+                         f"the shape: {a1.shape}.")
+    dt = result_dtype(xp, a1)
+    if a1.size == 0:
+        return xp.empty_like(a1, dtype=dt), lower
+    c = _potrf(xp, a1, bool(lower), overwrite_a and a1 is a, clean)
+    return cast(c, dt), lower
+
+
+@batched(("a", 2))
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """Compute the Cholesky decomposition of a matrix.
+
+    Returns the Cholesky decomposition, ``A = L L^T`` or ``A = U^T U`` of a
+    symmetric positive-definite matrix A.
+
+    Parameters
+    ----------
+    a : (M, M) array_like
+        Matrix to be decomposed (a stack of matrices is factored slice by slice).
+    lower : bool, optional
+        Whether to compute the upper- or lower-triangular Cholesky
+        factorization. Default is upper-triangular.
+    overwrite_a : bool, optional
+        Whether to overwrite data in `a` (may improve performance).
+    check_finite : bool, optional
+        Whether to check that the input matrix contains only finite numbers.
+
+    Returns
+    -------
+    c : (M, M) ndarray
+        Upper- or lower-triangular Cholesky factor of `a` (float32 for
+        float32 input, float64 otherwise).
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        ``"%d-th leading minor of the array is not positive definite"`` if
+        decomposition fails.
+
+    See Also
+    --------
+    scipy.linalg.cholesky : the native original.
+
+    Notes
+    -----
+    Right-looking blocked Cholesky (LAPACK ``potrf``,
+    :func:`ozlinalg.lapack.potrf`): diagonal blocks natively, the panel
+    triangular solve and the recursive SYRK trailing update on the emulated
+    DGEMM (Ozaki scheme). Only the triangle selected by `lower` is read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ozlinalg.linalg import cholesky
+    >>> cholesky(np.array([[4., 2.], [2., 5.]]), lower=True)
+    array([[2., 0.],
+           [1., 2.]])
+    """
+    c, _ = _cholesky(a, lower, overwrite_a, True, check_finite)
+    return c
+
+
+@batched(("a", 2))
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """Compute the Cholesky decomposition of a matrix, to use in cho_solve.
+
+    Parameters
+    ----------
+    a : (M, M) array_like
+        Matrix to be decomposed.
+    lower : bool, optional
+        Whether to compute the upper or lower triangular Cholesky
+        factorization. During decomposition, only the selected half of the
+        matrix is referenced. (Default: upper-triangular)
+    overwrite_a : bool, optional
+        Whether to overwrite data in a (may improve performance).
+    check_finite : bool, optional
+        Whether to check that the input matrix contains only finite numbers.
+
+    Returns
+    -------
+    c : (M, M) ndarray
+        Matrix whose upper or lower triangle contains the Cholesky factor of
+        `a`. The other triangle holds the input's entries (as LAPACK and SciPy
+        leave it: not to be relied on).
+    lower : bool
+        Flag indicating whether the factor is in the lower or upper triangle.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        Raised if decomposition fails.
+
+    See Also
+    --------
+    cho_solve : Solve a linear set equations using the factorization.
+    scipy.linalg.cho_factor : the native original.
+
+    Notes
+    -----
+    Blocked Cholesky (LAPACK ``potrf``) with emulated trailing updates, see
+    :func:`cholesky`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ozlinalg.linalg import cho_factor, cho_solve
+    >>> a = np.array([[9., 3., 1., 5.], [3., 7., 5., 1.], [1., 5., 9., 2.], [5., 1., 2., 6.]])
+    >>> c, low = cho_factor(a)
+    >>> bool(np.allclose(a @ cho_solve((c, low), [1., 1., 1., 1.]), 1.0))
+    True
+    """
+    return _cholesky(a, lower, overwrite_a, False, check_finite)
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """Solve the linear equations A x = b, given the Cholesky factorization of A.
+
+    Parameters
+    ----------
+    c_and_lower : tuple, (array, bool)
+        Cholesky factorization of a, as given by cho_factor.
+    b : array
+        Right-hand side.
+    overwrite_b : bool, optional
+        Whether to overwrite data in b (may improve performance).
+    check_finite : bool, optional
+        Whether to check that the input matrices contain only finite numbers.
+
+    Returns
+    -------
+    x : array
+        The solution to the system A x = b.
+
+    See Also
+    --------
+    cho_factor : Cholesky factorization of a matrix.
+    scipy.linalg.cho_solve : the native original.
+
+    Notes
+    -----
+    LAPACK ``potrs``: two blocked triangular solves whose couplings are
+    emulated DGEMMs (:func:`ozlinalg.lapack.potrs`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ozlinalg.linalg import cho_factor, cho_solve
+    >>> a = np.array([[4., 2.], [2., 5.]])
+    >>> cho_solve(cho_factor(a), np.array([6., 9.]))
+    array([1., 1.])
+    """
+    c, lower = c_and_lower
+    xp, c1 = as_array(c, check_finite=check_finite, argname="c")
+    _, b1 = as_array(b, check_finite=check_finite, argname="b")
+    if c1.ndim != 2 or c1.shape[0] != c1.shape[1]:
+        raise ValueError("The factored matrix c is not square.")
+    if b1.ndim == 0 or c1.shape[1] != b1.shape[0]:
+        raise ValueError(f"incompatible dimensions ({c1.shape} and {b1.shape})")
+    dt = result_dtype(xp, c1, b1)
+    if b1.size == 0:
+        return xp.empty_like(b1, dtype=dt)
+    core = b1 if b1.ndim <= 2 else b1.reshape(b1.shape[0], -1)
+    x = _potrs(c1, core, bool(lower), overwrite_b and core is b)
+    return cast(x.reshape(b1.shape), dt)

@@ -1,0 +1,194 @@
+"""The one validation helper shared by :mod:`ozlinalg.linalg` (SciPy API) and
+:mod:`ozlinalg.linalg._numpy_api` (NumPy API).
+
+It decides, for every public function:
+
+* which array module a call uses (NumPy or CuPy, from the inputs);
+* which dtypes are accepted (real: bool, integers, float16/32/64; complex
+  raises ``TypeError`` because the emulation is real-only) and which dtype a
+  result is returned in (SciPy's and NumPy's rule: float32 stays float32,
+  everything else becomes float64; the computation itself is always FP64);
+* the keyword arguments passed to :mod:`ozlinalg.lapack` (``slices``,
+  ``method`` from :func:`ozlinalg.get_options`, the crossover from
+  ``Options.min_size``, a block size that leaves at least one emulated update
+  from order 2 on);
+* batching over leading ("stacked") dimensions.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+
+import numpy as np
+
+from .._array import array_namespace
+from .._exceptions import LinAlgError, LinAlgWarning
+from .._options import get_options, options
+from ..lapack import DEFAULT_BLOCK_SIZE
+
+__all__ = [
+    "as_array",
+    "result_dtype",
+    "lapack_kw",
+    "emulating",
+    "batch_loop",
+    "LinAlgError",
+    "LinAlgWarning",
+]
+
+
+def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
+             finite_msg="array must not contain infs or NaNs"):
+    """Validate ``a`` and return ``(xp, arr)`` with ``arr`` in its own dtype.
+
+    Raises ``ValueError`` (SciPy's message) for non-finite entries when
+    `check_finite`, ``TypeError`` for complex or non-numeric dtypes.
+    """
+    xp = array_namespace(a)
+    arr = a if (hasattr(a, "dtype") and hasattr(a, "ndim") and isinstance(a, xp.ndarray)) \
+        else xp.asarray(a)
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise TypeError(
+            f"{fname}: {argname} is complex ({arr.dtype}); the INT8 emulation is real-only "
+            "(use scipy.linalg / numpy.linalg for complex matrices)"
+        )
+    if kind not in "biuf" or (kind == "f" and arr.dtype.itemsize > 8):
+        raise TypeError(f"{fname}: {argname} has unsupported dtype {arr.dtype}")
+    if check_finite and arr.size and kind == "f" and not bool(xp.isfinite(arr).all()):
+        raise ValueError(finite_msg)
+    return xp, arr
+
+
+def result_dtype(xp, *arrays):
+    """float32 if every input is float32 or float16, else float64 (LAPACK's s/d rule)."""
+    small = all(a.dtype.kind == "f" and a.dtype.itemsize <= 4 for a in arrays)
+    return xp.float32 if small else xp.float64
+
+
+def cast(x, dtype):
+    """``x`` in ``dtype`` (no copy when it already is)."""
+    return x if x.dtype == dtype else x.astype(dtype)
+
+
+def lapack_kw(n):
+    """Keyword arguments for an :mod:`ozlinalg.lapack` call on order ``n``.
+
+    * ``slices`` / ``method``: from :func:`ozlinalg.get_options`;
+    * ``crossover``: ``Options.min_size`` (below it the routine runs in
+      native LAPACK; the library default 0 emulates at every size);
+    * ``block_size``: ``min(128, ceil(n / 2))``, so that every order from 2
+      up has at least one emulated update (with the lapack default of 128,
+      orders up to 128 would be factored natively in one panel).
+    """
+    opts = get_options()
+    return dict(
+        slices=opts.slices,
+        method=opts.method,
+        crossover=int(opts.min_size),
+        block_size=max(1, min(DEFAULT_BLOCK_SIZE, (int(n) + 1) // 2)),
+    )
+
+
+@contextlib.contextmanager
+def emulating():
+    """Run the blocked routines' GEMMs emulated whatever their inner dimension.
+
+    ``Options.min_size`` is applied to the order of the user's matrix (as the
+    lapack crossover); inside a factorization every product is emulated, so
+    a trailing update with a panel width below ``min_size`` is not silently
+    native.
+    """
+    if get_options().min_size == 0:
+        yield
+    else:
+        with options(min_size=0):
+            yield
+
+
+@contextlib.contextmanager
+def quiet_singular():
+    """Silence the getrf LinAlgWarning for exactly-zero pivots (callers check
+    the pivots themselves and raise LinAlgError, as LAPACK drivers do)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LinAlgWarning)
+        yield
+
+
+def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):
+    """Apply ``func`` to each core slice of ``arrays`` over broadcast batch axes.
+
+    ``core_ndims`` gives the number of core axes per array. ``func`` returns
+    an array or a tuple of arrays/scalars; results are stacked with the
+    batch shape prepended.
+    """
+    if batch_shape is None:
+        batch_shape = np.broadcast_shapes(*[a.shape[:a.ndim - c] for a, c in
+                                            zip(arrays, core_ndims)])
+    arrays = [xp.broadcast_to(a, tuple(batch_shape) + a.shape[a.ndim - c:])
+              for a, c in zip(arrays, core_ndims)]
+    outs = None
+    for idx in np.ndindex(*batch_shape):
+        res = func(*[a[idx] for a in arrays])
+        single = not isinstance(res, tuple)
+        res = (res,) if single else res
+        if outs is None:
+            outs = [[] for _ in res]
+        for lst, r in zip(outs, res):
+            lst.append(r)
+    if outs is None:
+        return None
+    stacked = []
+    for lst in outs:
+        if lst[0] is None:
+            stacked.append(None)
+            continue
+        st = xp.stack([xp.asarray(r) for r in lst])
+        stacked.append(st.reshape(tuple(batch_shape) + st.shape[1:]))
+    return stacked[0] if single else tuple(stacked)
+
+
+def batched(*core):
+    """Decorator: apply a 2-D implementation over leading batch axes (SciPy's
+    ``_apply_over_batch``). ``core`` lists ``(argname, ndim)`` of the batched
+    positional arguments; ``ndim`` may be ``"1|2"``."""
+
+    def deco(func):
+        import inspect
+
+        sig = inspect.signature(func)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            vals = []
+            dims = []
+            for name, nd in core:
+                v = bound.arguments[name]
+                xp = array_namespace(v)
+                v = v if hasattr(v, "ndim") and isinstance(v, xp.ndarray) else np.asarray(v)
+                if nd == "1|2":  # SciPy's rule (solve_triangular, lstsq)
+                    nd = 2 if v.ndim >= 2 else 1
+                vals.append(v)
+                dims.append(nd)
+            if all(v.ndim <= d for v, d in zip(vals, dims)):
+                return func(*args, **kwargs)
+            xp = array_namespace(*vals)
+            bshape = np.broadcast_shapes(*[v.shape[:v.ndim - d] for v, d in zip(vals, dims)])
+            if 0 in bshape:
+                raise ValueError(f"`{func.__name__}` does not support zero-size batches.")
+            rest = {k: v for k, v in bound.arguments.items() if k not in dict(core)}
+            names = [n for n, _ in core]
+
+            def one(*slices_):
+                kw = dict(rest)
+                kw.update(zip(names, slices_))
+                return func(**kw)
+
+            return batch_loop(xp, one, vals, dims)
+
+        return wrapper
+
+    return deco

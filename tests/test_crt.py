@@ -1,0 +1,257 @@
+"""Ozaki scheme II (CRT over INT8 moduli): arithmetic exactness and accuracy."""
+import math
+
+import numpy as np
+import pytest
+
+from ozlinalg import AccuracyWarning
+from ozlinalg.engines import get_engine
+from ozlinalg.ozaki import crt
+from ozlinalg.testing import ExactReference, error_stats, random_matrix
+
+flint = pytest.importorskip("flint")
+
+ENG = get_engine(np)
+
+
+def run(a, b, **kw):
+    counts = {}
+    c = crt.crt_matmul_2d(np, ENG, a, b, profile_counts=counts, **kw)
+    return c, counts
+
+
+def errors(a, b, c):
+    ref = ExactReference(a, b)
+    return error_stats(ref.relative_errors(a @ b))[0], error_stats(ref.relative_errors(c))[0]
+
+
+class TestModuli:
+    def test_pairwise_coprime_and_bounded(self):
+        mods = crt.MODULI
+        assert len(mods) >= crt.MAX_MODULI and mods[0] == 256
+        assert all(2 <= p <= 256 for p in mods)
+        for i, p in enumerate(mods):
+            for q in mods[i + 1:]:
+                assert math.gcd(p, q) == 1
+        assert mods[:12] == (256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217)
+
+    @pytest.mark.parametrize("n", [1, 8, 15, 20, 32])
+    def test_constants(self, n):
+        k = crt.crt_constants(n)
+        assert k.P == math.prod(crt.MODULI[:n])
+        limb = 2**crt.LIMB_BITS
+        for t, p in enumerate(k.moduli):
+            w = sum(int(v) * limb**l for l, v in enumerate(k.weight_limbs[t]))
+            assert 0 <= w < k.P
+            for q in k.moduli:
+                assert w % q == (1 if q == p else 0)
+            assert abs(k.frac[t] - w / k.P) <= 2**-53
+            # Exact accumulation: N * limb * 128 < 2**53.
+            assert all(float(v).is_integer() and v < limb for v in k.weight_limbs[t])
+        assert sum(int(v) * limb**l for l, v in enumerate(k.P_limbs)) == k.P
+
+    def test_bad_counts(self):
+        with pytest.raises(ValueError):
+            crt.crt_constants(0)
+        with pytest.raises(ValueError):
+            crt.crt_constants(crt.MAX_MODULI + 1)
+
+
+class TestModularArithmetic:
+    @pytest.mark.parametrize("p", [256, 255, 253, 173, 2, 3])
+    def test_symmetric_mod_exact_adversarial(self, rng, p):
+        top = 2**52
+        vals = [0, 1, -1, p // 2, -(p // 2), p // 2 + 1, -(p // 2) - 1, p, -p, top, -top,
+                top - 1, 2**52 - 1, -(2**52) + 1, 2**31, -(2**31)]
+        vals += [int(v) for v in rng.integers(-(2**52), 2**52, 300, dtype=np.int64)]
+        vals += [q * p + h for q in (2**44, -(2**44), 12345) for h in (p // 2, -(p // 2))]
+        x = np.array(vals, dtype=np.float64)
+        assert all(int(v) == w for v, w in zip(x, vals))
+        r = crt.symmetric_mod(np, x, p)
+        h = p // 2
+        for v, ri in zip(vals, r):
+            assert float(ri).is_integer() and -h <= ri <= p - 1 - h
+            assert (v - int(ri)) % p == 0
+
+    @pytest.mark.parametrize("bits", [20, 53, 80, 130, 178])
+    def test_residues_of_wide_integers(self, rng, bits):
+        # Floats with integer values up to 2**bits (53-bit significands at every position).
+        mant = rng.integers(-(2**53) + 1, 2**53 - 1, (7, 33), dtype=np.int64).astype(np.float64)
+        sh = rng.integers(0, max(1, bits - 53), (7, 33))
+        v = np.ldexp(mant, sh) if bits > 53 else np.trunc(mant / 2.0 ** (53 - bits))
+        v[0, :3] = [0.0, -(2.0**bits) + 2.0 ** max(0, bits - 53), 2.0 ** (bits - 1)]
+        mods = crt.MODULI[:20]
+        out = np.empty((len(mods),) + v.shape, dtype=np.float32)
+        crt.residues_into(np, v, mods, bits + 1, out)
+        for t, p in enumerate(mods):
+            for x, r in zip(v.ravel(), out[t].ravel()):
+                assert -128 <= r <= 127
+                assert (int(x) - int(r)) % p == 0
+
+    @pytest.mark.parametrize("n", [8, 14, 20])
+    def test_crt_reconstruction(self, rng, n):
+        k = crt.crt_constants(n)
+        half = k.P // 2
+        vals = [0, 1, -1, 2, half - half // 50, -(half - half // 50), 12345678901234567,
+                2**60 + 1]
+        vals += [int(rng.integers(-(2**62), 2**62)) * int(rng.integers(1, 2**62)) % (half // 2)
+                 * (1 if i % 2 else -1) for i in range(40)]
+        vals = [v for v in vals if abs(v) < half - half // 60]
+        prods = []
+        for p in k.moduli:
+            # Any integer congruent to C' mod p works as the "product"; add multiples of p.
+            prods.append(np.array([[float((v % p) + p * ((i % 7) - 3) * 1000)
+                                    for i, v in enumerate(vals)]]))
+        c = crt.crt_reconstruct(np, ENG, enumerate(prods), k)
+        for v, got in zip(vals, c[0]):
+            if v == 0:
+                assert got == 0.0
+            else:
+                assert abs(got - v) <= 4 * abs(v) * 2**-53
+
+    def test_engine_products_exact_at_extremes(self):
+        # Residues all -128 (256's range) and 127, inner 4096: sums of 2**14 * 4096.
+        k = 4096
+        a = ENG.empty_slices(1, 3, k, "crt")
+        b = ENG.empty_slices(1, 2, k, "crt")
+        a[...] = -128
+        a[0, 1] = 127
+        a[0, 2, ::2] = 127
+        b[...] = -128
+        prod, _ = ENG.int_matmul_sum(a, b, [(0, 0)], 128, 128)
+        assert prod[0, 0] == 128 * 128 * k
+        assert prod[1, 0] == -127 * 128 * k
+        assert prod[2, 0] == (-127 * 128 + 128 * 128) * k // 2
+
+
+class TestAccuracy:
+    @pytest.mark.parametrize("phi", [0.5, 2.0])
+    @pytest.mark.parametrize("scaling", ["fast", "accurate"])
+    def test_dgemm_level_with_enough_moduli(self, rng, phi, scaling):
+        a = random_matrix(rng, 40, 512, phi)
+        b = random_matrix(rng, 512, 24, phi)
+        c, counts = run(a, b, moduli=19, scaling=scaling)
+        nat, emu = errors(a, b, c)
+        assert emu <= nat
+        assert counts["int8_gemms"] == 19 + (scaling == "accurate")
+        assert counts["slices"] == [19]
+
+    @pytest.mark.parametrize("phi", [0.5, 2.0])
+    def test_auto_reaches_dgemm_level(self, rng, phi):
+        a = random_matrix(rng, 36, 300, phi)
+        b = random_matrix(rng, 300, 28, phi)
+        for scaling in ("fast", "accurate"):
+            c, counts = run(a, b, moduli="auto", scaling=scaling)
+            nat, emu = errors(a, b, c)
+            assert emu <= nat, (scaling, counts["slices"])
+            assert 13 <= counts["slices"][0] <= 19
+            assert counts["float_gemms"] == 1
+
+    def test_auto_grows_with_exponent_spread(self, rng):
+        chosen = []
+        for phi in (0.5, 4.0):
+            a = random_matrix(rng, 30, 256, phi)
+            b = random_matrix(rng, 256, 20, phi)
+            _, counts = run(a, b, moduli="auto", max_moduli=32)
+            chosen.append(counts["slices"][0])
+        assert chosen[0] < chosen[1]
+
+    def test_auto_clips_with_warning(self, rng):
+        a = random_matrix(rng, 20, 128, 4.0)
+        b = random_matrix(rng, 128, 10, 4.0)
+        with pytest.warns(AccuracyWarning, match="max_moduli=12"):
+            _, counts = run(a, b, moduli="auto", max_moduli=12)
+        assert counts["slices"] == [12]
+
+    def test_more_moduli_more_accurate(self, rng):
+        a = random_matrix(rng, 30, 200, 1.0)
+        b = random_matrix(rng, 200, 20, 1.0)
+        ref = ExactReference(a, b)
+        errs = [error_stats(ref.relative_errors(run(a, b, moduli=n)[0]))[0]
+                for n in (8, 11, 14, 17)]
+        assert errs[0] > errs[1] > errs[2] > errs[3]
+
+    def test_integer_inputs_exact(self, rng):
+        a = rng.integers(-1000, 1000, (17, 90)).astype(float)
+        b = rng.integers(-1000, 1000, (90, 13)).astype(float)
+        for scaling in ("fast", "accurate"):
+            c, _ = run(a, b, moduli=10, scaling=scaling)
+            np.testing.assert_array_equal(c, a @ b)
+
+    def test_inner_blocking(self, rng, monkeypatch):
+        monkeypatch.setattr(crt, "CRT_INNER_BLOCK", 100)
+        a = random_matrix(rng, 12, 250, 1.0)
+        b = random_matrix(rng, 250, 9, 1.0)
+        c, counts = run(a, b, moduli=18, scaling="accurate")
+        assert counts["slices"] == [18, 18, 18]
+        assert counts["int8_gemms"] == 3 * 19
+        nat, emu = errors(a, b, c)
+        assert emu <= max(nat, 1e-15)
+
+
+class TestSpecialInputs:
+    def test_zero_rows_cols_and_empty(self, rng):
+        a = random_matrix(rng, 10, 50, 1.0)
+        b = random_matrix(rng, 50, 8, 1.0)
+        a[3] = 0.0
+        b[:, 5] = 0.0
+        a[:, 7] = 0.0
+        for scaling in ("fast", "accurate"):
+            c, _ = run(a, b, moduli=18, scaling=scaling)
+            assert np.all(c[3] == 0.0) and np.all(c[:, 5] == 0.0)
+            nat, emu = errors(a, b, c)
+            assert emu <= max(nat, 2e-16)
+        assert run(np.zeros((3, 0)), np.zeros((0, 4)))[0].shape == (3, 4)
+        c, _ = run(np.zeros((4, 6)), np.zeros((6, 2)))
+        assert np.all(c == 0.0)
+
+    def test_exact_zero_results_stay_zero(self):
+        # Orthogonal rows/columns: C has exact zeros amid large entries.
+        a = np.array([[1.0, 1.0, 0.0], [1.0, -1.0, 3.0]])
+        b = np.array([[1.0, 2.0], [-1.0, 2.0], [0.5, 0.75]])
+        c, _ = run(a, b, moduli=16)
+        assert c[0, 0] == 0.0
+        np.testing.assert_array_equal(c, a @ b)
+
+    @pytest.mark.parametrize("scaling", ["fast", "accurate"])
+    def test_huge_small_and_subnormal_exponents(self, rng, scaling):
+        a = random_matrix(rng, 8, 60, 1.0)
+        b = random_matrix(rng, 60, 6, 1.0)
+        a[0] *= 2.0**900
+        a[1] *= 2.0**-1000       # rows of subnormals and tiny normals
+        a[2, ::3] *= 2.0**-600   # a wide exponent range inside one row
+        b[:, 0] *= 2.0**-300
+        b[:, 1] *= 2.0**100
+        b[5, 2] = 5e-324         # smallest subnormal
+        c, _ = run(a, b, moduli=20, scaling=scaling)
+        ref = ExactReference(a, b)
+        with np.errstate(over="ignore"):
+            nat = a @ b
+        fin = np.isfinite(ref.hi) & (np.abs(ref.hi) > 1e-290)
+        emu_err = ref.relative_errors(c)[fin]
+        nat_err = ref.relative_errors(nat)[fin]
+        assert emu_err.max() <= max(nat_err.max(), 4e-16)
+        # Results that are subnormal or overflow are rounded once, like native FP64.
+        assert np.array_equal(np.isinf(c), np.isinf(nat))
+        tiny = ~fin & np.isfinite(ref.hi)
+        tol = 2.0**-1074 * 4 + 1e-16 * np.abs(ref.hi[tiny])
+        assert np.all(np.abs(c[tiny] - ref.hi[tiny]) <= tol)
+
+    def test_overflow_matches_native(self):
+        a = np.full((2, 3), 1e300)
+        b = np.full((3, 2), 1e10)
+        b[:, 1] = 1e-10
+        with np.errstate(over="ignore"):
+            nat = a @ b
+        c, _ = run(a, b, moduli=18)
+        assert np.isinf(c[:, 0]).all() and (c[:, 0] > 0).all()
+        np.testing.assert_allclose(c[:, 1], nat[:, 1], rtol=1e-15)
+
+    def test_bad_arguments(self):
+        a = np.ones((2, 2))
+        with pytest.raises(ValueError, match="scaling"):
+            run(a, a, scaling="exact")
+        with pytest.raises(ValueError, match="moduli"):
+            run(a, a, moduli="many")
+        with pytest.raises(ValueError, match="moduli"):
+            run(a, a, moduli=0)
