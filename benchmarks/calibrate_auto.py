@@ -7,8 +7,9 @@ A pick below the needed count is an under-pick: a failure of the calibration.
 
 Usage::
 
-    python benchmarks/calibrate_auto.py                 # about 10 minutes on 2 cores
+    python benchmarks/calibrate_auto.py                 # about 15 minutes on 2 cores
     python benchmarks/calibrate_auto.py --quick         # n <= 1024
+    python benchmarks/calibrate_auto.py --small         # outputs of 16..1200 entries
 """
 from __future__ import annotations
 
