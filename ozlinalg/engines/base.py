@@ -4,9 +4,11 @@ An engine owns the device-specific part of the emulated GEMM:
 
 * ``empty_slices(s, rows, k, kind)``: storage for slices (INT8 values on the GPU,
   integer-valued float32 on the CPU where BLAS SGEMM is the fast exact route);
-* ``int_matmul_sum(a, b, pairs, bound_a, bound_b)``: the EXACT integer sum
-  ``sum((i, j) in pairs) a[i] @ b[j].T`` of INT8 slice products, returned as a
-  float64 or integer array, plus the number of GEMM launches it took;
+* ``int_matmul_sum(a, b, pairs, bound_a, bound_b, ws=None)``: the EXACT
+  integer sum ``sum((i, j) in pairs) a[i] @ b[j].T`` of INT8 slice products,
+  returned as a float64 or integer array (possibly a buffer of the workspace
+  ``ws`` from ``workspace(m, p)``, valid until the next call), plus the number
+  of GEMM launches it took;
 * ``float_matmul(a, b)``: FP16-valued inputs, FP32 accumulation (SplitFP);
 * ``axpy(alpha, x, acc)``: ``acc += alpha * x`` in FP64, in place;
 * ``map_rows(fn, rows, k)``: run ``fn(r0, r1)`` over row blocks (threads on the
@@ -31,7 +33,11 @@ class Engine:
     def empty_slices(self, s, rows, k, kind):  # pragma: no cover - interface
         raise NotImplementedError
 
-    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b):  # pragma: no cover
+    def workspace(self, m, p):
+        """Buffers reused across the products of one call (``None``: none needed)."""
+        return None
+
+    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):  # pragma: no cover
         raise NotImplementedError
 
     def float_matmul(self, a, b):  # pragma: no cover

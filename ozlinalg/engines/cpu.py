@@ -45,18 +45,29 @@ class CPUEngine(Engine):
             kc -= kc % 64
         return [(i, j, k0, min(k, k0 + kc)) for (i, j) in pairs for k0 in range(0, k, kc)]
 
-    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b):
+    def workspace(self, m, p):
+        """Reusable buffers for a sequence of products of one output shape.
+
+        Fresh multi-megabyte arrays cost a page fault per 4 KiB on first
+        touch; one emulated GEMM makes up to s(s+1)/2 products of the same
+        shape, so the caller allocates these once and passes them back.
+        """
+        return {"out": np.empty((m, p)), "run": np.empty((p, m), np.float32, order="F")}
+
+    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
         _, m, k = a.shape
         p = b.shape[1]
+        ws = ws or self.workspace(m, p)
+        out, run = ws["out"], ws["run"]  # run.T is (m, p) in C order
         per_elem = int(bound_a) * int(bound_b)
-        acc = None
-        run = np.empty((p, m), dtype=np.float32, order="F")  # run.T is (m, p) C-order
         cur = 0
         calls = 0
+        flushed = False
         for i, j, k0, k1 in self._pieces(pairs, k, per_elem):
             w = (k1 - k0) * per_elem
             if cur and cur + w > FP32_EXACT:
-                acc = self._flush(acc, run)
+                self._flush(out, run, flushed)
+                flushed = True
                 cur = 0
             ai = a[i, :, k0:k1]
             bj = b[j, :, k0:k1]
@@ -65,20 +76,16 @@ class CPUEngine(Engine):
                         trans_a=1, overwrite_c=1)
             calls += 1
             cur += w
-        if acc is None:
-            out = np.empty((m, p))
-            np.copyto(out, run.T)
-            return out, calls
-        return self._flush(acc, run), calls
+        self._flush(out, run, flushed)
+        return out, calls
 
     @staticmethod
-    def _flush(acc, run):
-        if acc is None:
-            acc = np.empty(run.T.shape)
-            np.copyto(acc, run.T)
+    def _flush(out, run, add):
+        # A finished run is an exact integer sum below 2**24: add it in float64.
+        if add:
+            np.add(out, run.T, out=out)
         else:
-            np.add(acc, run.T, out=acc)
-        return acc
+            np.copyto(out, run.T)
 
     def float_matmul(self, a, b):
         # FP16 values held in float32; SGEMM accumulates in FP32 as the tensor core does.

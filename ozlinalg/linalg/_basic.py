@@ -626,7 +626,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         if m > n and driver != "gelsy":
             resid = (qtb[n:] ** 2).sum(axis=0)
         else:
-            resid = xp.empty((0,))
+            resid = xp.empty((0,), dtype=dt)
     else:
         with emulating():
             y = lapack.trsm(r, xp.asarray(b2, dtype=xp.float64), lower=False, trans=1,
@@ -634,7 +634,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         ypad = xp.zeros((n, y.shape[1]))
         ypad[:m] = y
         x = _ormqr(qr_, tau, ypad, side="L", trans="N")
-        resid = xp.empty((0,))
+        resid = xp.empty((0,), dtype=dt)
     x = cast(x[:, 0] if vec else x, dt)
     if resid.size:
         resid = cast(resid, dt)

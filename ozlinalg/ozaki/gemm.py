@@ -258,6 +258,7 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         del xa, xb  # the residuals: free them before the products
 
     acc = xp.zeros((m, p))
+    ws = engine.workspace(m, p)
     groups = params.pairs_by_group(s)
     # Unit of slice t relative to slice 0, per row (powers of two).
     ra = sa / sa[0]
@@ -269,7 +270,7 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
             for c0 in range(0, len(group), r):
                 chunk = group[c0:c0 + r]
                 with timers["int8"]:
-                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound)
+                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound, ws=ws)
                 counts["int8_gemms"] += len(chunk)
                 counts["engine_calls"] += calls
                 with timers["acc"]:
@@ -286,7 +287,8 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
             for i, j in group:
                 with timers["int8"]:
                     if meth.engine == "int8":
-                        prod, calls = engine.int_matmul_sum(da, db, [(i, j)], bound, bound)
+                        prod, calls = engine.int_matmul_sum(da, db, [(i, j)], bound, bound,
+                                                            ws=ws)
                     else:
                         prod, calls = engine.float_matmul(da[i], db[j]), 1
                 counts["int8_gemms"] += 1
@@ -299,6 +301,7 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
                 counts["passes"] += 1
             with timers["acc"]:
                 engine.axpy(1.0, gacc, acc)
+            counts["passes"] += 1
 
     with timers["acc"]:
         # C = diag(2**ea * sa[0]) acc diag(2**eb * sb[0]), all powers of two.
