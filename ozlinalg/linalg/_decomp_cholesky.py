@@ -22,6 +22,8 @@ def _potrs(c, b, lower, overwrite_b=False):
 
 def _cholesky(a, lower, overwrite_a, clean, check_finite):
     xp, a1 = as_array(a, check_finite=check_finite)
+    if a1.ndim < 2:
+        a1 = xp.atleast_2d(a1)
     if a1.ndim != 2:
         raise ValueError(f"Input array needs to be 2D but received a {a1.ndim}d-array.")
     if a1.shape[0] != a1.shape[1]:

@@ -227,6 +227,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     *nd, m, n = a1.shape
     k = min(m, n)
     dt = result_dtype(xp, a1)
+    a1 = cast(a1, dt)
     # SciPy's special cases, kept exactly (dtypes included)
     if min(m, n) == 0:
         if permute_l:

@@ -17,6 +17,7 @@ It decides, for every public function:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import warnings
 
@@ -36,6 +37,11 @@ __all__ = [
     "LinAlgError",
     "LinAlgWarning",
 ]
+
+
+#: ``Options.min_size`` of the caller while :func:`emulating` has set it to 0
+_OUTER_MIN_SIZE: contextvars.ContextVar = contextvars.ContextVar(
+    "ozlinalg_linalg_outer_min_size", default=None)
 
 
 def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
@@ -83,10 +89,11 @@ def lapack_kw(n):
       orders up to 128 would be factored natively in one panel).
     """
     opts = get_options()
+    outer = _OUTER_MIN_SIZE.get()
     return dict(
         slices=opts.slices,
         method=opts.method,
-        crossover=int(opts.min_size),
+        crossover=int(opts.min_size if outer is None else outer),
         block_size=max(1, min(DEFAULT_BLOCK_SIZE, (int(n) + 1) // 2)),
     )
 
@@ -100,11 +107,16 @@ def emulating():
     a trailing update with a panel width below ``min_size`` is not silently
     native.
     """
-    if get_options().min_size == 0:
+    min_size = get_options().min_size
+    if min_size == 0 or _OUTER_MIN_SIZE.get() is not None:
         yield
-    else:
+        return
+    token = _OUTER_MIN_SIZE.set(min_size)
+    try:
         with options(min_size=0):
             yield
+    finally:
+        _OUTER_MIN_SIZE.reset(token)
 
 
 @contextlib.contextmanager
@@ -187,7 +199,8 @@ def batched(*core):
                 kw.update(zip(names, slices_))
                 return func(**kw)
 
-            return batch_loop(xp, one, vals, dims)
+            out = batch_loop(xp, one, vals, dims)
+            return list(out) if isinstance(out, tuple) else out  # as SciPy's decorator
 
         return wrapper
 
