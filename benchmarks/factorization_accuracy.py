@@ -283,14 +283,15 @@ def main(argv=None):
     for n in args.sizes:
         rng = np.random.default_rng([args.seed, n])
         cases = []
-        cases += [lambda k=k: case_lu(rng, n, k, nb, kw)
+        cases += [lambda k=k, rng=rng, n=n: case_lu(rng, n, k, nb, kw)
                   for k in ("random", "kappa1e8", "kappa1e12", "phi4", "rows")]
-        cases += [lambda k=k: case_chol(rng, n, k, nb, kw)
+        cases += [lambda k=k, rng=rng, n=n: case_chol(rng, n, k, nb, kw)
                   for k in ("random", "kappa1e8", "kappa1e12", "scaled")]
-        cases += [lambda k=k: case_qr(rng, n, k, nb, kw)
+        cases += [lambda k=k, rng=rng, n=n: case_qr(rng, n, k, nb, kw)
                   for k in ("random", "kappa1e8", "kappa1e12", "phi4", "rows")]
         tall_kinds = ("random", "phi4") if n <= args.tall_phi4_max else ("random",)
-        cases += [lambda k=k: case_qr(rng, n, k, nb, kw, tall=True) for k in tall_kinds]
+        cases += [lambda k=k, rng=rng, n=n: case_qr(rng, n, k, nb, kw, tall=True)
+                  for k in tall_kinds]
         for c in cases:
             r = c()
             r["n"] = n

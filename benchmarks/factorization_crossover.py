@@ -39,14 +39,15 @@ def main(argv=None):
     nb = args.block_size
     print("| n | op | native s | emulated s | ratio | emulated flop share |")
     print("|---|---|---|---|---|---|")
+    emu_kw = dict(block_size=nb, crossover=0)
     for n in args.sizes:
         rng = np.random.default_rng(n)
         a = rng.standard_normal((n, n))
         s = a @ a.T / n + np.eye(n)
         ops = {
-            "getrf": (lambda: sla.lu_factor(a), lambda: getrf(a, block_size=nb, crossover=0)),
-            "potrf": (lambda: sla.cholesky(s), lambda: potrf(s, block_size=nb, crossover=0)),
-            "geqrf": (lambda: sla.lapack.dgeqrf(a), lambda: geqrf(a, block_size=nb, crossover=0)),
+            "getrf": (lambda a=a: sla.lu_factor(a), lambda a=a: getrf(a, **emu_kw)),
+            "potrf": (lambda s=s: sla.cholesky(s), lambda s=s: potrf(s, **emu_kw)),
+            "geqrf": (lambda a=a: sla.lapack.dgeqrf(a), lambda a=a: geqrf(a, **emu_kw)),
         }
         for op, (nat, emu) in ops.items():
             tn = best(nat, args.reps)
