@@ -10,11 +10,14 @@ from ._options import Options, get_options, options
 from ._profile import Profile, profile
 from .ozaki import METHODS
 from .ozaki.gemm import matmul
+
+# isort: split
+# issue #5: scipy/numpy-compatible namespaces, solve, backend, wrapper type
 from . import linalg
+from ._wrapper import OzArray, asarray
+from .backend import backend
 from .linalg import _numpy_api as numpy_linalg
 from .linalg import solve
-from .backend import backend
-from ._wrapper import OzArray, asarray
 
 __version__ = "0.1.0"
 

@@ -180,16 +180,22 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
                                      moduli=slices, max_moduli=min(opts.max_slices, 32),
                                      scaling="fast" if meth.split == "crt-fast" else "accurate",
                                      profile_counts=counts, timers=timers)
+            comp = None
             for k0 in range(0, n if tile is None else 0, block):
                 part = _emulate_block(xp, engine, aw[i0:i0 + mt, k0:k0 + block],
                                       bt[j0:j0 + pt, k0:k0 + block], meth, slices,
                                       opts, timers, counts)
                 if tile is None:
                     tile = part
-                else:
-                    with timers["acc"]:
-                        tile += part
-                    counts["passes"] += 1
+                    continue
+                # Inner blocks: compensated sum, the block results may cancel.
+                with timers["acc"]:
+                    if comp is None:
+                        comp = xp.zeros_like(tile)
+                    _two_sum_into(xp, tile, comp, part)
+                counts["passes"] += 1
+            if comp is not None:
+                tile += comp
             if c is None:
                 c = tile
             else:
@@ -263,6 +269,26 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
     # Unit of slice t relative to slice 0, per row (powers of two).
     ra = sa / sa[0]
     rb = sb / sb[0]
+    # The three largest groups (g <= 2) are combined before they meet the
+    # rest: their sum decides the result to within the truncation error of two
+    # slices, and adding them one by one would round the partial sums at the
+    # size of the first slice's truncation error (~2**-7 of the largest
+    # product), a floor above native DGEMM's on entries with heavy
+    # cancellation. With fixed scales the combination is EXACT:
+    # top = G_0 2**(2w) + G_1 2**w + G_2 stays below 2**53 (integers); with
+    # per-row scales it is a compensated (TwoSum) accumulation.
+    top = xp.zeros((m, p))
+    comp = None if step is not None else xp.zeros((m, p))
+
+    def add_group(g, gsum, scale):
+        """acc += scale * gsum for the group g = i + j (scale: 2**-step*g, or 1)."""
+        if g > TOP_GROUPS - 1:
+            engine.axpy(scale, gsum, acc)
+        elif step is not None:
+            engine.axpy(2.0 ** (step * (TOP_GROUPS - 1 - g)), gsum, top)
+        else:
+            _two_sum_into(xp, top, comp, gsum if scale == 1.0 else scale * gsum)
+
     if meth.groupwise:
         r = params.group_limit(k, width)
         for group in groups:
@@ -274,7 +300,7 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
                 counts["int8_gemms"] += len(chunk)
                 counts["engine_calls"] += calls
                 with timers["acc"]:
-                    engine.axpy(2.0 ** (-step * g), prod, acc)
+                    add_group(g, prod, 2.0 ** (-step * g))
                 counts["passes"] += 1
     else:
         # One FP64 convert-scale-add pass per product, as in ozIMMU, into a
@@ -283,6 +309,7 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         # rounding happens once per group when it joins the result.
         gacc = xp.empty((m, p))
         for group in groups:
+            g = group[0][0] + group[0][1]
             gacc.fill(0.0)
             for i, j in group:
                 with timers["int8"]:
@@ -295,13 +322,19 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
                 counts["engine_calls"] += calls
                 with timers["acc"]:
                     if step is not None:
-                        engine.axpy(2.0 ** (-step * (i + j)), prod, gacc)
+                        engine.axpy(1.0, prod, gacc)  # integers: exact
                     else:
                         gacc += (prod * ra[i][:, None]) * rb[j][None, :]
                 counts["passes"] += 1
             with timers["acc"]:
-                engine.axpy(1.0, gacc, acc)
+                add_group(g, gacc, 2.0 ** (-step * g) if step is not None else 1.0)
             counts["passes"] += 1
+    with timers["acc"]:
+        if step is not None:
+            engine.axpy(2.0 ** (-step * (TOP_GROUPS - 1)), top, acc)
+        else:
+            top += comp
+            acc += top
 
     with timers["acc"]:
         # C = diag(2**ea * sa[0]) acc diag(2**eb * sb[0]), all powers of two.
@@ -311,6 +344,19 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
         _apply_exponents(xp, acc, ea, eb, lo, hi)
     return acc
+
+
+#: Groups (g = i + j < TOP_GROUPS) combined exactly before joining the rest.
+TOP_GROUPS = 3
+
+
+def _two_sum_into(xp, acc, comp, x):
+    """``acc + comp += x`` with the rounding error of ``acc + x`` kept in ``comp`` (TwoSum)."""
+    s = acc + x
+    bb = s - acc
+    err = (acc - (s - bb)) + (x - bb)
+    comp += err
+    acc[...] = s
 
 
 def _split_operand(xp, engine, kind, x, s, width):
