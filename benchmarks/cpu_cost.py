@@ -44,7 +44,7 @@ def engine_time(n, meth, repeat):
     eng = get_engine(np)
     width = params.slice_width(n) if meth.engine == "int8" else params.fp_slice_width(
         min(n, params.FP16_INNER_BLOCK))
-    _, bound = slice_layout(meth.split, width)
+    bound = 128 if meth.split.startswith("crt") else slice_layout(meth.split, width)[1]
     rng = np.random.default_rng(0)
     a = eng.empty_slices(1, n, n, meth.split)
     b = eng.empty_slices(1, n, n, meth.split)

@@ -323,6 +323,10 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
                 with timers["acc"]:
                     if step is not None:
                         engine.axpy(1.0, prod, gacc)  # integers: exact
+                    elif prod.dtype == xp.float64:  # the engine's buffer: scale in place
+                        prod *= ra[i][:, None]
+                        prod *= rb[j][None, :]
+                        gacc += prod
                     else:
                         gacc += (prod * ra[i][:, None]) * rb[j][None, :]
                 counts["passes"] += 1
