@@ -23,7 +23,7 @@ __all__ = ["getrf", "getrs"]
 
 
 def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
-          check_finite=True, crossover=None):
+          check_finite=True, crossover=None, warn=True):
     """LU factorization with partial pivoting, ``a = P @ L @ U``.
 
     Parameters
@@ -45,6 +45,10 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         If ``min(M, N)`` is below this, the whole factorization runs in native
         LAPACK (default :data:`ozlinalg.lapack.DEFAULT_CROSSOVER`; 0 always
         emulates the trailing updates).
+    warn : bool, optional
+        Warn (``LinAlgWarning``) on an exactly zero pivot (default). Callers
+        that check the pivots themselves pass False: a thread-safe alternative
+        to filtering the warning.
 
     Returns
     -------
@@ -107,7 +111,8 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         f, piv, info = native_getrf(xp, lu)
         lu[...] = f
         Runner.native(flops_getrf(m, n), "getrf (native, below crossover)")
-        _warn_singular(info)
+        if warn:
+            _warn_singular(info)
         return lu, xp.asarray(piv)
 
     run = Runner(xp, slices, method)
@@ -134,7 +139,8 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
             solve_left_inplace(run, lu[j:j1, j:j1], lu[j:j1, j1:], True, True, leaf)
             if j1 < m:
                 lu[j1:, j1:] -= run.gemm(lu[j1:, j:j1], lu[j:j1, j1:])
-    _warn_singular(info)
+    if warn:
+        _warn_singular(info)
     return lu, xp.asarray(piv)
 
 

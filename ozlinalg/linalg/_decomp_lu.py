@@ -15,7 +15,6 @@ from ._validation import (
     cast,
     emulating,
     lapack_kw,
-    quiet_singular,
     result_dtype,
 )
 
@@ -27,8 +26,8 @@ def _getrf(xp, a, overwrite_a=False):
 
     ``info`` is LAPACK's: 1-based index of the first exactly-zero pivot, 0 if none.
     """
-    with emulating(), quiet_singular():
-        lu_, piv = lapack.getrf(a, overwrite_a=overwrite_a, check_finite=False,
+    with emulating():
+        lu_, piv = lapack.getrf(a, overwrite_a=overwrite_a, check_finite=False, warn=False,
                                 **lapack_kw(min(a.shape)))
     k = min(lu_.shape)
     z = first_zero_diagonal(xp, lu_[:k, :k]) if k else -1

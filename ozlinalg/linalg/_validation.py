@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import warnings
 
 import numpy as np
 
@@ -117,15 +116,6 @@ def emulating():
             yield
     finally:
         _OUTER_MIN_SIZE.reset(token)
-
-
-@contextlib.contextmanager
-def quiet_singular():
-    """Silence the getrf LinAlgWarning for exactly-zero pivots (callers check
-    the pivots themselves and raise LinAlgError, as LAPACK drivers do)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LinAlgWarning)
-        yield
 
 
 def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):
