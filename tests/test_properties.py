@@ -104,9 +104,9 @@ def test_error_within_the_ozaki_bound(ab, method, s):
 @given(ab=problem(allow_special=True), method=st.sampled_from(list(ozlinalg.METHODS)))
 def test_non_finite_entries_match_native(ab, method):
     a, b = ab
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # NaN inputs: matmul warns "invalid value", as NumPy does
         want = a @ b
-    c = ozlinalg.matmul(a, b, method=method)
+        c = ozlinalg.matmul(a, b, method=method)
     # Entries fed by an Inf/NaN input are exactly native FP64's (same value class).
     fin_in = np.isfinite(a).all(axis=1)[:, None] & np.isfinite(b).all(axis=0)[None, :]
     special = ~fin_in
