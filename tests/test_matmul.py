@@ -427,3 +427,15 @@ class TestMemory:
         mt, pt = tile_shape(m, p, k, s, limit)
         assert working_bytes(mt, pt, k, s) <= max(limit, working_bytes(64, 64, k, s))
         assert peak - 8 * m * p <= working_bytes(mt, pt, k, s)
+
+    def test_out_of_memory_names_the_sizes(self, rng, monkeypatch):
+        eng = get_engine(np)
+
+        def no_memory(*args, **kwargs):
+            raise MemoryError
+
+        monkeypatch.setattr(eng, "empty_slices", no_memory)
+        a = rng.standard_normal((30, 40))
+        b = rng.standard_normal((40, 7))
+        with pytest.raises(MemoryError, match=r"\(30 x 40\) @ \(40 x 7\).*memory_limit"):
+            ozlinalg.matmul(a, b, slices=5)

@@ -169,6 +169,43 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
     block = params.INT8_INNER_BLOCK if meth.engine == "int8" else params.FP16_INNER_BLOCK
     s_max = opts.max_slices if slices == "auto" else int(slices)
     mt, pt = tile_shape(m, p, min(n, block), s_max, opts.memory_limit)
+    try:
+        c = _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts,
+                           (mt, pt), block)
+    except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
+        need = working_bytes(mt, pt, min(n, block), s_max)
+        raise MemoryError(
+            f"ozlinalg.matmul: out of {engine.device} memory for a ({m} x {n}) @ ({n} x {p}) "
+            f"product with up to {s_max} slices: each {mt} x {pt} output tile needs about "
+            f"{need / 2**30:.2f} GiB of working memory besides the inputs and the "
+            f"{8 * m * p / 2**30:.2f} GiB result; lower ozlinalg.options(memory_limit=...) "
+            f"(now {opts.memory_limit / 2**30:.2f} GiB) to use smaller tiles"
+        ) from exc
+
+    if any_bad_rows:
+        c[bad_rows] = xp.matmul(a[bad_rows], b)
+    if any_bad_cols:
+        c[:, bad_cols] = xp.matmul(a, b[:, bad_cols])
+
+    if prof_on:
+        engine.synchronize()
+        s_used = max(counts["slices"])
+        record_call(CallRecord(
+            method=meth.name, shape=(m, n, p), slices=s_used,
+            int8_gemms=counts["int8_gemms"], engine_calls=counts["engine_calls"],
+            accumulation_passes=counts["passes"],
+            time_split=timers["split"].total, time_int8=timers["int8"].total,
+            time_accumulate=timers["acc"].total, time_total=time.perf_counter() - t0,
+            device=engine.device,
+        ))
+    return c
+
+
+def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles, block):
+    """The emulated product over output tiles (mt, pt) and inner blocks."""
+    m, n = aw.shape
+    p = bt.shape[0]
+    mt, pt = tiles
     c = None if (mt, pt) == (m, p) else xp.empty((m, p))
     for i0 in range(0, m, mt):
         for j0 in range(0, p, pt):
@@ -201,22 +238,6 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
             else:
                 c[i0:i0 + mt, j0:j0 + pt] = tile
 
-    if any_bad_rows:
-        c[bad_rows] = xp.matmul(a[bad_rows], b)
-    if any_bad_cols:
-        c[:, bad_cols] = xp.matmul(a, b[:, bad_cols])
-
-    if prof_on:
-        engine.synchronize()
-        s_used = max(counts["slices"])
-        record_call(CallRecord(
-            method=meth.name, shape=(m, n, p), slices=s_used,
-            int8_gemms=counts["int8_gemms"], engine_calls=counts["engine_calls"],
-            accumulation_passes=counts["passes"],
-            time_split=timers["split"].total, time_int8=timers["int8"].total,
-            time_accumulate=timers["acc"].total, time_total=time.perf_counter() - t0,
-            device=engine.device,
-        ))
     return c
 
 
