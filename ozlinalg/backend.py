@@ -12,8 +12,9 @@ ozlinalg only when
   exit, like :func:`numpy.errstate`: other threads, asyncio tasks and code
   outside the block are unaffected);
 * every array argument is a plain ``numpy.ndarray`` (exact type) or a
-  ``cupy.ndarray`` of a real dtype the emulation takes (float64, float32,
-  integers, bool; complex and others fall through);
+  ``cupy.ndarray`` of a dtype the emulation takes (float64, float32,
+  integers, bool, complex64, complex128; float16, long double and others
+  fall through);
 * the matrix order is at least the block's ``min_size``;
 * the call is not already inside an ozlinalg routine (re-entrancy guard:
   ozlinalg's own native panels call ``scipy.linalg`` and must stay native).
@@ -69,11 +70,13 @@ def _cupy_ndarray():
 
 def _ok_dtype(dt) -> bool:
     k = dt.kind
-    return k in "biu" or (k == "f" and dt.itemsize in (4, 8))
+    return k in "biu" or (k == "f" and dt.itemsize in (4, 8)) \
+        or (k == "c" and dt.itemsize in (8, 16))
 
 
 def _screen(args, kwargs):
-    """``(routable, order)``: are all array arguments plain real ndarrays?
+    """``(routable, order)``: are all array arguments plain ndarrays of a dtype
+    the emulation takes?
 
     ``order`` is the largest trailing dimension seen (for ``min_size``).
     Tuples and lists are searched one level down (``lu_solve((lu, piv), b)``,
@@ -191,7 +194,7 @@ class backend:
 
     A context manager and a decorator. Inside the block, calls such as
     ``np.linalg.solve(a, b)`` or ``scipy.linalg.lu_factor(a)`` on plain real
-    ndarrays run on the emulated DGEMM (:mod:`ozlinalg.numpy_linalg`,
+    or complex ndarrays run on the emulated DGEMM (:mod:`ozlinalg.numpy_linalg`,
     :mod:`ozlinalg.linalg`); everything else runs the original.
 
     Parameters

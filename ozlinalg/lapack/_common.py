@@ -51,17 +51,18 @@ def _fname(name):
 
 
 def as_float_matrix(a, fname, argname="a", *, check_finite=True, ndim=(2,), square=False):
-    """Validate ``a`` and return ``(xp, a)``; ``a`` keeps its dtype here."""
+    """Validate ``a`` and return ``(xp, a)``; ``a`` keeps its dtype here.
+
+    Real (bool, integer, float up to float64) and complex (complex64,
+    complex128) inputs are accepted; the computation is in float64 or
+    complex128 (:func:`work_dtype`).
+    """
     xp = array_namespace(a)
     if not hasattr(a, "dtype") or not hasattr(a, "ndim"):
         a = xp.asarray(a)
     kind = a.dtype.kind
-    if kind == "c":
-        raise TypeError(
-            f"{_fname(fname)}: {argname} is complex ({a.dtype}); complex matrices are "
-            "not supported yet"
-        )
-    if kind not in "biuf" or (kind == "f" and a.dtype.itemsize > 8):
+    if kind not in "biufc" or (kind == "f" and a.dtype.itemsize > 8) \
+            or (kind == "c" and a.dtype.itemsize > 16):
         raise TypeError(f"{_fname(fname)}: {argname} has unsupported dtype {a.dtype}")
     if a.ndim not in ndim:
         want = " or ".join(f"{d}-D" for d in ndim)
@@ -77,19 +78,36 @@ def as_float_matrix(a, fname, argname="a", *, check_finite=True, ndim=(2,), squa
     return xp, a
 
 
-def work_copy(xp, a, overwrite):
-    """Float64 working array: ``a`` itself when allowed and possible, else a copy.
+def is_complex(*arrays):
+    """True if any of ``arrays`` has a complex dtype."""
+    return any(x.dtype.kind == "c" for x in arrays)
+
+
+def work_dtype(xp, *arrays):
+    """The computing dtype: complex128 if any input is complex, else float64."""
+    return xp.complex128 if is_complex(*arrays) else xp.float64
+
+
+def conj_t(x):
+    """Conjugate transpose ``x^H`` (the plain transpose view for real ``x``)."""
+    return x.conj().T if x.dtype.kind == "c" else x.T
+
+
+def work_copy(xp, a, overwrite, dtype=None):
+    """Working array in ``dtype`` (default :func:`work_dtype` of ``a``): ``a``
+    itself when allowed and possible, else a copy.
 
     Copies are Fortran-ordered (LAPACK's layout: panels are column blocks).
     """
+    dtype = work_dtype(xp, a) if dtype is None else dtype
     if (
         overwrite
-        and a.dtype == xp.float64
+        and a.dtype == dtype
         and isinstance(a, xp.ndarray)
         and (xp is not np or a.flags.writeable)
     ):
         return a
-    return xp.array(a, dtype=xp.float64, order="F", copy=True)
+    return xp.array(a, dtype=dtype, order="F", copy=True)
 
 
 def check_block_size(block_size, fname):
@@ -115,15 +133,19 @@ def check_crossover(crossover, fname):
 
 
 def check_trans(trans, fname):
-    """0/'N' -> False, 1/'T'/2/'C' -> True (real matrices: 'C' is 'T')."""
+    """0/'N' -> False, 1/'T'/2/'C' -> True (whether ``op(a)`` is transposed)."""
+    return trans_code(trans, fname) != 0
+
+
+def trans_code(trans, fname):
+    """0/'N' -> 0, 1/'T' -> 1 (transpose), 2/'C' -> 2 (conjugate transpose;
+    the same as 1 for real matrices)."""
     if isinstance(trans, str):
         t = trans.upper()
-        if t in ("N",):
-            return False
-        if t in ("T", "C"):
-            return True
+        if t in ("N", "T", "C"):
+            return "NTC".index(t)
     elif trans in (0, 1, 2) and not isinstance(trans, bool):
-        return trans != 0
+        return int(trans)
     raise ValueError(f"{_fname(fname)}: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
 
 
@@ -177,10 +199,22 @@ def balance_inner(xp, a, b):
             or lo_b + fmin < -_BAL_LIMIT or hi_b + fmax > _BAL_LIMIT):
         return a, b
     f = f.astype(xp.int32)
-    return xp.ldexp(a, -f[None, :]), xp.ldexp(b, f[:, None])
+    return _ldexp(xp, a, -f[None, :]), _ldexp(xp, b, f[:, None])
+
+
+def _ldexp(xp, x, e):
+    """``x * 2**e`` exactly; complex ``x`` part by part."""
+    if x.dtype.kind != "c":
+        return xp.ldexp(x, e)
+    out = xp.empty(np.broadcast_shapes(x.shape, e.shape), dtype=x.dtype)
+    out.real = xp.ldexp(x.real, e)
+    out.imag = xp.ldexp(x.imag, e)
+    return out
 
 
 def _log2_min_nonzero(xp, x):
+    if x.dtype.kind == "c":  # the smallest nonzero real or imaginary part
+        return min(_log2_min_nonzero(xp, x.real), _log2_min_nonzero(xp, x.imag))
     ax = xp.abs(x)
     m = float(xp.where(ax > 0, ax, xp.inf).min())
     return -2000 if m == float("inf") else int(np.frexp(m)[1]) - 1
@@ -203,7 +237,7 @@ class Runner:
         self.emulate = emulate
 
     def gemm(self, a, b):
-        """``a @ b`` (2-D float64)."""
+        """``a @ b`` (2-D float64 or complex128)."""
         if self.emulate:
             if BALANCE_INNER:
                 a, b = balance_inner(self.xp, a, b)
@@ -260,7 +294,7 @@ def native_getrf(xp, a):
     pivot (0 if none), as in LAPACK.
     """
     if xp is np:
-        lu, piv, info = _lapack.dgetrf(a)
+        lu, piv, info = (_lapack.zgetrf if a.dtype.kind == "c" else _lapack.dgetrf)(a)
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal getrf")
         return lu, piv.astype(np.int32, copy=False), int(info)
@@ -275,22 +309,30 @@ def native_getrf(xp, a):
 
 
 def native_potrf(xp, a, lower):
-    """Cholesky factor of the (small) block ``a``; returns ``(c, info)``."""
+    """Cholesky factor of the (small) block ``a``; returns ``(c, info)``.
+
+    Complex ``a``: Hermitian, ``a = L L^H`` / ``U^H U`` (LAPACK ``zpotrf``).
+    """
+    potrf = _lapack.zpotrf if a.dtype.kind == "c" else _lapack.dpotrf
     if xp is np:
-        c, info = _lapack.dpotrf(a, lower=int(lower), clean=1)
+        c, info = potrf(a, lower=int(lower), clean=1)
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal potrf")
         return c, int(info)
     # CuPy: the diagonal block is small (b x b); factor it on the host so the
     # failing leading minor is reported exactly as LAPACK does.
-    c, info = _lapack.dpotrf(xp.asnumpy(a), lower=int(lower), clean=1)
+    c, info = potrf(xp.asnumpy(a), lower=int(lower), clean=1)
     return xp.asarray(c), int(info)
 
 
 def native_geqrf(xp, a):
-    """Householder QR of the block ``a``; returns ``(qr, tau)`` in LAPACK format."""
+    """Householder QR of the block ``a``; returns ``(qr, tau)`` in LAPACK format.
+
+    Complex ``a``: ``H_i = I - tau_i v_i v_i^H`` (LAPACK ``zgeqrf``).
+    """
     if xp is np:
-        qr, tau, _, info = _lapack.dgeqrf(a, lwork=_lwork(_lapack.dgeqrf, a))
+        geqrf = _lapack.zgeqrf if a.dtype.kind == "c" else _lapack.dgeqrf
+        qr, tau, _, info = geqrf(a, lwork=_lwork(geqrf, a))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal geqrf")
         return qr, tau

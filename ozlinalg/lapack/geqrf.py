@@ -12,10 +12,12 @@ from ._common import (
     check_block_size,
     check_crossover,
     check_side,
-    check_trans,
+    conj_t,
     flops_geqrf,
     native_geqrf,
+    trans_code,
     work_copy,
+    work_dtype,
 )
 
 __all__ = ["geqrf", "orgqr", "ormqr"]
@@ -28,7 +30,8 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     Parameters
     ----------
     a : (M, N) array_like
-        Matrix to factor (tall, square or wide).
+        Matrix to factor (tall, square or wide; real, or complex computed in
+        complex128 with LAPACK ``zgeqrf`` panels).
     block_size : int, optional
         Panel width ``nb`` (default 128): reflectors computed natively per
         step and aggregated into one block reflector.
@@ -37,7 +40,8 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
     overwrite_a : bool, optional
-        Allow the result to be written into `a` (float64 arrays only).
+        Allow the result to be written into `a` (float64 / complex128 arrays
+        only).
     check_finite : bool, optional
         Check that the input contains only finite numbers.
     crossover : int, optional
@@ -47,12 +51,13 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
     Returns
     -------
-    qr : (M, N) ndarray of float64
+    qr : (M, N) ndarray of float64 (complex128 for complex `a`)
         ``R`` on and above the diagonal; below it, the Householder vectors
         ``v_i`` (with implicit ``v_i[i] = 1``), exactly as LAPACK ``geqrf``
         (and ``scipy.linalg.qr(mode='raw')``, transposed back) store them.
-    tau : (min(M, N),) ndarray of float64
-        Scalar factors: ``Q = H_0 H_1 ... H_{k-1}``, ``H_i = I - tau_i v_i v_i^T``.
+    tau : (min(M, N),) ndarray of float64 (complex128 for complex `a`)
+        Scalar factors: ``Q = H_0 H_1 ... H_{k-1}``, ``H_i = I - tau_i v_i v_i^H``
+        (``v_i^H`` is ``v_i^T`` for real `a`).
 
     See Also
     --------
@@ -67,11 +72,13 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
     1. factor the ``(M - k) x nb`` panel natively (LAPACK / cuSOLVER
        ``geqrf``);
-    2. form the triangular factor ``T`` with ``H_k ... H_{k+nb-1} = I - V T V^T``:
-       ``G = V^T V`` is one emulated GEMM, then the ``dlarft`` recurrence
+    2. form the triangular factor ``T`` with ``H_k ... H_{k+nb-1} = I - V T V^H``:
+       ``G = V^H V`` is one emulated GEMM, then the ``larft`` recurrence
        ``T[:i, i] = -tau_i T[:i, :i] G[:i, i]`` (``O(nb^3)``, native);
-    3. update the trailing columns ``C <- (I - V T^T V^T) C`` with three
-       emulated GEMMs: ``W = V^T C``, ``W = T^T W``, ``C -= V W``.
+    3. update the trailing columns ``C <- (I - V T^H V^H) C`` with three
+       emulated GEMMs: ``W = V^H C``, ``W = T^H W``, ``C -= V W``.
+
+    ``^H`` is the conjugate transpose (the transpose for real input).
 
     Examples
     --------
@@ -90,7 +97,7 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     k = min(m, n)
     qr = work_copy(xp, a, overwrite_a)
     if k == 0:
-        return qr, xp.zeros(0)
+        return qr, xp.zeros(0, dtype=qr.dtype)
     if k < cross or k <= nb:
         f, tau = native_geqrf(xp, qr)
         qr[...] = f
@@ -98,7 +105,7 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         return qr, tau
 
     run = Runner(xp, slices, method)
-    tau = xp.zeros(k)
+    tau = xp.zeros(k, dtype=qr.dtype)
     for j in range(0, k, nb):
         j1 = min(k, j + nb)
         f, t = native_geqrf(xp, qr[j:, j:j1])
@@ -121,11 +128,11 @@ def _unit_lower(xp, f):
 
 
 def _larft(run, v, tau):
-    """Upper triangular T with ``H_0 ... H_{b-1} = I - V T V^T`` (forward, columnwise)."""
+    """Upper triangular T with ``H_0 ... H_{b-1} = I - V T V^H`` (forward, columnwise)."""
     xp = run.xp
     b = v.shape[1]
-    g = run.gemm(v.T, v)
-    t = xp.zeros((b, b))
+    g = run.gemm(conj_t(v), v)
+    t = xp.zeros((b, b), dtype=g.dtype)
     for i in range(b):
         t[i, i] = tau[i]
         if i:
@@ -135,18 +142,18 @@ def _larft(run, v, tau):
 
 
 def _larfb(run, v, t, c, side, trans):
-    """Apply the block reflector ``H = I - V T V^T`` (or ``H^T``) to ``c`` in place."""
+    """Apply the block reflector ``H = I - V T V^H`` (or ``H^H``) to ``c`` in place."""
     if c.size == 0:
         return
-    tt = t.T if trans else t
+    tt = conj_t(t) if trans else t
     if side == "L":
-        w = run.gemm(v.T, c)          # b x N
+        w = run.gemm(conj_t(v), c)    # b x N
         w = run.gemm(tt, w)
         c -= run.gemm(v, w)
     else:
         w = run.gemm(c, v)            # M x b
         w = run.gemm(w, tt)
-        c -= run.gemm(w, v.T)
+        c -= run.gemm(w, conj_t(v))
 
 
 def _blocks(k, nb, reverse):
@@ -156,7 +163,7 @@ def _blocks(k, nb, reverse):
 
 def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=False,
           check_finite=True, crossover=None):
-    """Form the M x N matrix Q with orthonormal columns from :func:`geqrf` output.
+    """Form the M x N matrix Q with orthonormal (unitary) columns from :func:`geqrf` output.
 
     Parameters
     ----------
@@ -170,18 +177,18 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=Fal
     block_size, slices, method, crossover : optional
         As in :func:`geqrf`.
     overwrite_a : bool, optional
-        Allow Q to be written into `qr` (float64 arrays only).
+        Allow Q to be written into `qr` (float64 / complex128 arrays only).
     check_finite : bool, optional
         Check that the inputs contain only finite numbers.
 
     Returns
     -------
-    q : (M, N) ndarray of float64
+    q : (M, N) ndarray of float64 (complex128 if `qr` or `tau` is complex)
         The first N columns of ``H_0 H_1 ... H_{K-1}``.
 
     Notes
     -----
-    LAPACK ``dorgqr``: starting from the first N columns of the identity, the
+    LAPACK ``dorgqr`` / ``zungqr``: starting from the first N columns of the identity, the
     block reflectors are applied from the last block to the first, each to
     the trailing ``(M - k) x (N - k)`` part only (the rest is already final),
     with the three emulated GEMMs of the compact WY form.
@@ -198,22 +205,24 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=Fal
         raise ValueError(
             f"ozlinalg.lapack.orgqr: tau has {k} entries, more than the {n} columns of qr"
         )
-    tau = tau.astype(xp.float64, copy=False)
+    dt = work_dtype(xp, qr, tau)
+    tau = tau.astype(dt, copy=False)
     if m == 0 or n == 0:
-        return work_copy(xp, qr, overwrite_a)
+        return work_copy(xp, qr, overwrite_a, dt)
     if xp is np and (k < cross or k <= nb):
-        a = work_copy(xp, qr, overwrite_a)
-        q, _, info = _lapack.dorgqr(a, tau, lwork=_lwork(_lapack.dorgqr, a, tau))
+        a = work_copy(xp, qr, overwrite_a, dt)
+        orgqr_ = _lapack.zungqr if dt == np.complex128 else _lapack.dorgqr
+        q, _, info = orgqr_(a, tau, lwork=_lwork(orgqr_, a, tau))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal orgqr")
         Runner.native(_flops_orgqr(m, n, k), "orgqr (native, below crossover)")
         a[...] = q
         return a
     run = Runner(xp, slices, method, emulate=not (k < cross or k <= nb))
-    vsrc = qr.astype(xp.float64, copy=False)
+    vsrc = qr.astype(dt, copy=False)
     if overwrite_a and vsrc is qr:
         vsrc = xp.array(qr[:, :k], copy=True)   # the reflectors are read while q is written
-    q = work_copy(xp, qr, overwrite_a)
+    q = work_copy(xp, qr, overwrite_a, dt)
     q[...] = 0.0
     idx = xp.arange(n)
     q[idx, idx] = 1.0
@@ -231,11 +240,13 @@ def _flops_orgqr(m, n, k):
 
 def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, method=None,
           overwrite_c=False, check_finite=True, crossover=None):
-    """Multiply ``c`` by ``Q`` or ``Q^T`` from :func:`geqrf` output.
+    """Multiply ``c`` by ``Q`` or ``Q^T`` (``Q^H``) from :func:`geqrf` output.
 
     Computes ``Q^T c`` (side 'L', trans 'T', the default), ``Q c`` (side 'L',
     trans 'N'), ``c Q`` (side 'R', trans 'N') or ``c Q^T`` (side 'R', trans
-    'T'), with ``Q = H_0 H_1 ... H_{K-1}`` never formed.
+    'T'), with ``Q = H_0 H_1 ... H_{K-1}`` never formed. For a complex ``Q``
+    (complex `qr` or `tau`) trans is 'N' or 'C' (``Q^H``), as LAPACK
+    ``zunmqr``.
 
     Parameters
     ----------
@@ -250,34 +261,41 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
     side : {'L', 'R'}, optional
         Apply ``Q`` from the left (default) or the right.
     trans : {'N', 'T', 'C', 0, 1, 2}, optional
-        Apply ``Q`` ('N') or ``Q^T`` ('T', the default; 'C' is 'T' for real).
+        Apply ``Q`` ('N') or ``Q^T`` ('T', the default; 'C' is 'T' for real
+        ``Q``). For complex ``Q``: ``Q^H`` ('C'); 'T' raises ValueError.
     block_size, slices, method, crossover : optional
         As in :func:`geqrf`.
     overwrite_c : bool, optional
-        Allow the result to be written into `c` (float64 arrays only).
+        Allow the result to be written into `c` (arrays of the result's dtype
+        only).
     check_finite : bool, optional
         Check that the inputs contain only finite numbers.
 
     Returns
     -------
-    cq : ndarray of float64
+    cq : ndarray of float64 (complex128 if any input is complex)
         The product, with the shape of `c`.
 
     Notes
     -----
-    LAPACK ``dormqr``: the reflectors are applied ``nb`` at a time as block
-    reflectors ``I - V T V^T`` (``T`` from ``dlarft``), each with three
+    LAPACK ``dormqr`` / ``zunmqr``: the reflectors are applied ``nb`` at a
+    time as block reflectors ``I - V T V^H`` (``T`` from ``dlarft``), each with three
     emulated GEMMs, in the order the product requires.
     """
     xp, qr = as_float_matrix(qr, "ormqr", "qr", check_finite=check_finite)
     _, tau = as_float_matrix(tau, "ormqr", "tau", check_finite=check_finite, ndim=(1,))
     _, c = as_float_matrix(c, "ormqr", "c", check_finite=check_finite, ndim=(1, 2))
     side = check_side(side, "ormqr")
-    t = check_trans(trans, "ormqr")
+    tc = trans_code(trans, "ormqr")
+    qdt = work_dtype(xp, qr, tau)
+    if tc == 1 and qdt == xp.complex128:
+        raise ValueError("ozlinalg.lapack.ormqr: trans='T' is not supported for complex Q; "
+                         "use 'C' (Q^H), as LAPACK zunmqr")
+    t = tc != 0
     nb = check_block_size(block_size, "ormqr")
     cross = check_crossover(crossover, "ormqr")
     k = tau.shape[0]
-    out = work_copy(xp, c, overwrite_c)
+    out = work_copy(xp, c, overwrite_c, work_dtype(xp, qr, tau, c))
     cm = out[:, None] if (out.ndim == 1 and side == "L") else (
         out[None, :] if out.ndim == 1 else out)
     nq = cm.shape[0] if side == "L" else cm.shape[1]
@@ -293,12 +311,15 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
         )
     if cm.size == 0 or k == 0:
         return out
-    tau = tau.astype(xp.float64, copy=False)
-    qr = qr.astype(xp.float64, copy=False)
+    tau = tau.astype(out.dtype, copy=False)
+    qr = qr.astype(out.dtype, copy=False)
     if xp is np and (k < cross or k <= nb):
-        res, _, info = _lapack.dormqr(side, "T" if t else "N", qr[:, :k], tau, cm,
-                                      lwork=_lwork(_lapack.dormqr, side, "T" if t else "N",
-                                                   qr[:, :k], tau, cm))
+        if out.dtype == np.complex128:
+            ormqr_, tr = _lapack.zunmqr, "C" if t else "N"
+        else:
+            ormqr_, tr = _lapack.dormqr, "T" if t else "N"
+        res, _, info = ormqr_(side, tr, qr[:, :k], tau, cm,
+                              lwork=_lwork(ormqr_, side, tr, qr[:, :k], tau, cm))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal ormqr")
         rows, cols = cm.shape

@@ -11,11 +11,12 @@ from ._common import (
     as_float_matrix,
     check_block_size,
     check_crossover,
-    check_trans,
     flops_getrf,
     native_getrf,
     swaps_to_rows,
+    trans_code,
     work_copy,
+    work_dtype,
 )
 from .trsm import solve_left_inplace, trsm
 
@@ -29,7 +30,9 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     Parameters
     ----------
     a : (M, N) array_like
-        Matrix to factor (real; converted to float64).
+        Matrix to factor (real, converted to float64; or complex, converted
+        to complex128: panels by LAPACK ``zgetrf``, updates by the complex
+        emulated product).
     block_size : int, optional
         Panel width ``nb`` (default 128): columns factored natively per step.
     slices : int or "auto", optional
@@ -38,7 +41,8 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
     overwrite_a : bool, optional
-        Allow the factors to be written into `a` (float64 arrays only).
+        Allow the factors to be written into `a` (float64 / complex128
+        arrays only).
     check_finite : bool, optional
         Check that the input contains only finite numbers.
     crossover : int, optional
@@ -52,7 +56,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
     Returns
     -------
-    lu : (M, N) ndarray of float64
+    lu : (M, N) ndarray of float64 (complex128 for complex `a`)
         ``U`` in the upper triangle, the multipliers of ``L`` (unit diagonal
         not stored) below it, as LAPACK ``getrf`` and
         :func:`scipy.linalg.lu_factor` return them.
@@ -155,7 +159,7 @@ def _warn_singular(info):
 
 def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
           overwrite_b=False, check_finite=True, crossover=None):
-    """Solve ``a @ x = b`` (or ``a.T @ x = b``) from the output of :func:`getrf`.
+    """Solve ``a @ x = b`` (``a.T``, ``a^H``) from the output of :func:`getrf`.
 
     Parameters
     ----------
@@ -166,17 +170,19 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
     b : (N,) or (N, K) array_like
         Right-hand sides.
     trans : {0, 1, 2, 'N', 'T', 'C'}, optional
-        Solve ``a x = b`` (0/'N') or ``a^T x = b`` (1/'T', 2/'C').
+        Solve ``a x = b`` (0/'N'), ``a^T x = b`` (1/'T') or ``a^H x = b``
+        (2/'C', the conjugate transpose; the same as 1 for real `lu`).
     block_size, slices, method, crossover : optional
         As in :func:`trsm` (used for both triangular solves).
     overwrite_b : bool, optional
-        Allow the solution to be written into `b` (float64 arrays only).
+        Allow the solution to be written into `b` (arrays of the result's
+        dtype only).
     check_finite : bool, optional
         Check that the inputs contain only finite numbers.
 
     Returns
     -------
-    x : ndarray of float64
+    x : ndarray of float64 (complex128 if `lu` or `b` is complex)
         Solution, with the shape of `b`.
 
     Notes
@@ -196,8 +202,8 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
         )
     if n and (piv_h.min() < 0 or piv_h.max() >= n):
         raise ValueError("ozlinalg.lapack.getrs: pivot indices out of range")
-    t = check_trans(trans, "getrs")
-    x = work_copy(xp, b, overwrite_b)
+    t = trans_code(trans, "getrs")
+    x = work_copy(xp, b, overwrite_b, work_dtype(xp, lu, b))
     if x.size == 0:
         return x
     dst, src = swaps_to_rows(piv_h.astype(np.intp), 0)
@@ -209,8 +215,8 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
         x = trsm(lu, x, lower=True, unit_diagonal=True, **kw)
         x = trsm(lu, x, lower=False, **kw)
     else:
-        x = trsm(lu, x, lower=False, trans=1, **kw)
-        x = trsm(lu, x, lower=True, unit_diagonal=True, trans=1, **kw)
+        x = trsm(lu, x, lower=False, trans=t, **kw)
+        x = trsm(lu, x, lower=True, unit_diagonal=True, trans=t, **kw)
         if dst.size:
             x[src] = x[dst]
     return x

@@ -6,10 +6,12 @@ from ._common import (
     as_float_matrix,
     check_block_size,
     check_crossover,
+    conj_t,
     flops_potrf,
     native_potrf,
     raise_not_pd,
     work_copy,
+    work_dtype,
 )
 from .trsm import solve_left_inplace, trsm
 
@@ -18,15 +20,19 @@ __all__ = ["potrf", "potrs"]
 
 def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrite_a=False,
           clean=True, check_finite=True, crossover=None):
-    """Cholesky factorization of a symmetric positive definite matrix.
+    """Cholesky factorization of a symmetric (Hermitian) positive definite matrix.
 
-    Computes ``a = L @ L.T`` (`lower` True) or ``a = U.T @ U`` (default).
+    Computes ``a = L @ L^H`` (`lower` True) or ``a = U^H @ U`` (default);
+    ``^H`` is the transpose for real `a`, the conjugate transpose for complex
+    `a` (computed in complex128; panels by LAPACK ``zpotrf``, whose
+    convention this is).
 
     Parameters
     ----------
     a : (N, N) array_like
-        Symmetric positive definite matrix. Only the triangle selected by
-        `lower` is referenced.
+        Symmetric (real) or Hermitian (complex) positive definite matrix.
+        Only the triangle selected by `lower` is referenced (and only the
+        real part of the diagonal).
     lower : bool, optional
         Return the lower factor ``L`` instead of the upper factor ``U``.
     block_size : int, optional
@@ -37,7 +43,8 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
     overwrite_a : bool, optional
-        Allow the factor to be written into `a` (float64 arrays only).
+        Allow the factor to be written into `a` (float64 / complex128 arrays
+        only).
     clean : bool, optional
         Zero the other triangle (default, as :func:`scipy.linalg.cholesky`).
         If False it holds the input's entries, as LAPACK leaves it.
@@ -50,7 +57,7 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
 
     Returns
     -------
-    c : (N, N) ndarray of float64
+    c : (N, N) ndarray of float64 (complex128 for complex `a`)
         The Cholesky factor.
 
     Raises
@@ -68,12 +75,14 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
     -----
     Right-looking blocked Cholesky (LAPACK ``dpotrf``, lower variant; the
     upper factor is computed as the transpose of the lower factor of
-    ``a.T``, through views). Per block column of width ``nb``:
+    ``a.T``, through views; for complex Hermitian ``a``, ``a.T = conj(a)`` is
+    Hermitian too and ``U = L^T`` still holds). Per block column of width
+    ``nb``:
 
     1. ``L11 = chol(A11)`` natively (LAPACK / host ``potrf``);
-    2. ``L21 = A21 L11^{-T}`` by the blocked triangular solve of :func:`trsm`
+    2. ``L21 = A21 L11^{-H}`` by the blocked triangular solve of :func:`trsm`
        (diagonal blocks of ``nb/4`` natively, couplings emulated);
-    3. ``A22 -= L21 L21^T`` on the lower triangle only, as a recursive
+    3. ``A22 -= L21 L21^H`` on the lower triangle only, as a recursive
        SYRK: the trailing matrix is halved, the off-diagonal block is one
        emulated GEMM and the two diagonal halves recurse down to blocks of
        order ``nb``, which are emulated as full GEMMs.
@@ -126,20 +135,23 @@ def _potrf_lower_inplace(run, c, nb, leaf):
             raise_not_pd(j + info)
         c[j:j1, j:j1] = f
         if j1 < n:
-            # L21 = A21 L11^{-T}  <=>  L11 L21^T = A21^T
-            solve_left_inplace(run, c[j:j1, j:j1], c[j1:, j:j1].T, True, False, leaf)
+            # L21 = A21 L11^{-H}  <=>  conj(L11) L21^T = A21^T  (conj: a b x b copy)
+            l11 = c[j:j1, j:j1]
+            l11 = l11.conj() if l11.dtype.kind == "c" else l11
+            solve_left_inplace(run, l11, c[j1:, j:j1].T, True, False, leaf)
             _syrk_lower(run, c[j1:, j1:], c[j1:, j:j1], nb)
 
 
 def _syrk_lower(run, c, p, nb):
-    """``c -= p @ p.T`` on the lower triangle of ``c`` (recursive halving)."""
+    """``c -= p @ p^H`` on the lower triangle of ``c`` (recursive halving;
+    HERK for complex ``p``)."""
     n = c.shape[0]
     if n <= nb:
-        c -= run.gemm(p, p.T)
+        c -= run.gemm(p, conj_t(p))
         return
     n1 = max(nb, (n // 2) // nb * nb)
     _syrk_lower(run, c[:n1, :n1], p[:n1], nb)
-    c[n1:, :n1] -= run.gemm(p[n1:], p[:n1].T)
+    c[n1:, :n1] -= run.gemm(p[n1:], conj_t(p[:n1]))
     _syrk_lower(run, c[n1:, n1:], p[n1:], nb)
 
 
@@ -158,18 +170,20 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, overw
     block_size, slices, method, crossover : optional
         As in :func:`trsm`.
     overwrite_b : bool, optional
-        Allow the solution to be written into `b` (float64 arrays only).
+        Allow the solution to be written into `b` (arrays of the result's
+        dtype only).
     check_finite : bool, optional
         Check that the inputs contain only finite numbers.
 
     Returns
     -------
-    x : ndarray of float64
+    x : ndarray of float64 (complex128 if `c` or `b` is complex)
         Solution, with the shape of `b`.
 
     Notes
     -----
-    LAPACK ``potrs``: two blocked triangular solves (:func:`trsm`).
+    LAPACK ``potrs``: two blocked triangular solves (:func:`trsm`), with
+    ``L`` and ``L^H`` (or ``U^H`` and ``U``).
     """
     xp, c = as_float_matrix(c, "potrs", "c", check_finite=check_finite, square=True)
     _, b = as_float_matrix(b, "potrs", "b", check_finite=check_finite, ndim=(1, 2))
@@ -177,13 +191,13 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, overw
         raise ValueError(
             f"ozlinalg.lapack.potrs: shapes of c {c.shape} and b {b.shape} are incompatible"
         )
-    x = work_copy(xp, b, overwrite_b)
+    x = work_copy(xp, b, overwrite_b, work_dtype(xp, c, b))
     if x.size == 0:
         return x
     kw = dict(block_size=block_size, slices=slices, method=method, overwrite_b=True,
               check_finite=False, crossover=crossover)
     if lower:
         x = trsm(c, x, lower=True, **kw)
-        return trsm(c, x, lower=True, trans=1, **kw)
-    x = trsm(c, x, lower=False, trans=1, **kw)
+        return trsm(c, x, lower=True, trans=2, **kw)
+    x = trsm(c, x, lower=False, trans=2, **kw)
     return trsm(c, x, lower=False, **kw)

@@ -8,11 +8,12 @@ from ._common import (
     check_block_size,
     check_crossover,
     check_side,
-    check_trans,
     first_zero_diagonal,
     flops_trsm,
     native_trsm_left,
+    trans_code,
     work_copy,
+    work_dtype,
 )
 
 __all__ = ["trsm"]
@@ -23,7 +24,9 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     """Solve a triangular system with many right-hand sides.
 
     Solves ``op(a) @ x = b`` (``side='L'``) or ``x @ op(a) = b``
-    (``side='R'``) for ``x``, where ``op(a)`` is ``a`` or ``a.T``.
+    (``side='R'``) for ``x``, where ``op(a)`` is ``a``, ``a.T`` or ``a^H``
+    (``a.conj().T``). Real or complex input (complex64 / complex128 are
+    computed in complex128).
 
     Parameters
     ----------
@@ -37,7 +40,9 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     lower : bool, optional
         Use the lower triangle of `a` (default: the upper one).
     trans : {0, 1, 2, 'N', 'T', 'C'}, optional
-        ``op(a)``: 0/'N' is ``a``, 1/'T' and 2/'C' are ``a.T`` (real input).
+        ``op(a)``: 0/'N' is ``a``, 1/'T' is ``a.T``, 2/'C' is ``a^H`` (the
+        conjugate transpose, as :func:`scipy.linalg.solve_triangular`;
+        the same as ``a.T`` for real `a`).
     unit_diagonal : bool, optional
         Assume the diagonal of `a` is all ones (it is not read).
     block_size : int, optional
@@ -48,7 +53,8 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
     overwrite_b : bool, optional
-        Allow the solution to be written into `b` (float64 arrays only).
+        Allow the solution to be written into `b` (arrays of the result's
+        dtype only).
     check_finite : bool, optional
         Check that the inputs contain only finite numbers.
     crossover : int, optional
@@ -57,7 +63,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
 
     Returns
     -------
-    x : ndarray of float64
+    x : ndarray of float64 (complex128 if `a` or `b` is complex)
         The solution, with the shape of `b`.
 
     Raises
@@ -96,7 +102,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     if xp2 is not xp:
         raise TypeError("ozlinalg.lapack.trsm: a and b must be on the same device")
     side = check_side(side, "trsm")
-    t = check_trans(trans, "trsm")
+    t = trans_code(trans, "trsm")
     nb = check_block_size(block_size, "trsm")
     cross = check_crossover(crossover, "trsm")
     n = a.shape[0]
@@ -107,17 +113,20 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
             f"ozlinalg.lapack.trsm: shapes of a {a.shape} and b {b.shape} are incompatible "
             f"for side={side!r}"
         )
-    x = work_copy(xp, b, overwrite_b)
+    x = work_copy(xp, b, overwrite_b, work_dtype(xp, a, b))
     if x.size == 0:
         return x
     if not unit_diagonal:
         z = first_zero_diagonal(xp, a)
         if z >= 0:
             raise LinAlgError(f"singular matrix: resolution failed at diagonal {z}")
-    a = a.astype(xp.float64, copy=False)
+    a = a.astype(work_dtype(xp, a), copy=False)
 
-    op = a.T if t else a
-    low = bool(lower) != t
+    if t == 2 and a.dtype.kind == "c":
+        op = a.conj().T  # one O(n^2) copy; the recursion then reads views only
+    else:
+        op = a.T if t else a
+    low = bool(lower) != bool(t)
     if side == "R":
         # x op(a) = b  <=>  op(a)^T x^T = b^T
         op = op.T

@@ -20,7 +20,9 @@ from ._validation import (
     cast,
     emulating,
     lapack_kw,
+    real_dtype,
     result_dtype,
+    work_dtype,
 )
 
 __all__ = ["solve", "solve_triangular", "inv", "det", "lstsq", "matmul"]
@@ -37,11 +39,11 @@ _SOLVE_KINDS = {
     "upper triangular": "upper", "lower triangular": "lower",
     "pos": "pos", "positive definite": "pos",
     "sym": "sym", "symmetric": "sym",
-    "her": "sym", "hermitian": "sym",  # real input: Hermitian is symmetric
+    "her": "her", "hermitian": "her",  # real input: Hermitian is symmetric
 }
 _INV_KINDS = {None: None, "general": "gen", "gen": "gen", "diagonal": "diag",
               "upper triangular": "upper", "lower triangular": "lower",
-              "pos": "pos", "sym": "sym", "her": "sym"}
+              "pos": "pos", "sym": "sym", "her": "her"}
 
 
 class _Singular(Exception):
@@ -49,7 +51,8 @@ class _Singular(Exception):
 
 
 def _detect(a):
-    """SciPy's structure detection (``_find_matrix_structure``) for a real matrix."""
+    """SciPy's structure detection (``_find_matrix_structure``); complex
+    Hermitian matrices are detected before symmetric ones, as SciPy does."""
     a_h = to_numpy(a)
     n = a_h.shape[0]
     low = bool(np.any(np.tril(a_h, -1)))
@@ -62,6 +65,8 @@ def _detect(a):
         return "upper"
     if n > 3 and not np.any(np.tril(a_h, -2)) and not np.any(np.triu(a_h, 2)):
         return "tridiag"
+    if np.iscomplexobj(a_h) and np.array_equal(a_h, a_h.conj().T):
+        return "her"
     if np.array_equal(a_h, a_h.T):
         return "sym"
     return "gen"
@@ -71,32 +76,46 @@ def _norm1(xp, a):
     return float(xp.abs(a).sum(axis=0).max()) if a.size else 0.0
 
 
+def _lapack_con(name, a):
+    """``(func, a)``: the d or z LAPACK condition estimator for ``a``."""
+    from scipy.linalg import lapack as _lp  # noqa: PLC0415
+
+    if a.dtype.kind == "c":
+        return getattr(_lp, "z" + name), np.asarray(a, dtype=np.complex128)
+    return getattr(_lp, "d" + name), np.asarray(a, dtype=np.float64)
+
+
 def _rcond_lu(xp, lu_, anorm):
     if xp is not np:
         return None  # CuPy: no gecon on the device; no warning
-    from scipy.linalg.lapack import dgecon
-
-    rc, info = dgecon(np.asarray(lu_, dtype=np.float64), anorm, norm="1")
+    gecon, lu_ = _lapack_con("gecon", lu_)
+    rc, info = gecon(lu_, anorm, norm="1")
     return float(rc)
 
 
 def _rcond_chol(xp, c, lower, anorm):
     if xp is not np:
         return None
-    from scipy.linalg.lapack import dpocon
-
-    rc, info = dpocon(np.asarray(c, dtype=np.float64), anorm, uplo="L" if lower else "U")
+    pocon, c = _lapack_con("pocon", c)
+    rc, info = pocon(c, anorm, uplo="L" if lower else "U")
     return float(rc)
 
 
 def _rcond_tri(xp, a, lower, unit=False):
     if xp is not np:
         return None
-    from scipy.linalg.lapack import dtrcon
-
-    rc, info = dtrcon(np.asarray(a, dtype=np.float64), norm="1", uplo="L" if lower else "U",
-                      diag="U" if unit else "N")
+    trcon, a = _lapack_con("trcon", a)
+    rc, info = trcon(a, norm="1", uplo="L" if lower else "U", diag="U" if unit else "N")
     return float(rc)
+
+
+def _full_from_triangle(xp, a, lower, hermitian):
+    """The full matrix from the triangle selected by `lower`: symmetric, or
+    Hermitian (conjugate mirror, real diagonal: what ``hetrf``/``potrf`` read)."""
+    if hermitian and a.dtype.kind == "c":
+        tri = xp.tril(a, -1) if lower else xp.triu(a, 1)
+        return tri + tri.conj().T + xp.diag(xp.diagonal(a).real).astype(a.dtype)
+    return xp.tril(a) + xp.tril(a, -1).T if lower else xp.triu(a) + xp.triu(a, 1).T
 
 
 def _solve_core(xp, a, b, kind, lower, transposed):
@@ -110,7 +129,7 @@ def _solve_core(xp, a, b, kind, lower, transposed):
         kind = _detect(a)
     n = a.shape[0]
     if kind == "diag":
-        d = xp.diagonal(a).astype(xp.float64)
+        d = xp.diagonal(a).astype(work_dtype(xp, a))
         if bool((d == 0).any()):
             raise _Singular
         ad = xp.abs(d)
@@ -128,11 +147,11 @@ def _solve_core(xp, a, b, kind, lower, transposed):
             c = _potrf(xp, a, bool(lower))
         except LinAlgError:
             raise _Singular from None
-        full = xp.tril(a) + xp.tril(a, -1).T if lower else xp.triu(a) + xp.triu(a, 1).T
+        full = _full_from_triangle(xp, a, lower, True)
         return _potrs(c, b, bool(lower), True), _rcond_chol(xp, c, lower, _norm1(xp, full))
-    # 'gen', 'sym', 'tridiag': LU with partial pivoting (see solve's Notes)
-    if kind == "sym":
-        a = xp.tril(a) + xp.tril(a, -1).T if lower else xp.triu(a) + xp.triu(a, 1).T
+    # 'gen', 'sym', 'her', 'tridiag': LU with partial pivoting (see solve's Notes)
+    if kind in ("sym", "her"):
+        a = _full_from_triangle(xp, a, lower, kind == "her")
     lu_, piv, info = _getrf(xp, a)
     if info > 0:
         raise _Singular
@@ -183,12 +202,14 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         ``'symmetric'``/``'sym'``, ``'hermitian'``/``'her'``,
         ``'positive definite'``/``'pos'``.
     transposed : bool, default: False
-        If True, solve ``a.T @ x == b``.
+        If True, solve ``a.T @ x == b``. Raises `NotImplementedError`
+        for complex `a` (as SciPy).
 
     Returns
     -------
     x : (..., N, NRHS) ndarray
-        The solution array (float32 if `a` and `b` are float32, else float64).
+        The solution array (float32 if `a` and `b` are float32, complex64 /
+        complex128 if either is complex, else float64).
 
     Raises
     ------
@@ -211,11 +232,13 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
     Notes
     -----
-    General, symmetric and tridiagonal matrices: blocked LU with partial
-    pivoting (:func:`ozlinalg.lapack.getrf`) and ``getrs``; SciPy uses
-    Bunch-Kaufman (``sytrf``) for symmetric matrices, which has no blocked
-    emulated version here, so the symmetric matrix (the triangle selected by
-    `lower`) is solved by LU. Positive definite: blocked Cholesky
+    General, symmetric, Hermitian and tridiagonal matrices: blocked LU with
+    partial pivoting (:func:`ozlinalg.lapack.getrf`) and ``getrs``; SciPy uses
+    Bunch-Kaufman (``sytrf``/``hetrf``) for symmetric and Hermitian matrices,
+    which has no blocked emulated version here, so the matrix completed from
+    the triangle selected by `lower` (mirrored; conjugated, with a real
+    diagonal, for ``'her'``) is solved by LU. Complex input is computed in
+    complex128 (complex emulated products, ``z`` LAPACK panels). Positive definite: blocked Cholesky
     (``potrf``/``potrs``). Triangular: blocked ``trsm``. Diagonal: a division.
     All BLAS-3 work runs on the emulated DGEMM (Ozaki scheme). ``'banded'`` is
     delegated to :func:`scipy.linalg.solve` (native; no BLAS-3 work to emulate).
@@ -246,6 +269,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if a1.shape[-1] != a1.shape[-2]:
         raise ValueError(f"Expected square matrix, got a1.shape={a1.shape}")
     dt = result_dtype(xp, a1, b1)
+    if transposed and xp.dtype(dt).kind == "c":
+        raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
+                                  "a^H x = b for complex matrices.")
     b_is_1d = b1.ndim == 1
     if b_is_1d:
         b1 = b1[:, None]
@@ -259,12 +285,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         x = xp.empty(b1.shape, dtype=dt)
         return x[..., 0] if b_is_1d else x
     if a_is_scalar:
-        if float(a1.reshape(())) == 0:
+        if bool(a1.reshape(()) == 0):
             raise LinAlgError("A singular matrix detected.")
         out = cast(b1 / a1, dt)
         return out[..., 0] if b_is_1d else out
     singular, ill = [], []
-    x = xp.empty(b1.shape, dtype=xp.float64)
+    x = xp.empty(b1.shape, dtype=work_dtype(xp, a1, b1))
     for i, idx in enumerate(np.ndindex(*batch)):
         try:
             xi, rc = _solve_core(xp, a1[idx], b1[idx], kind, lower, transposed)
@@ -291,8 +317,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     b : (M,) or (M, N) array_like
         Right-hand side matrix in ``a x = b``.
     trans : {0, 1, 2, 'N', 'T', 'C'}, optional
-        Type of system to solve: ``a x = b`` (0, 'N') or ``a^T x = b``
-        (1, 'T'; 2, 'C' for real matrices).
+        Type of system to solve: ``a x = b`` (0, 'N'), ``a^T x = b``
+        (1, 'T') or ``a^H x = b`` (2, 'C'; the conjugate transpose).
     lower : bool, optional
         Use only data contained in the lower triangle of `a`.
         Default is to use upper triangle.
@@ -359,10 +385,11 @@ def _inv_core(xp, a, kind, lower):
         if kind == "tridiag":
             kind = "gen"
     eye = xp.eye(n)
-    if kind in ("diag", "lower", "upper", "pos", "sym", "gen"):
-        if kind == "sym" and n:  # complete the triangle SciPy reads
-            a = xp.tril(a) + xp.tril(a, -1).T if lower else xp.triu(a) + xp.triu(a, 1).T
-        x, rc = _solve_core(xp, a, eye, "gen" if kind == "sym" else kind, lower, False)
+    if kind in ("diag", "lower", "upper", "pos", "sym", "her", "gen"):
+        if kind in ("sym", "her") and n:  # complete the triangle SciPy reads
+            a = _full_from_triangle(xp, a, lower, kind == "her")
+        x, rc = _solve_core(xp, a, eye, "gen" if kind in ("sym", "her") else kind, lower,
+                            False)
         if kind in ("lower", "upper"):
             x = xp.tril(x) if kind == "lower" else xp.triu(x)
         return x, rc
@@ -434,7 +461,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     dt = result_dtype(xp, a1)
     if a1.size == 0:
         return xp.empty_like(a1, dtype=dt)
-    out = xp.empty(a1.shape, dtype=xp.float64)
+    out = xp.empty(a1.shape, dtype=work_dtype(xp, a1))
     singular, ill = [], []
     for i, idx in enumerate(np.ndindex(*a1.shape[:-2])):
         try:
@@ -470,9 +497,10 @@ def det(a, overwrite_a=False, check_finite=True):
 
     Returns
     -------
-    det : (...) float
-        Determinant of `a` (float64 whatever the input dtype, as SciPy); a
-        NumPy scalar for a single matrix.
+    det : (...) float or complex
+        Determinant of `a` (float64, or complex128 for complex input,
+        whatever the precision, as SciPy); a NumPy scalar for a single
+        matrix.
 
     See Also
     --------
@@ -498,16 +526,17 @@ def det(a, overwrite_a=False, check_finite=True):
         raise ValueError("Last 2 dimensions of the array must be square"
                          f" but received shape {a1.shape}.")
     batch = a1.shape[:-2]
+    wdt = work_dtype(xp, a1)
     if a1.shape[-1] == 0:
-        out = xp.ones(batch, dtype=xp.float64)
+        out = xp.ones(batch, dtype=wdt)
     elif not batch:
         out = _det_core(xp, a1)
     elif 0 in batch:
-        out = xp.empty(batch, dtype=xp.float64)
+        out = xp.empty(batch, dtype=wdt)
     else:
         out = batch_loop(xp, lambda m: _det_core(xp, m), [a1], [2])
     if xp is np and out.ndim == 0:
-        return np.float64(out)
+        return np.complex128(out) if wdt == np.complex128 else np.float64(out)
     return out
 
 
@@ -567,10 +596,11 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     -----
     Full-rank least squares by blocked Householder QR (LAPACK ``geqrf``,
     ``ormqr``, ``trsm``; all block-reflector and triangular couplings on the
-    emulated DGEMM): for ``M >= N``, ``x = R^{-1} (Q^T b)[:N]`` and the
-    residues are the squared norms of ``(Q^T b)[N:]``; for ``M < N`` the
-    minimum-norm solution ``x = Q R^{-T} b`` from the QR factorization of
-    ``a^T``. The singular values (for `rank` and `s`) are those of the
+    emulated DGEMM): for ``M >= N``, ``x = R^{-1} (Q^H b)[:N]`` and the
+    residues are the squared norms of ``(Q^H b)[N:]``; for ``M < N`` the
+    minimum-norm solution ``x = Q R^{-H} b`` from the QR factorization of
+    ``a^H`` (``^H``: conjugate transpose, the transpose for real input;
+    residues and singular values are real). The singular values (for `rank` and `s`) are those of the
     small triangular factor R, computed natively (``min(M,N)^3`` flops
     beside the emulated ``M N min(M,N)``). If `a` is rank deficient
     (``s[-1] <= cond * s[0]``) the call is delegated to
@@ -598,6 +628,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     if driver not in ("gelsd", "gelsy", "gelss"):
         raise ValueError(f'LAPACK driver "{driver}" is not found')
     dt = result_dtype(xp, a1, b1)
+    rdt = real_dtype(xp, dt)
+    wdt = work_dtype(xp, a1, b1)
     if m == 0 or n == 0:
         x = xp.zeros((n,) + b1.shape[1:], dtype=dt)
         res = (xp.linalg.norm(b1, axis=0) ** 2) if n == 0 else xp.empty((0,))
@@ -606,7 +638,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     vec = b1.ndim == 1
     b2 = b1[:, None] if vec else b1
     tall = m >= n
-    qr_, tau = _geqrf(a1 if tall else a1.T)
+    qr_, tau = _geqrf(a1 if tall else (a1.conj().T if a1.dtype.kind == "c" else a1.T))
     r = xp.triu(qr_[:k, :k])
     s = np.linalg.svd(to_numpy(r), compute_uv=False)  # native, k x k
     rcond = _EPS if cond is None or cond < 0 else float(cond)
@@ -620,26 +652,28 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         return res if xp is np else tuple(
             xp.asarray(v) if isinstance(v, np.ndarray) else v for v in res)
     if tall:
-        qtb = _ormqr(qr_, tau, xp.asarray(b2, dtype=xp.float64), side="L", trans="T")
+        qtb = _ormqr(qr_, tau, xp.asarray(b2, dtype=wdt), side="L", trans="C")
         with emulating():
             x = lapack.trsm(r, qtb[:n], lower=False, check_finite=False, **lapack_kw(n))
         if m > n and driver != "gelsy":
-            resid = (qtb[n:] ** 2).sum(axis=0)
+            tail = qtb[n:]
+            resid = ((tail.real ** 2 + tail.imag ** 2) if tail.dtype.kind == "c"
+                     else tail ** 2).sum(axis=0)
         else:
-            resid = xp.empty((0,), dtype=dt)
+            resid = xp.empty((0,), dtype=dt)  # SciPy: empty residues in x's dtype
     else:
         with emulating():
-            y = lapack.trsm(r, xp.asarray(b2, dtype=xp.float64), lower=False, trans=1,
+            y = lapack.trsm(r, xp.asarray(b2, dtype=wdt), lower=False, trans=2,
                             check_finite=False, **lapack_kw(m))
-        ypad = xp.zeros((n, y.shape[1]))
+        ypad = xp.zeros((n, y.shape[1]), dtype=y.dtype)
         ypad[:m] = y
         x = _ormqr(qr_, tau, ypad, side="L", trans="N")
-        resid = xp.empty((0,), dtype=dt)
+        resid = xp.empty((0,), dtype=dt)  # SciPy: empty residues in x's dtype
     x = cast(x[:, 0] if vec else x, dt)
     if resid.size:
-        resid = cast(resid, dt)
+        resid = cast(resid, rdt)
         if vec:
             resid = resid[0]
-    s_out = None if driver == "gelsy" else cast(xp.asarray(s), dt)
+    s_out = None if driver == "gelsy" else cast(xp.asarray(s), rdt)
     return x, resid, rank, s_out
 

@@ -8,7 +8,8 @@ __all__ = ["cholesky", "cho_factor", "cho_solve"]
 
 
 def _potrf(xp, a, lower, overwrite_a=False, clean=True):
-    """float64 Cholesky factor of a 2-D array; raises LinAlgError (SciPy's message)."""
+    """float64 (complex128) Cholesky factor of a 2-D array; raises LinAlgError
+    (SciPy's message)."""
     with emulating():
         return lapack.potrf(a, lower=lower, overwrite_a=overwrite_a, clean=clean,
                             check_finite=False, **lapack_kw(a.shape[0]))
@@ -40,8 +41,9 @@ def _cholesky(a, lower, overwrite_a, clean, check_finite):
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     """Compute the Cholesky decomposition of a matrix.
 
-    Returns the Cholesky decomposition, ``A = L L^T`` or ``A = U^T U`` of a
-    symmetric positive-definite matrix A.
+    Returns the Cholesky decomposition, ``A = L L^*`` or ``A = U^* U`` of a
+    Hermitian positive-definite matrix A (``^*`` is the conjugate transpose;
+    the transpose for a real symmetric A).
 
     Parameters
     ----------
@@ -59,7 +61,8 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     -------
     c : (M, M) ndarray
         Upper- or lower-triangular Cholesky factor of `a` (float32 for
-        float32 input, float64 otherwise).
+        float32 input, complex64 / complex128 for complex input, float64
+        otherwise).
 
     Raises
     ------
@@ -77,6 +80,8 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     :func:`ozlinalg.lapack.potrf`): diagonal blocks natively, the panel
     triangular solve and the recursive SYRK trailing update on the emulated
     DGEMM (Ozaki scheme). Only the triangle selected by `lower` is read.
+    Complex Hermitian input: ``zpotrf`` diagonal blocks, HERK-style update
+    ``A22 -= L21 L21^H`` on the complex emulated GEMM.
 
     Examples
     --------

@@ -15,6 +15,7 @@ from ._validation import (
     cast,
     emulating,
     lapack_kw,
+    real_dtype,
     result_dtype,
 )
 
@@ -22,7 +23,7 @@ __all__ = ["lu_factor", "lu_solve", "lu"]
 
 
 def _getrf(xp, a, overwrite_a=False):
-    """float64 LU of a 2-D array: ``(lu, piv, info)``, never warns.
+    """float64 (complex128) LU of a 2-D array: ``(lu, piv, info)``, never warns.
 
     ``info`` is LAPACK's: 1-based index of the first exactly-zero pivot, 0 if none.
     """
@@ -50,8 +51,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     Parameters
     ----------
     a : (M, N) array_like
-        Matrix to decompose (real; a stack of matrices is factored slice by
-        slice, as in SciPy).
+        Matrix to decompose (real or complex; a stack of matrices is factored
+        slice by slice, as in SciPy).
     overwrite_a : bool, optional
         Whether to overwrite data in A (may increase performance; float64
         arrays only).
@@ -63,7 +64,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     lu : (M, N) ndarray
         Matrix containing U in its upper triangle, and L in its lower
         triangle. The unit diagonal elements of L are not stored. float32 for
-        float32 input, float64 otherwise.
+        float32 input, complex64 for complex64, complex128 for other complex
+        input, float64 otherwise.
     piv : (K,) ndarray of int32
         Pivot indices representing the permutation matrix P: row i of
         matrix was interchanged with row piv[i]. Of shape ``(K,)``, with
@@ -120,7 +122,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         Right-hand side.
     trans : {0, 1, 2}, optional
         Type of system to solve: 0 ``a x = b``, 1 ``a^T x = b``, 2 ``a^H x = b``
-        (the same as 1 for real matrices).
+        (the conjugate transpose; the same as 1 for real matrices).
     overwrite_b : bool, optional
         Whether to overwrite data in b (may increase performance).
     check_finite : bool, optional
@@ -129,7 +131,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     Returns
     -------
     x : array
-        Solution to the system (float32 if both `lu` and `b` are float32).
+        Solution to the system (float32 if both `lu` and `b` are float32,
+        complex if either is complex, as SciPy).
 
     See Also
     --------
@@ -264,6 +267,6 @@ def _lu2d(xp, a1, permute_l, overwrite_a, p_indices, dt):
         inv = np.empty(m, dtype=np.int32)
         inv[perm] = np.arange(m, dtype=np.int32)
         return xp.asarray(inv), low, up
-    p = xp.zeros((m, m), dtype=dt)
+    p = xp.zeros((m, m), dtype=real_dtype(xp, dt))  # real, as SciPy's
     p[xp.asarray(perm), xp.arange(m)] = 1
     return p, low, up

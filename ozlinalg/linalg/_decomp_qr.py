@@ -22,7 +22,7 @@ def _orgqr(xp, qr_, tau, ncols):
     if ncols <= n:
         v = qr_[:, :ncols]
     else:  # full Q of a tall matrix: pad the reflectors with zero columns
-        v = xp.zeros((m, ncols), order="F")
+        v = xp.zeros((m, ncols), dtype=qr_.dtype, order="F")
         v[:, :n] = qr_
     with emulating():
         return lapack.orgqr(v, tau[:min(k, ncols)], check_finite=False, **lapack_kw(ncols))
@@ -38,13 +38,14 @@ def _ormqr(qr_, tau, c, side="L", trans="T"):
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     """Compute QR decomposition of a matrix.
 
-    Calculate the decomposition ``A = Q R`` where Q is orthogonal and R upper
-    triangular.
+    Calculate the decomposition ``A = Q R`` where Q is orthogonal (unitary
+    for complex `a`) and R upper triangular.
 
     Parameters
     ----------
     a : (M, N) array_like
-        Matrix to be decomposed (a stack is decomposed slice by slice).
+        Matrix to be decomposed (real or complex; a stack is decomposed slice
+        by slice).
     overwrite_a : bool, optional
         Whether data in `a` is overwritten (may improve performance if
         `overwrite_a` is set to True by reusing the existing input data
@@ -66,10 +67,10 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
 
     Returns
     -------
-    Q : float ndarray
+    Q : float or complex ndarray
         Of shape (M, M), or (M, K) for ``mode='economic'``. Not returned if
         ``mode='r'``. Replaced by tuple ``(Q, TAU)`` if ``mode='raw'``.
-    R : float ndarray
+    R : float or complex ndarray
         Of shape (M, N), or (K, N) for ``mode in ['economic', 'raw']``.
         ``K = min(M, N)``.
     P : int ndarray
@@ -91,6 +92,8 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     panels of reflectors are computed natively and applied to the trailing
     matrix as compact-WY block reflectors ``I - V T V^T`` through the
     emulated DGEMM (Ozaki scheme); Q is formed the same way (``orgqr``).
+    Complex input: ``zgeqrf`` panels, reflectors ``I - V T V^H``, products
+    on the complex emulated GEMM, ``Q`` from ``ungqr`` (as SciPy).
     As in SciPy, ``mode='r'`` returns a one-element tuple ``(R,)``.
 
     ``pivoting=True`` (column-pivoted, rank-revealing QR, LAPACK ``geqp3``)

@@ -17,10 +17,12 @@ matmul         :func:`ozlinalg.matmul` (float inputs)
 multi_dot      optimal chain order (NumPy's), each product emulated
 =============  ====================================================
 
-Inputs that leave nothing to emulate or that the emulation does not cover
-(empty matrices, complex, float16, long double, object arrays, integer or
-boolean ``matmul``) are passed to the native NumPy (or CuPy) function, so
-that results and errors are exactly NumPy's there.
+Complex input (complex64, complex128) is computed in complex128 on complex
+products built from real emulated ones (complex64 results are returned as
+complex64, as NumPy). Inputs that leave nothing to emulate or that the
+emulation does not cover (empty matrices, float16, long double, clongdouble,
+object arrays, integer or boolean ``matmul``) are passed to the native NumPy
+(or CuPy) function, so that results and errors are exactly NumPy's there.
 """
 from __future__ import annotations
 
@@ -47,17 +49,32 @@ def _native(xp, name):
 
 
 def _emulable(*arrays):
-    """True when every input is a non-empty real array of a dtype the emulation takes."""
+    """True when every input is a non-empty array of a dtype the emulation takes
+    (bool, integers, float32/64, complex64/128)."""
     for a in arrays:
         k = a.dtype.kind
-        if k not in "biuf" or (k == "f" and a.dtype.itemsize not in (4, 8)) or a.size == 0:
+        if k not in "biufc" or (k == "f" and a.dtype.itemsize not in (4, 8)) \
+                or (k == "c" and a.dtype.itemsize not in (8, 16)) or a.size == 0:
             return False
     return True
 
 
+def _emulable_real(*arrays):
+    """:func:`_emulable` and real (``matmul`` / ``multi_dot`` keep complex native)."""
+    return _emulable(*arrays) and not any(a.dtype.kind == "c" for a in arrays)
+
+
 def _result_t(xp, *arrays):
-    single = all(a.dtype == xp.float32 for a in arrays)
+    """NumPy's linalg result type: single if every input is float32/complex64,
+    complex if any is complex."""
+    single = all(a.dtype in (xp.float32, xp.complex64) for a in arrays)
+    if any(a.dtype.kind == "c" for a in arrays):
+        return xp.complex64 if single else xp.complex128
     return xp.float32 if single else xp.float64
+
+
+def _real_t(xp, dt):
+    return xp.float32 if dt in (xp.float32, xp.complex64) else xp.float64
 
 
 def _asarrays(*args):
@@ -189,6 +206,11 @@ def _lu_sign_logdet(xp, am):
     d = xp.diagonal(lu_)
     piv_h = to_numpy(piv)
     sign = -1.0 if int(np.count_nonzero(piv_h != np.arange(piv_h.size))) % 2 else 1.0
+    if d.dtype.kind == "c":  # sign: a complex number of modulus 1 (or 0)
+        ad = xp.abs(d)
+        if bool((ad == 0).any()):
+            return xp.asarray(0j), xp.asarray(-np.inf)
+        return xp.asarray(sign * complex(xp.prod(d / ad))), xp.sum(xp.log(ad))
     sign = sign * float(xp.prod(xp.sign(d)))
     if sign == 0:
         return xp.asarray(0.0), xp.asarray(-np.inf)
@@ -208,7 +230,9 @@ def slogdet(a):
     A namedtuple with the following attributes:
 
     sign : (...) array_like
-        A number representing the sign of the determinant: 1, 0 or -1.
+        A number representing the sign of the determinant: 1, 0 or -1 for
+        real input; for complex input a complex number of absolute value 1
+        (or 0).
     logabsdet : (...) array_like
         The natural log of the absolute value of the determinant (``-inf``
         when the sign is 0).
@@ -237,7 +261,7 @@ def slogdet(a):
         return _native(xp, "slogdet")(a)
     rt = _result_t(xp, a)
     sign, logdet = batch_loop(xp, lambda m: _lu_sign_logdet(xp, m), [a], [2])
-    sign, logdet = sign.astype(rt), logdet.astype(rt)
+    sign, logdet = sign.astype(rt), logdet.astype(_real_t(xp, rt))
     if sign.ndim == 0 and xp is np:
         sign, logdet = sign[()], logdet[()]
     from numpy.linalg._linalg import SlogdetResult  # noqa: PLC0415
@@ -294,7 +318,8 @@ def cholesky(a, /, *, upper=False):
     """Cholesky decomposition (NumPy 2.x signature).
 
     Return the lower or upper Cholesky decomposition, ``L * L.H`` or
-    ``U.H * U``, of the square matrix ``a``.
+    ``U.H * U``, of the square matrix ``a`` (real symmetric or complex
+    Hermitian).
 
     Parameters
     ----------
@@ -440,7 +465,8 @@ def lstsq(a, b, rcond=None):
     x : {(N,), (N, K)} ndarray
         Least-squares solution.
     residuals : {(1,), (K,), (0,)} ndarray
-        Sums of squared residuals; empty if the rank of `a` is < N or M <= N.
+        Sums of squared residuals (real also for complex input); empty if
+        the rank of `a` is < N or M <= N.
     rank : int
         Rank of matrix `a`.
     s : (min(M, N),) ndarray
@@ -490,11 +516,12 @@ def lstsq(a, b, rcond=None):
     rt = _result_t(xp, a, b)
     if rank < min(m, n):  # the scipy layer fell back to SVD; use NumPy's own for NumPy's output
         return native(a, b, rcond=rcond)
+    rrt = _real_t(xp, rt)
     if rank != n or m <= n:
-        res = xp.empty((0,), dtype=rt)
+        res = xp.empty((0,), dtype=rrt)
     else:
-        res = xp.atleast_1d(xp.asarray(res)).astype(rt)
-    return x.astype(rt, copy=False), res, rank, xp.asarray(s).astype(rt, copy=False)
+        res = xp.atleast_1d(xp.asarray(res)).astype(rrt)
+    return x.astype(rt, copy=False), res, rank, xp.asarray(s).astype(rrt, copy=False)
 
 
 def matmul(x1, x2, /):
@@ -529,7 +556,7 @@ def matmul(x1, x2, /):
     array([[11.]])
     """
     xp, (x1, x2) = _asarrays(x1, x2)
-    if not (x1.dtype.kind == "f" or x2.dtype.kind == "f") or not _emulable(x1, x2) \
+    if not (x1.dtype.kind == "f" or x2.dtype.kind == "f") or not _emulable_real(x1, x2) \
             or x1.ndim == 0 or x2.ndim == 0:
         return xp.matmul(x1, x2)
     rt = _result_t(xp, x1, x2)
@@ -592,7 +619,7 @@ def multi_dot(arrays, *, out=None):
         raise ValueError("Expecting at least two arrays.")
     xp, arrs = _asarrays(*arrays)
     native = _native(xp, "multi_dot")
-    if not _emulable(*arrs) or not any(a.dtype.kind == "f" for a in arrs):
+    if not _emulable_real(*arrs) or not any(a.dtype.kind == "f" for a in arrs):
         return native(arrays, out=out)
     ndim_first, ndim_last = arrs[0].ndim, arrs[-1].ndim
     if ndim_first == 1:

@@ -4,10 +4,11 @@
 It decides, for every public function:
 
 * which array module a call uses (NumPy or CuPy, from the inputs);
-* which dtypes are accepted (real: bool, integers, float16/32/64; complex
-  raises ``TypeError`` because the emulation is real-only) and which dtype a
-  result is returned in (SciPy's and NumPy's rule: float32 stays float32,
-  everything else becomes float64; the computation itself is always FP64);
+* which dtypes are accepted (real: bool, integers, float16/32/64; complex:
+  complex64/128; others raise ``TypeError``) and which dtype a result is
+  returned in (SciPy's and NumPy's rule: float32 stays float32, complex64
+  stays complex64, other real inputs become float64 and other complex ones
+  complex128; the computation itself is always FP64 / complex128);
 * the keyword arguments passed to :mod:`ozlinalg.lapack` (``slices``,
   ``method`` from :func:`ozlinalg.get_options`, the crossover from
   ``Options.min_size``, a block size that leaves at least one emulated update
@@ -48,28 +49,41 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     """Validate ``a`` and return ``(xp, arr)`` with ``arr`` in its own dtype.
 
     Raises ``ValueError`` (SciPy's message) for non-finite entries when
-    `check_finite`, ``TypeError`` for complex or non-numeric dtypes.
+    `check_finite`, ``TypeError`` for extended-precision or non-numeric dtypes.
+    Complex input (complex64, complex128) is accepted: the factorizations
+    compute in complex128 from real emulated products.
     """
     xp = array_namespace(a)
     arr = a if (hasattr(a, "dtype") and hasattr(a, "ndim") and isinstance(a, xp.ndarray)) \
         else xp.asarray(a)
     kind = arr.dtype.kind
-    if kind == "c":
-        raise TypeError(
-            f"{fname}: {argname} is complex ({arr.dtype}); the INT8 emulation is real-only "
-            "(use scipy.linalg / numpy.linalg for complex matrices)"
-        )
-    if kind not in "biuf" or (kind == "f" and arr.dtype.itemsize > 8):
+    if kind not in "biufc" or (kind == "f" and arr.dtype.itemsize > 8) \
+            or (kind == "c" and arr.dtype.itemsize > 16):
         raise TypeError(f"{fname}: {argname} has unsupported dtype {arr.dtype}")
-    if check_finite and arr.size and kind == "f" and not bool(xp.isfinite(arr).all()):
+    if check_finite and arr.size and kind in "fc" and not bool(xp.isfinite(arr).all()):
         raise ValueError(finite_msg)
     return xp, arr
 
 
 def result_dtype(xp, *arrays):
-    """float32 if every input is float32 or float16, else float64 (LAPACK's s/d rule)."""
-    small = all(a.dtype.kind == "f" and a.dtype.itemsize <= 4 for a in arrays)
+    """LAPACK's s/d/c/z rule: single precision if every input is float16/32 or
+    complex64, else double; complex if any input is complex."""
+    small = all((a.dtype.kind == "f" and a.dtype.itemsize <= 4)
+                or (a.dtype.kind == "c" and a.dtype.itemsize <= 8) for a in arrays)
+    if any(a.dtype.kind == "c" for a in arrays):
+        return xp.complex64 if small else xp.complex128
     return xp.float32 if small else xp.float64
+
+
+def work_dtype(xp, *arrays):
+    """The computing dtype: complex128 if any input is complex, else float64."""
+    return xp.complex128 if any(a.dtype.kind == "c" for a in arrays) else xp.float64
+
+
+def real_dtype(xp, dt):
+    """The real dtype of the same precision (float32 for complex64, ...)."""
+    return {xp.dtype(xp.complex64): xp.float32,
+            xp.dtype(xp.complex128): xp.float64}.get(xp.dtype(dt), dt)
 
 
 def cast(x, dtype):

@@ -1,0 +1,415 @@
+"""GPU engine: exact INT8 products on cuBLASLt (IMMA tensor cores), through CuPy.
+
+.. warning::
+   Written and CPU-checked only (imports, registration). NOT YET RUN ON A GPU:
+   ``benchmarks/gpu_check.py`` and ``tests/test_gpu.py`` are the first checks.
+
+The exact INT8 x INT8 -> INT32 product goes through ``nvmath.bindings.cublasLt``
+(nvmath-python's high-level ``matmul`` rejects int8, and CuPy's ``int8 @ int8``
+wraps modulo 256, see DESIGN.md section 3). Everything is imported lazily: this
+module imports without CuPy, nvmath-python or a GPU.
+
+Layout (our slices are row-major with the inner dimension last)
+--------------------------------------------------------------
+``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``;
+we want ``C = A_i @ B_j^T`` as a row-major ``(m, p)`` INT32 array. cuBLASLt is
+column-major. A row-major ``(r, k)`` array with row stride ``k`` is, read
+column-major, the ``(k, r)`` matrix ``X^T`` with leading dimension ``k``; a
+row-major ``(m, p)`` result is the column-major ``(p, m)`` matrix ``C^T``
+with leading dimension ``p``. So we ask cuBLASLt for
+
+    D (p x m, col-major, ld p) = op(L) @ op(R),  L = B_j^T (k x p, ld k), op(L) = L^T = B_j
+                                                 R = A_i^T (k x m, ld k), op(R) = R  = A_i^T
+
+i.e. ``D = B_j A_i^T = (A_i B_j^T)^T``: TRANSA = T, TRANSB = N, the only format
+the IMMA kernels accept ("TN"). cuBLASLt's (M, N, K) are (p, m, k); its "A"
+operand is our B slice, its "B" operand our A slice. The IMMA requirements on
+this "regular" (COL-ordered) path: 4-byte aligned pointers (16 for speed),
+M and K and all leading dimensions multiples of 4, int32 alpha/beta (scale
+type CUDA_R_32I, compute type COMPUTE_32I), no epilogue. So ``k`` is padded
+to a multiple of 16 (zeros: exact) and ``p`` to a multiple of 4; the INT32
+result is then an ``(m, p_pad)`` array of which ``[:, :p]`` is returned.
+
+Exactness bookkeeping: a product term is at most ``bound_a * bound_b`` in
+magnitude, so ``len(pairs) * k * bound_a * bound_b <= 2**31 - 1`` keeps one
+INT32 accumulator exact; products of a group are accumulated in place with
+``beta = 1`` (C and D are the same buffer with the same layout, which
+cuBLASLt allows). When a run would pass the INT32 range, the run is added to
+an int64 buffer and a new run starts (never happens with the driver's
+``r`` bound; it keeps the engine exact for any caller).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .base import Engine, register_engine
+
+__all__ = ["CuPyEngine", "INT32_EXACT", "pad_to"]
+
+#: Largest magnitude an INT32 run may reach.
+INT32_EXACT = (1 << 31) - 1
+
+#: Padding of the inner dimension (16 bytes = the fast IMMA alignment).
+K_ALIGN = 16
+#: Padding of cuBLASLt's M (our p) and of the result's leading dimension.
+P_ALIGN = 4
+
+#: cuBLASLt workspace (32 MiB: the size NVIDIA recommends for Hopper).
+WORKSPACE_BYTES = 32 * 1024 * 1024
+
+# cublasComputeType_t / cudaDataType_t / cublasOperation_t values (cublas_api.h,
+# library_types.h), used only if nvmath's enums lack a name.
+_COMPUTE_32I = 72
+_COMPUTE_32F = 68
+_CUDA_R_8I = 3
+_CUDA_R_32I = 10
+_CUDA_R_16F = 2
+_CUDA_R_32F = 0
+_OP_N = 0
+_OP_T = 1
+_GEMM_DEFAULT = -1
+
+_SLICE_DTYPES = {"fp": "float16"}  # every other kind holds INT8 values
+
+
+def pad_to(n, align):
+    """``n`` rounded up to a multiple of ``align``."""
+    return -(-int(n) // align) * align
+
+
+def _enum(mod, cls, name, fallback):
+    try:
+        return int(getattr(getattr(mod, cls), name))
+    except Exception:
+        return fallback
+
+
+class _LtPlan:
+    """Descriptor, layouts and heuristic for one (M, N, K) = (p_pad, m, k_pad)."""
+
+    def __init__(self, eng, M, N, K):
+        lt = eng._lt
+        self.lt = lt
+        self.desc = lt.matmul_desc_create(eng._compute_32i, eng._r_32i)
+        self.layouts = []
+        try:
+            eng._set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype,
+                          self.desc, lt.MatmulDescAttribute.TRANSA, eng._op_t)
+            eng._set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype,
+                          self.desc, lt.MatmulDescAttribute.TRANSB, eng._op_n)
+            # Column-major (the default order): L is k x p (ld K), R is k x m (ld K),
+            # C = D is p x m (ld M).
+            self.l_layout = lt.matrix_layout_create(eng._r_8i, K, M, K)
+            self.layouts.append(self.l_layout)
+            self.r_layout = lt.matrix_layout_create(eng._r_8i, K, N, K)
+            self.layouts.append(self.r_layout)
+            self.c_layout = lt.matrix_layout_create(eng._r_32i, M, N, M)
+            self.layouts.append(self.c_layout)
+            pref = lt.matmul_preference_create()
+            try:
+                eng._set_attr(lt.matmul_preference_set_attribute,
+                              lt.get_matmul_preference_attribute_dtype, pref,
+                              lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, WORKSPACE_BYTES)
+                self.heur = lt.MatmulHeuristicResult(4)
+                count = np.zeros(1, dtype=np.int32)
+                lt.matmul_algo_get_heuristic(
+                    eng.handle, self.desc, self.l_layout, self.r_layout, self.c_layout,
+                    self.c_layout, pref, 4, self.heur.ptr, count.ctypes.data)
+            finally:
+                lt.matmul_preference_destroy(pref)
+            if int(count[0]) < 1:
+                raise RuntimeError(
+                    f"ozlinalg: cuBLASLt found no INT8 (IMMA) algorithm for M={M}, N={N}, K={K}")
+            # The algo struct is the first member of cublasLtMatmulHeuristicResult_t.
+            self.algo_ptr = int(self.heur.ptr) + eng._algo_offset
+        except Exception:
+            self.destroy()
+            raise
+
+    def destroy(self):
+        lt = self.lt
+        for lay in self.layouts:
+            try:
+                lt.matrix_layout_destroy(lay)
+            except Exception:
+                pass
+        self.layouts = []
+        if self.desc is not None:
+            try:
+                lt.matmul_desc_destroy(self.desc)
+            except Exception:
+                pass
+            self.desc = None
+
+
+class CuPyEngine(Engine):
+    """Exact INT8 GEMMs on cuBLASLt for ``cupy`` arrays (one per device and process).
+
+    NOT YET RUN ON A GPU (see the module docstring).
+    """
+
+    name = "cupy-cublaslt"
+    device = "gpu"
+    max_inner = 1 << 17
+
+    def __init__(self):
+        import cupy as cp  # noqa: PLC0415  (lazy: the module imports without CuPy)
+
+        self.xp = cp
+        self._lock = threading.Lock()
+        self._lt = None
+        self._handle = None
+        self._plans: dict = {}
+        self._workspace = None
+        self._alpha = np.ones(1, dtype=np.int32)
+        self._beta0 = np.zeros(1, dtype=np.int32)
+        self._beta1 = np.ones(1, dtype=np.int32)
+        self._f32_one = np.ones(1, dtype=np.float32)
+        self._f32_zero = np.zeros(1, dtype=np.float32)
+        self.launches = 0
+
+    # -- cuBLASLt setup ---------------------------------------------------------------
+
+    def _init_lt(self):
+        if self._lt is not None:
+            return
+        with self._lock:
+            if self._lt is not None:
+                return
+            try:
+                from nvmath.bindings import cublas  # noqa: PLC0415
+                from nvmath.bindings import cublasLt as lt  # noqa: PLC0415
+            except Exception as exc:  # pragma: no cover - needs nvmath
+                raise ImportError(
+                    "ozlinalg: the GPU engine needs nvmath-python (>= 1.0) for the exact INT8 "
+                    "GEMM through cuBLASLt (pip install nvmath-python[cu13]); CuPy's int8 "
+                    "matmul is not exact (it wraps modulo 256)"
+                ) from exc
+            try:
+                from nvmath import CudaDataType  # noqa: PLC0415
+            except Exception:  # pragma: no cover
+                CudaDataType = None
+            self._compute_32i = _enum(cublas, "ComputeType", "COMPUTE_32I", _COMPUTE_32I)
+            self._op_t = _enum(cublas, "Operation", "T", _OP_T)
+            self._op_n = _enum(cublas, "Operation", "N", _OP_N)
+            self._r_8i = int(CudaDataType.CUDA_R_8I) if CudaDataType else _CUDA_R_8I
+            self._r_32i = int(CudaDataType.CUDA_R_32I) if CudaDataType else _CUDA_R_32I
+            try:
+                fields = lt.matmul_heuristic_result_dtype.fields
+                self._algo_offset = int(fields["algo"][1])
+            except Exception:  # pragma: no cover
+                self._algo_offset = 0
+            self._handle = lt.create()
+            self._workspace = self.xp.empty(WORKSPACE_BYTES, dtype=self.xp.uint8)
+            self._lt = lt
+
+    @property
+    def handle(self):
+        self._init_lt()
+        return self._handle
+
+    @staticmethod
+    def _set_attr(setter, dtype_of, obj, attr, value):
+        buf = np.zeros(1, dtype=dtype_of(attr))
+        buf[0] = value
+        setter(obj, int(attr), buf.ctypes.data, buf.itemsize)
+
+    def _plan(self, M, N, K):
+        key = (M, N, K, self.xp.cuda.Device().id)
+        plan = self._plans.get(key)
+        if plan is None:
+            self._init_lt()
+            plan = _LtPlan(self, M, N, K)
+            self._plans[key] = plan
+        return plan
+
+    def _gemm(self, plan, l_ptr, r_ptr, c_ptr, accumulate):
+        """C (+)= L^T R on the current CuPy stream."""
+        beta = self._beta1 if accumulate else self._beta0
+        self._lt.matmul(
+            self._handle, plan.desc,
+            self._alpha.ctypes.data, l_ptr, plan.l_layout, r_ptr, plan.r_layout,
+            beta.ctypes.data, c_ptr, plan.c_layout, c_ptr, plan.c_layout,
+            plan.algo_ptr, self._workspace.data.ptr, WORKSPACE_BYTES,
+            self.xp.cuda.get_current_stream().ptr,
+        )
+        self.launches += 1
+
+    # -- engine interface -------------------------------------------------------------
+
+    def empty_slices(self, s, rows, k, kind):
+        cp = self.xp
+        return cp.empty((s, rows, k), dtype=getattr(cp, _SLICE_DTYPES.get(kind, "int8")))
+
+    def workspace(self, m, p):
+        return {"m": m, "p": p}
+
+    def _operand(self, x, rows_pad, k_pad, ws):
+        """``x`` (s, rows, k) int8 as C-contiguous (s, rows_pad, k_pad) (zero padded).
+
+        Slices from :meth:`empty_slices` with ``k % 16 == 0`` and aligned rows are
+        used as they are; otherwise the padded copy is kept in ``ws`` (the slices
+        do not change while one workspace is in use).
+        """
+        cp = self.xp
+        s, rows, k = x.shape
+        if x.dtype != cp.int8:
+            raise TypeError(f"ozlinalg: the cuBLASLt engine multiplies int8 slices, got {x.dtype}")
+        if (rows, k) == (rows_pad, k_pad) and x.flags.c_contiguous and x.data.ptr % 16 == 0:
+            return x
+        key = ("pad", x.data.ptr, x.shape, x.strides, rows_pad, k_pad)
+        out = ws.get(key)
+        if out is None:
+            out = cp.zeros((s, rows_pad, k_pad), dtype=cp.int8)
+            out[:, :rows, :k] = x
+            ws[key] = out
+        return out
+
+    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
+        cp = self.xp
+        _, m, k = a.shape
+        p = b.shape[1]
+        ws = ws if ws is not None else self.workspace(m, p)
+        k_pad = pad_to(max(k, 1), K_ALIGN)
+        p_pad = pad_to(max(p, 1), P_ALIGN)
+        # cuBLASLt: M = p_pad (rows of D), N = m, K = k_pad; "A" = our B slice (op T),
+        # "B" = our A slice (op N), D = C^T column-major = C row-major (m, p_pad).
+        ap = self._operand(a, m, k_pad, ws)
+        bp = self._operand(b, p_pad, k_pad, ws)
+        per_elem = max(1, int(bound_a) * int(bound_b))
+        # Longest inner piece whose worst case stays inside INT32 (>= 2**17 - 16 for 128 * 128).
+        kc = max(K_ALIGN, (INT32_EXACT // per_elem) // K_ALIGN * K_ALIGN)
+        pieces = [(i, j, k0, min(k_pad, k0 + kc)) for (i, j) in pairs
+                  for k0 in range(0, k_pad, kc)]
+        key = ("out", m, p_pad)
+        out = ws.get(key)
+        if out is None:
+            out = cp.empty((m, p_pad), dtype=cp.int32)
+            ws[key] = out
+        acc64 = None
+        cur = 0
+        calls = 0
+        a_step = ap.strides[0]
+        b_step = bp.strides[0]
+        for i, j, k0, k1 in pieces:
+            w = max(1, (min(k1, k) - k0) * per_elem)
+            if cur and cur + w > INT32_EXACT:
+                acc64 = self._flush(out, acc64)  # a finished run: exact in int64
+                cur = 0
+            if k1 - k0 == k_pad:
+                plan = self._plan(p_pad, m, k_pad)
+            else:  # a sub-range of the inner dimension: leading dimension k_pad
+                plan = self._plan_strided(p_pad, m, k1 - k0, k_pad)
+            l_ptr = bp.data.ptr + j * b_step + k0
+            r_ptr = ap.data.ptr + i * a_step + k0
+            self._gemm(plan, l_ptr, r_ptr, out.data.ptr, accumulate=bool(cur))
+            calls += 1
+            cur += w
+        res = out if acc64 is None else self._flush(out, acc64)
+        return (res if p_pad == p else res[:, :p]), calls
+
+    def _plan_strided(self, M, N, K, ld):
+        key = (M, N, K, ld, "ld", self.xp.cuda.Device().id)
+        plan = self._plans.get(key)
+        if plan is None:
+            self._init_lt()
+            plan = _LtPlan(self, M, N, K)
+            lt = self._lt
+            # Replace the operand layouts by ones with leading dimension ``ld``.
+            for lay in (plan.l_layout, plan.r_layout):
+                lt.matrix_layout_destroy(lay)
+            plan.layouts = [plan.c_layout]
+            plan.l_layout = lt.matrix_layout_create(self._r_8i, K, M, ld)
+            plan.layouts.append(plan.l_layout)
+            plan.r_layout = lt.matrix_layout_create(self._r_8i, K, N, ld)
+            plan.layouts.append(plan.r_layout)
+            self._plans[key] = plan
+            # The heuristic was computed for ld == K; redo it for this layout.
+            _redo_heuristic(self, plan)
+        return plan
+
+    def _flush(self, out, acc64):
+        cp = self.xp
+        if acc64 is None:
+            return out.astype(cp.int64)
+        acc64 += out
+        return acc64
+
+    def float_matmul(self, a, b):
+        """``a @ b.T`` with FP32 accumulation and an FP32 result (SplitFP, CRT's bound).
+
+        float16 inputs: cublasGemmEx (FP16 in, FP32 out, COMPUTE_32F) in the same
+        TN arrangement as the INT8 product; float32 inputs: SGEMM.
+        """
+        cp = self.xp
+        if a.dtype == cp.float16 and b.dtype == cp.float16:
+            try:
+                return self._hgemm_f32(cp.ascontiguousarray(a), cp.ascontiguousarray(b))
+            except Exception:  # pragma: no cover - fall back to exact-input SGEMM
+                pass
+        return cp.matmul(a.astype(cp.float32, copy=False), b.astype(cp.float32, copy=False).T)
+
+    def _hgemm_f32(self, a, b):
+        cp = self.xp
+        from cupy.cuda import cublas as cb  # noqa: PLC0415
+        from cupy.cuda import device as cdev  # noqa: PLC0415
+
+        m, k = a.shape
+        p = b.shape[0]
+        c = cp.empty((m, p), dtype=cp.float32)
+        handle = cdev.get_cublas_handle()
+        cb.gemmEx(handle, _OP_T, _OP_N, p, m, k,
+                  self._f32_one.ctypes.data, b.data.ptr, _CUDA_R_16F, k,
+                  a.data.ptr, _CUDA_R_16F, k,
+                  self._f32_zero.ctypes.data, c.data.ptr, _CUDA_R_32F, p,
+                  _COMPUTE_32F, _GEMM_DEFAULT)
+        return c
+
+    def axpy(self, alpha, x, acc):
+        """``acc += alpha * x`` in FP64 in one fused pass (x: int32/int64/float)."""
+        from ._cuda_kernels import axpy_into  # noqa: PLC0415
+
+        axpy_into(float(alpha), x, acc)
+
+    def split_rows(self, kind, x, s, width, out, scales):
+        """Fused split where one exists (hybrid), else the generic array code.
+
+        Same contract as :func:`ozlinalg.ozaki.split.split_rows`, except that the
+        fused path leaves ``x`` unchanged instead of the residual (the driver
+        never reads the residual).
+        """
+        from ..ozaki.split import split_rows  # noqa: PLC0415
+        from ._cuda_kernels import hybrid_split_fused  # noqa: PLC0415
+
+        if kind == "hybrid" and hybrid_split_fused(x, s, width, out, scales):
+            return
+        split_rows(self.xp, kind, x, s, width, out, scales)
+
+    def map_rows(self, fn, rows, k):
+        fn(0, rows)
+
+    def synchronize(self):
+        self.xp.cuda.get_current_stream().synchronize()
+
+
+def _redo_heuristic(eng, plan):
+    lt = eng._lt
+    pref = lt.matmul_preference_create()
+    try:
+        eng._set_attr(lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype,
+                      pref, lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, WORKSPACE_BYTES)
+        count = np.zeros(1, dtype=np.int32)
+        lt.matmul_algo_get_heuristic(eng.handle, plan.desc, plan.l_layout, plan.r_layout,
+                                     plan.c_layout, plan.c_layout, pref, 4, plan.heur.ptr,
+                                     count.ctypes.data)
+    finally:
+        lt.matmul_preference_destroy(pref)
+    if int(count[0]) < 1:
+        raise RuntimeError("ozlinalg: cuBLASLt found no INT8 algorithm for a strided sub-product")
+
+
+# Lazy: the factory runs (and imports CuPy / nvmath) only when a cupy array
+# reaches the emulation, i.e. only where CuPy is importable.
+register_engine("cupy", CuPyEngine)
