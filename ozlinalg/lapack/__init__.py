@@ -16,7 +16,7 @@ potrf      Cholesky, lower or upper
 potrs      solve from ``potrf``'s factor
 geqrf      Householder QR, LAPACK compact form ``(qr, tau)``
 orgqr      form Q from ``(qr, tau)``
-ormqr      apply Q or Q^T from ``(qr, tau)``
+ormqr      apply Q or Q^T (Q^H) from ``(qr, tau)``
 trsm       triangular solve with many right-hand sides
 =========  ==============================================================
 
@@ -25,6 +25,11 @@ Every routine takes ``block_size`` (panel width, default
 :func:`ozlinalg.matmul`) and ``crossover`` (below this order the whole call is
 native LAPACK, default :data:`DEFAULT_CROSSOVER`; ``crossover=0`` emulates at
 every size).
+
+Real input is computed in float64, complex input (complex64 / complex128) in
+complex128: ``z`` LAPACK panels, conjugate transposes where the algorithm
+needs them (``L L^H``, ``I - V T V^H``, ``trans=2``), and complex products
+built from real emulated ones (:mod:`ozlinalg.ozaki.complex`).
 """
 from ._common import DEFAULT_BLOCK_SIZE, DEFAULT_CROSSOVER
 from .geqrf import geqrf, orgqr, ormqr

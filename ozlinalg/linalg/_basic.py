@@ -600,9 +600,9 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     residues are the squared norms of ``(Q^H b)[N:]``; for ``M < N`` the
     minimum-norm solution ``x = Q R^{-H} b`` from the QR factorization of
     ``a^H`` (``^H``: conjugate transpose, the transpose for real input;
-    residues and singular values are real). The singular values (for `rank` and `s`) are those of the
-    small triangular factor R, computed natively (``min(M,N)^3`` flops
-    beside the emulated ``M N min(M,N)``). If `a` is rank deficient
+    residues and singular values are real). The singular values (for
+    `rank` and `s`) are those of the small triangular factor R, computed
+    natively (``min(M,N)^3`` flops beside the emulated ``M N min(M,N)``). If `a` is rank deficient
     (``s[-1] <= cond * s[0]``) the call is delegated to
     :func:`scipy.linalg.lstsq` (native SVD-based ``gelsd``, or the chosen
     driver), whose minimum-norm solution QR cannot give.
