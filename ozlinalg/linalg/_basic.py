@@ -516,7 +516,7 @@ def det(a, overwrite_a=False, check_finite=True):
     --------
     >>> import numpy as np
     >>> from ozlinalg.linalg import det
-    >>> float(det(np.array([[0., 2., 3.], [4., 5., 6.], [7., 8., 9.]])))
+    >>> round(float(det(np.array([[0., 2., 3.], [4., 5., 6.], [7., 8., 9.]]))), 12)
     3.0
     """
     xp, a1 = as_array(a, check_finite=check_finite)

@@ -182,7 +182,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     >>> import numpy as np
     >>> from ozlinalg.linalg import cho_factor, cho_solve
     >>> a = np.array([[4., 2.], [2., 5.]])
-    >>> cho_solve(cho_factor(a), np.array([6., 9.]))
+    >>> cho_solve(cho_factor(a), np.array([6., 7.]))
     array([1., 1.])
     """
     c, lower = c_and_lower
