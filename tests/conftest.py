@@ -48,3 +48,17 @@ def xp(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261130)
+
+
+@pytest.fixture(scope="module")
+def one_blas_thread():
+    """One BLAS thread for modules of many small GEMMs: multithreaded OpenBLAS
+    only adds contention there (measured on the 2-core box under load: 64 s
+    with 2 threads, 4 s with 1)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield

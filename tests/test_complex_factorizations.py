@@ -25,15 +25,7 @@ EMU = dict(crossover=0)
 SIZES = [1, 2, 7, 33, 64, 150]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_blas_thread():
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 @pytest.fixture(autouse=True)

@@ -33,17 +33,7 @@ FACTOR = 4.0
 EMU = dict(crossover=0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_blas_thread():
-    """Many small GEMMs: multithreaded OpenBLAS only adds contention here
-    (measured on the 2-core box under load: 64 s with 2 threads, 4 s with 1)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
+pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
 
 # ---------------------------------------------------------------- helpers
