@@ -168,12 +168,13 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
 
     block = params.INT8_INNER_BLOCK if meth.engine == "int8" else params.FP16_INNER_BLOCK
     s_max = opts.max_slices if slices == "auto" else int(slices)
-    mt, pt = tile_shape(m, p, min(n, block), s_max, opts.memory_limit)
+    crt = meth.split.startswith("crt")
+    mt, pt = tile_shape(m, p, min(n, block), s_max, opts.memory_limit, crt)
     try:
         c = _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts,
                            (mt, pt), block)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
-        need = working_bytes(mt, pt, min(n, block), s_max)
+        need = working_bytes(mt, pt, min(n, block), s_max, crt)
         raise MemoryError(
             f"ozlinalg.matmul: out of {engine.device} memory for a ({m} x {n}) @ ({n} x {p}) "
             f"product with up to {s_max} slices: each {mt} x {pt} output tile needs about "
@@ -241,21 +242,26 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
     return c
 
 
-def working_bytes(mt, pt, k, s):
+def working_bytes(mt, pt, k, s, crt=False):
     """Upper estimate of the working memory (bytes) of one tile of the emulation.
 
     ``(16 + 4 s) (mt + pt) k + 32 mt pt``: normalized copies and their
     temporaries (16 per input entry), s float32 slices per entry, and four
     mt x pt buffers (FP64 accumulator, group accumulator, engine result, float32
-    run). Inputs and the result are not included.
+    run). Ozaki scheme II (``crt``, s = moduli) also holds the scaled integer
+    operands and their residue digits (48 more bytes per input entry) and its
+    CRT limbs and quotient (48 more per output entry). Inputs and the result
+    are not included.
     """
+    if crt:
+        return (64 + 4 * s) * (mt + pt) * k + 80 * mt * pt
     return (16 + 4 * s) * (mt + pt) * k + 32 * mt * pt
 
 
-def tile_shape(m, p, k, s, limit):
+def tile_shape(m, p, k, s, limit, crt=False):
     """Largest output tile (mt, pt), halving the longer side, within ``limit`` bytes."""
     mt, pt = m, p
-    while working_bytes(mt, pt, k, s) > limit and max(mt, pt) > 64:
+    while working_bytes(mt, pt, k, s, crt) > limit and max(mt, pt) > 64:
         if mt >= pt:
             mt = -(-mt // 2)
         else:
