@@ -110,26 +110,24 @@ def work_copy(xp, a, overwrite, dtype=None):
     return xp.array(a, dtype=dtype, order="F", copy=True)
 
 
-def check_block_size(block_size, fname):
-    nb = DEFAULT_BLOCK_SIZE if block_size is None else block_size
+def _check_int_option(value, default, minimum, name, fname):
+    """``value`` (``default`` if None) as an int >= ``minimum``, or TypeError / ValueError."""
+    v = default if value is None else value
     try:
-        nb = operator.index(nb)
+        v = operator.index(v)
     except TypeError:
-        raise TypeError(f"{_fname(fname)}: block_size must be an integer, got {nb!r}") from None
-    if nb < 1:
-        raise ValueError(f"{_fname(fname)}: block_size must be >= 1, got {nb}")
-    return nb
+        raise TypeError(f"{_fname(fname)}: {name} must be an integer, got {v!r}") from None
+    if v < minimum:
+        raise ValueError(f"{_fname(fname)}: {name} must be >= {minimum}, got {v}")
+    return v
+
+
+def check_block_size(block_size, fname):
+    return _check_int_option(block_size, DEFAULT_BLOCK_SIZE, 1, "block_size", fname)
 
 
 def check_crossover(crossover, fname):
-    c = DEFAULT_CROSSOVER if crossover is None else crossover
-    try:
-        c = operator.index(c)
-    except TypeError:
-        raise TypeError(f"{_fname(fname)}: crossover must be an integer, got {c!r}") from None
-    if c < 0:
-        raise ValueError(f"{_fname(fname)}: crossover must be >= 0, got {c}")
-    return c
+    return _check_int_option(crossover, DEFAULT_CROSSOVER, 0, "crossover", fname)
 
 
 def check_trans(trans, fname):
