@@ -28,7 +28,8 @@ import numpy as np
 
 from ozlinalg.engines import get_engine
 from ozlinalg.ozaki.crt import crt_matmul_2d
-from ozlinalg.testing import ExactReference, error_stats, random_matrix
+from ozlinalg.sweep import problems
+from ozlinalg.testing import error_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALINGS = ("accurate", "fast")
@@ -41,12 +42,7 @@ ANCHOR = {
 def run(m, n, p, phis, moduli_range, seed):
     eng = get_engine(np)
     rows = []
-    for phi in phis:
-        rng = np.random.default_rng([seed, int(phi * 1000)])
-        a = random_matrix(rng, m, n, phi)
-        b = random_matrix(rng, n, p, phi)
-        ref = ExactReference(a, b)
-        mx, med = error_stats(ref.relative_errors(a @ b))
+    for phi, a, b, ref, mx, med in problems(m, n, p, phis, seed):
         rows.append(dict(phi=phi, scaling="native", moduli=None, max=mx, median=med))
         for sc in SCALINGS:
             for nm in list(moduli_range) + ["auto"]:

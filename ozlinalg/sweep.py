@@ -29,6 +29,18 @@ import ozlinalg
 from ozlinalg.testing import ExactReference, error_stats, random_matrix
 
 
+def problems(m, n, p, phis, seed):
+    """Per phi: ``(phi, a, b, ref, native_max, native_median)`` — the inputs, their
+    exact product and native DGEMM's max / median relative error against it."""
+    for phi in phis:
+        rng = np.random.default_rng([seed, int(phi * 1000)])
+        a = random_matrix(rng, m, n, phi)
+        b = random_matrix(rng, n, p, phi)
+        ref = ExactReference(a, b)
+        mx, med = error_stats(ref.relative_errors(a @ b))
+        yield phi, a, b, ref, mx, med
+
+
 def run(m, n, p, phis, methods, slice_range, seed, progress=True):
     """Measure; return a list of dict rows (one per phi x method x slices, plus native/auto)."""
     rows = []
@@ -38,12 +50,7 @@ def run(m, n, p, phis, methods, slice_range, seed, progress=True):
         tqdm = None
     total = len(phis) * len(methods) * (len(slice_range) + 1)
     bar = tqdm(total=total, desc="accuracy", disable=not progress) if tqdm else None
-    for phi in phis:
-        rng = np.random.default_rng([seed, int(phi * 1000)])
-        a = random_matrix(rng, m, n, phi)
-        b = random_matrix(rng, n, p, phi)
-        ref = ExactReference(a, b)
-        mx, med = error_stats(ref.relative_errors(a @ b))
+    for phi, a, b, ref, mx, med in problems(m, n, p, phis, seed):
         rows.append(dict(phi=phi, method="native", slices=None, max=mx, median=med))
         for meth in methods:
             for s in list(slice_range) + ["auto"]:
