@@ -50,6 +50,7 @@ def test_each_routed_function(a, call):
         np.testing.assert_allclose(u, v, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_fall_through_cases(a):
     with ozlinalg.backend(min_size=0):
         for call in [
