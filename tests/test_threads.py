@@ -70,3 +70,58 @@ def test_asyncio_tasks_do_not_share_profiles_or_options():
     for i, prof in enumerate(profs):
         assert prof.slices == [3 + i] * 3
         assert prof.emulated_gemm_calls == 3
+
+
+def test_backend_under_8_threads_and_asyncio():
+    """Half of 8 threads (and of 6 asyncio tasks) route numpy.linalg through
+    ozlinalg, the other half do not; each sees only its own state, and the
+    shims are installed once however many blocks start at the same time."""
+    a = np.random.default_rng(3).standard_normal((40, 40)) + 40 * np.eye(40)
+    b = np.ones(40)
+    barrier = threading.Barrier(8)
+
+    def work(i):
+        routed = i % 2 == 0
+        barrier.wait()
+        shim = None
+        if routed:
+            with ozlinalg.backend(min_size=0, slices=6 + i), ozlinalg.profile() as prof:
+                shim = np.linalg.solve
+                x = np.linalg.solve(a, b)
+        else:
+            with ozlinalg.profile() as prof:
+                x = np.linalg.solve(a, b)
+        return routed, prof, x, shim
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, range(8)))
+    shims = {id(r[3]) for r in results if r[0]}
+    assert len(shims) == 1  # one shim object: installed once, by one thread
+    assert "numpy.linalg.solve" in ozlinalg.backend.installed()
+    for i, (routed, prof, x, _) in enumerate(results):
+        np.testing.assert_allclose(a @ x, b, rtol=1e-12)
+        if routed:
+            assert prof.emulated_gemm_calls > 0 and set(prof.slices) == {6 + i}
+        else:
+            assert prof.emulated_gemm_calls == 0
+
+    async def task(i):
+        routed = i % 2 == 0
+        if routed:
+            with ozlinalg.backend(min_size=0), ozlinalg.profile() as prof:
+                for _ in range(2):
+                    np.linalg.solve(a, b)
+                    await asyncio.sleep(0)
+        else:
+            with ozlinalg.profile() as prof:
+                for _ in range(2):
+                    np.linalg.solve(a, b)
+                    await asyncio.sleep(0)
+        return routed, prof.emulated_gemm_calls
+
+    async def main():
+        return await asyncio.gather(*(task(i) for i in range(6)))
+
+    for routed, calls in asyncio.run(main()):
+        assert (calls > 0) == routed
+    assert not ozlinalg.backend.active()
