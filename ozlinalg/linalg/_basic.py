@@ -167,8 +167,25 @@ def _emit(singular, ill):
         raise LinAlgError(f"A singular matrix detected: slice(s) {singular} are singular.")
     if ill:
         txt = ",".join(f"slice {i} has rcond = {rc}" for i, rc in ill)
+        # user -> solve / inv -> _per_slice -> _emit
         warnings.warn(f"An ill-conditioned matrix detected: {txt}.", LinAlgWarning,
-                      stacklevel=3)
+                      stacklevel=4)
+
+
+def _per_slice(batch_shape, core, out):
+    """``out[idx], rcond = core(idx)`` over the batch; then SciPy's error /
+    warning for the singular and ill-conditioned slices (as solve / inv do)."""
+    singular, ill = [], []
+    for i, idx in enumerate(np.ndindex(*batch_shape)):
+        try:
+            xi, rc = core(idx)
+        except _Singular:
+            singular.append(i)
+            continue
+        out[idx] = xi
+        if rc is not None and not rc >= _EPS:
+            ill.append((i, rc))
+    _emit(singular, ill)
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
@@ -289,18 +306,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
             raise LinAlgError("A singular matrix detected.")
         out = cast(b1 / a1, dt)
         return out[..., 0] if b_is_1d else out
-    singular, ill = [], []
     x = xp.empty(b1.shape, dtype=work_dtype(xp, a1, b1))
-    for i, idx in enumerate(np.ndindex(*batch)):
-        try:
-            xi, rc = _solve_core(xp, a1[idx], b1[idx], kind, lower, transposed)
-        except _Singular:
-            singular.append(i)
-            continue
-        x[idx] = xi
-        if rc is not None and not rc >= _EPS:
-            ill.append((i, rc))
-    _emit(singular, ill)
+    _per_slice(batch, lambda idx: _solve_core(xp, a1[idx], b1[idx], kind, lower, transposed),
+               x)
     x = cast(x, dt)
     return x[..., 0] if b_is_1d else x
 
@@ -462,17 +470,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     if a1.size == 0:
         return xp.empty_like(a1, dtype=dt)
     out = xp.empty(a1.shape, dtype=work_dtype(xp, a1))
-    singular, ill = [], []
-    for i, idx in enumerate(np.ndindex(*a1.shape[:-2])):
-        try:
-            xi, rc = _inv_core(xp, a1[idx], kind, lower)
-        except _Singular:
-            singular.append(i)
-            continue
-        out[idx] = xi
-        if rc is not None and not rc >= _EPS:
-            ill.append((i, rc))
-    _emit(singular, ill)
+    _per_slice(a1.shape[:-2], lambda idx: _inv_core(xp, a1[idx], kind, lower), out)
     return cast(out, dt)
 
 
