@@ -3,8 +3,8 @@
 Every function here takes ``x``, rows of the input already normalized by an
 exact power of two so that each non-zero row has ``max |x| in [0.5, 1)``
 (:func:`normalize_rows`), cuts it into ``s`` slices written to ``out[t]`` (an
-array of the engine's storage dtype holding small integers), and returns a
-:class:`SliceSet` with the scale of one unit of each slice. ``x`` is consumed
+array of the engine's storage dtype holding small integers) and writes the
+value of one unit of slice t of row i to ``scales[t, i]``. ``x`` is consumed
 (overwritten with the residual). The code is written against the array
 namespace ``xp`` so NumPy and CuPy run the same lines; the driver may call it
 on row blocks (for cache locality and threads on the CPU).
@@ -23,33 +23,7 @@ Splits (DESIGN.md §1):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-__all__ = ["SliceSet", "normalize_rows", "split_rows", "slice_layout", "SPLITS"]
-
-
-@dataclass
-class SliceSet:
-    """Slices of one operand (rows of A, or columns of B as rows of B^T).
-
-    Attributes
-    ----------
-    data : array, shape (s, rows, k)
-        Slice values, small integers (or FP16 values for SplitFP's last slice)
-        in the engine's storage dtype.
-    scales : array, shape (s, rows)
-        Value of one unit of slice t in row i, in normalized units (a power of two).
-    step : int or None
-        If not None the scales are ``scales[0] * 2**(-step * t)`` (fixed per
-        row), which group-wise accumulation requires.
-    bound : int
-        Largest possible ``|data|`` (the engine's exactness bookkeeping).
-    """
-
-    data: object
-    scales: object
-    step: int | None
-    bound: int
+__all__ = ["normalize_rows", "split_rows", "slice_layout", "SPLITS"]
 
 
 def _pow2_ceil_exponent(xp, m):
