@@ -51,7 +51,8 @@ class Report:
     def __init__(self, path):
         self.path = path
         self.sections = []
-        self.data = {"env": {}, "tests": {}, "smoke": {}, "rows": [], "errors": []}
+        self.data = {"env": {}, "tests": {}, "smoke": {}, "rows": [], "errors": [],
+                     "int8_tops": {}}
 
     def add(self, title, body):
         self.sections.append((title, body))
@@ -69,7 +70,13 @@ class Report:
                       "subset of entries (exact reference: "
                       f"{self.data['env'].get('reference', '?')}). TFLOPS = 2 n^3 / best time. "
                       "Split / INT8 / acc / other: ozlinalg.profile() time split of one extra "
-                      "(synchronized, so slightly slower) run.", ""]
+                      "(synchronized, so slightly slower) run; non-GEMM share = 1 - INT8 / "
+                      "total of that run. INT8 rate vs raw cuBLASLt = (INT8 GEMMs x 2 n^3 / INT8 "
+                      "time) / the rate of the engine's bare n x n x n INT8 GEMM measured "
+                      "in the same run (" + ", ".join(
+                          f"n={k}: {v:.4g} TOPS" for k, v in self.data["int8_tops"].items())
+                      + ").", "",
+                      "## Targets (issue #3 / #8)", "", targets_table(self.data["rows"]), ""]
         if self.data["errors"]:
             lines += ["## Failures", ""] + [f"- {e}" for e in self.data["errors"]] + [""]
         try:
@@ -84,14 +91,46 @@ class Report:
 
 def table(rows):
     head = ("| n | method | slices | time (s) | TFLOPS | max rel err | median rel err | "
-            "split / INT8 / acc / other (s) | INT8 GEMMs / launches | note |")
-    out = [head, "|" + "---|" * 10]
+            "split / INT8 / acc / other (s) | non-GEMM share | INT8 GEMMs / launches | "
+            "INT8 rate vs raw cuBLASLt | note |")
+    out = [head, "|" + "---|" * 12]
     for r in rows:
         out.append(
             f"| {r['n']} | {r['method']} | {r.get('slices', '')} | {fmt(r.get('time'), '.4f')} | "
             f"{fmt(r.get('tflops'), '.2f')} | {fmt(r.get('max_err'), '.2e')} | "
-            f"{fmt(r.get('med_err'), '.2e')} | {r.get('split', '')} | {r.get('gemms', '')} | "
-            f"{r.get('note', '')} |")
+            f"{fmt(r.get('med_err'), '.2e')} | {r.get('split', '')} | "
+            f"{fmt(r.get('non_gemm'), '.1%')} | {r.get('gemms', '')} | "
+            f"{fmt(r.get('int8_eff'), '.1%')} | {r.get('note', '')} |")
+    return "\n".join(out)
+
+
+#: Issue targets on one H200 (benchmarks, not tests): (n, method, what, bound).
+TARGETS = [
+    (8192, "hybrid-ef", "tflops", 30.0, ">="),
+    (8192, "hybrid-ef", "non_gemm", 0.20, "<="),
+    (8192, "hybrid-ef", "int8_eff", 0.70, ">="),
+    (16384, "crt", "tflops", 80.0, ">="),
+]
+
+
+def targets_table(rows):
+    """Each target against the measured row (missing rows say so)."""
+    out = ["| n | method | quantity | target | measured | met |", "|---|---|---|---|---|---|"]
+    for n, meth, key, bound, op in TARGETS:
+        row = next((r for r in rows if r["n"] == n and r["method"] == meth), None)
+        val = None if row is None else row.get(key)
+        if val is None:
+            out.append(f"| {n} | {meth} | {key} | {op} {bound} | not measured | - |")
+            continue
+        met = val >= bound if op == ">=" else val <= bound
+        out.append(f"| {n} | {meth} | {key} | {op} {bound} | {val:.3g} | "
+                   f"{'yes' if met else 'NO'} |")
+    native = {r["n"]: r.get("tflops") for r in rows if r["method"].startswith("native")}
+    for r in rows:
+        if r["method"] == "crt" and r.get("tflops") and native.get(r["n"]):
+            out.append(f"| {r['n']} | crt | TFLOPS / native DGEMM | > 1 | "
+                       f"{r['tflops'] / native[r['n']]:.3g} | "
+                       f"{'yes' if r['tflops'] > native[r['n']] else 'NO'} |")
     return "\n".join(out)
 
 
@@ -254,6 +293,32 @@ def emulation_callable(rep):
     return run
 
 
+def raw_int8_tops(cp, n, reps=3, group=4):
+    """The engine's bare INT8 GEMM rate (TOPS) on an n x n x n product, ``group``
+    products accumulated per call as the EF groups do."""
+    from ozlinalg.engines import get_engine
+
+    eng = get_engine(cp)
+    rs = cp.random.RandomState(7)
+    a = rs.randint(-127, 128, size=(group, n, n)).astype(cp.int8)
+    b = rs.randint(-127, 128, size=(group, n, n)).astype(cp.int8)
+    pairs = [(i, group - 1 - i) for i in range(group)]
+    ws = eng.workspace(n, n)
+    eng.int_matmul_sum(a, b, pairs, 1, 1, ws=ws)  # plans, workspace
+    eng.synchronize()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        eng.int_matmul_sum(a, b, pairs, 1, 1, ws=ws)
+        eng.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return group * 2.0 * n**3 / best / 1e12
+
+
+#: Our methods in the table, most important first (a late timeout loses the tail).
+METHODS = ("hybrid-ef", "crt", "bitmask-ef", "crt-fast", "bitmask", "rn", "splitfp")
+
+
 def part_bench(rep, sizes, budget_s, emu):
     import cupy as cp
 
@@ -282,13 +347,19 @@ def part_bench(rep, sizes, budget_s, emu):
             rep.data["errors"].append(f"n={n}: input/reference failed: {exc!r}")
             traceback.print_exc()
             continue
+        try:
+            rep.data["int8_tops"][n] = raw_int8_tops(cp, n)
+            log(f"  raw INT8 GEMM: {rep.data['int8_tops'][n]:.0f} TOPS")
+        except Exception as exc:
+            rep.data["errors"].append(f"n={n}: raw INT8 rate: {exc!r}")
+            traceback.print_exc()
         reps = 3 if n <= 4096 else (2 if n <= 8192 else 1)
         free = cp.cuda.runtime.memGetInfo()[0]
         limit = int(min(64 * 2**30, 0.6 * free))
         methods = [("native DGEMM (cupy)", lambda a=a, b=b: cp.matmul(a, b), False)]
         if emu is not None:
             methods.append(("cuBLAS FP64 emulation (nvmath)", lambda a=a, b=b: emu(a, b), False))
-        for meth in ("hybrid-ef", "bitmask-ef", "crt"):
+        for meth in METHODS:
             methods.append((meth, (lambda a=a, b=b, mm=meth: ozlinalg.matmul(
                 a, b, method=mm, slices="auto")), True))
         for name, fn, ours in methods:
@@ -318,6 +389,12 @@ def part_bench(rep, sizes, budget_s, emu):
                         row["split"] = (f"{prof.time_split:.3f} / {prof.time_int8:.3f} / "
                                         f"{prof.time_accumulate:.3f} / {prof.time_other:.3f}")
                         row["gemms"] = f"{prof.int8_gemms} / {prof.engine_calls}"
+                        if prof.time_total > 0:
+                            row["non_gemm"] = 1.0 - prof.time_int8 / prof.time_total
+                        raw = rep.data["int8_tops"].get(n)
+                        if raw and prof.time_int8 > 0:
+                            row["int8_eff"] = (prof.int8_gemms * 2.0 * n**3 / prof.time_int8
+                                               / 1e12 / raw)
             except Exception as exc:
                 row["note"] = f"FAILED: {type(exc).__name__}: {str(exc)[:160]}"
                 rep.data["errors"].append(f"n={n} {name}: {exc!r}")

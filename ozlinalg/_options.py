@@ -28,10 +28,12 @@ class Options:
         (emulation pays only for large products). 0 emulates everything.
     max_slices : int
         Upper limit for ``slices="auto"``.
-    memory_limit : int
+    memory_limit : int or None
         Working memory (bytes) one emulated product may use beside its inputs
         and result; larger products are computed in output tiles (see
-        :func:`ozlinalg.ozaki.gemm.working_bytes`).
+        :func:`ozlinalg.ozaki.gemm.working_bytes`). ``None`` (the default)
+        lets the engine decide: 2 GiB on the CPU, half of the free device
+        memory (including CuPy's pooled free blocks) on the GPU.
     complex_scheme : {"4m", "4m-fused", "3m"}
         How complex products are built from real emulated ones (see
         :mod:`ozlinalg.ozaki.complex`).
@@ -41,7 +43,7 @@ class Options:
     slices: object = "auto"
     min_size: int = 0
     max_slices: int = 20
-    memory_limit: int = 2 * 1024**3
+    memory_limit: object = None
     complex_scheme: str = "4m"
 
     def replace(self, **changes) -> Options:
@@ -78,6 +80,12 @@ class options:
             overrides["method"] = validate_method(overrides["method"])
         if "slices" in overrides:
             validate_slices(overrides["slices"])
+        if overrides.get("memory_limit") is not None:
+            lim = overrides["memory_limit"]
+            if isinstance(lim, bool) or not isinstance(lim, int) or lim <= 0:
+                raise ValueError(
+                    f"ozlinalg.options: memory_limit must be a positive number of bytes or "
+                    f"None (the engine's default), got {lim!r}")
         self._overrides = overrides
         get_options().replace(**overrides)  # validates the names now
         self._token = None

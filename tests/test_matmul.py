@@ -447,3 +447,29 @@ class TestMemory:
         b = rng.standard_normal((40, 7))
         with pytest.raises(MemoryError, match=r"\(30 x 40\) @ \(40 x 7\).*memory_limit"):
             ozlinalg.matmul(a, b, slices=5)
+
+    @pytest.mark.parametrize("bad", [0, -1, 1.5, "2GiB", True])
+    def test_memory_limit_validated(self, bad):
+        with pytest.raises(ValueError, match="memory_limit must be a positive number of bytes"):
+            ozlinalg.options(memory_limit=bad)
+
+    def test_default_limit_is_the_engines(self, rng, monkeypatch):
+        # options(memory_limit=None) asks the engine (CPU: 2 GiB; GPU: half the free memory).
+        eng = get_engine(np)
+        assert ozlinalg.get_options().memory_limit is None
+        assert eng.memory_limit() == 2 * 1024**3
+        monkeypatch.setattr(eng, "memory_limit", lambda: 1 << 20)
+        seen = []
+        real = eng.empty_slices
+
+        def spy(s, rows, k, kind):
+            seen.append(rows)
+            return real(s, rows, k, kind)
+
+        monkeypatch.setattr(eng, "empty_slices", spy)
+        a = rng.standard_normal((300, 100))
+        b = rng.standard_normal((100, 300))
+        c = ozlinalg.matmul(a, b, slices=6)
+        assert max(seen) < 300  # tiled under the engine's 1 MiB
+        with ozlinalg.options(memory_limit=2**31):
+            np.testing.assert_array_equal(c, ozlinalg.matmul(a, b, slices=6))

@@ -30,21 +30,24 @@ def _cp():
     return cupy
 
 
-def _axpy_kernel():
-    k = _KERNELS.get("axpy")
+#: The EF accumulation, one element: separately rounded product and sum.
+AXPY_BODY = "acc = __dadd_rn(acc, __dmul_rn(alpha, (double)x))"
+
+
+def _axpy_kernel(cp):
+    k = _KERNELS.get(("axpy", cp.__name__))
     if k is None:
-        cp = _cp()
         k = cp.ElementwiseKernel(
             "T x, float64 alpha",
             "float64 acc",
-            "acc = __dadd_rn(acc, __dmul_rn(alpha, (double)x))",
+            AXPY_BODY,
             "ozlinalg_axpy_f64",
         )
-        _KERNELS["axpy"] = k
+        _KERNELS[("axpy", cp.__name__)] = k
     return k
 
 
-def axpy_into(alpha, x, acc):
+def axpy_into(alpha, x, acc, xp=None):
     """``acc += alpha * x`` in FP64, in place, in one pass (``x`` any real dtype).
 
     ``x`` broadcasts against ``acc`` (strided views, e.g. the ``[:, :p]`` view
@@ -52,10 +55,10 @@ def axpy_into(alpha, x, acc):
     separately (``__dmul_rn``/``__dadd_rn``: never contracted into an FMA), so
     the result is bit-identical to the generic ``acc += alpha * x``.
     """
-    cp = _cp()
+    cp = xp or _cp()
     if acc.dtype != cp.float64:
         raise TypeError(f"ozlinalg: axpy accumulates into float64, got {acc.dtype}")
-    _axpy_kernel()(x, float(alpha), acc)
+    _axpy_kernel(cp)(x, float(alpha), acc)
 
 
 _HYBRID_SRC = r"""
@@ -79,17 +82,16 @@ extern "C" __global__ void ozlinalg_hybrid_split(
 """
 
 
-def _hybrid_kernel():
-    k = _KERNELS.get("hybrid")
+def _hybrid_kernel(cp):
+    k = _KERNELS.get(("hybrid", cp.__name__))
     if k is None:
-        cp = _cp()
         # No fast-math: every operation must be the IEEE one the generic code does.
         k = cp.RawKernel(_HYBRID_SRC, "ozlinalg_hybrid_split")
-        _KERNELS["hybrid"] = k
+        _KERNELS[("hybrid", cp.__name__)] = k
     return k
 
 
-def hybrid_split_fused(x, s, width, out, scales):
+def hybrid_split_fused(x, s, width, out, scales, xp=None):
     """The hybrid split of normalized rows ``x`` into int8 ``out`` (s, rows, k) in one pass.
 
     Returns False (doing nothing) when the fused path does not apply (wrong
@@ -98,7 +100,7 @@ def hybrid_split_fused(x, s, width, out, scales):
     base * 2**(-width t)`` like the generic code; ``x`` is left unchanged (the
     generic code leaves the residual there; the driver never reads it).
     """
-    cp = _cp()
+    cp = xp or _cp()
     rows, k = x.shape
     if (
         x.dtype != cp.float64 or out.dtype != cp.int8
@@ -114,7 +116,7 @@ def hybrid_split_fused(x, s, width, out, scales):
     if total:
         threads = 256
         blocks = int(min(65535 * 8, -(-total // threads)))
-        _hybrid_kernel()(
+        _hybrid_kernel(cp)(
             (blocks,), (threads,),
             (x, inv_base, out, cp.int64(rows), cp.int64(k), cp.int32(s),
              cp.float64(2.0**width)),

@@ -29,9 +29,15 @@ class Engine:
     xp = None
     #: Largest inner dimension the exact INT8 product supports in one call.
     max_inner = 1 << 17
+    #: Bytes per slice entry (memory planning: ``ozaki.gemm.working_bytes``).
+    slice_bytes = 4
 
     def empty_slices(self, s, rows, k, kind):  # pragma: no cover - interface
         raise NotImplementedError
+
+    def memory_limit(self):
+        """Default working-memory budget (bytes) of one product (``options(memory_limit=None)``)."""
+        return 2 * 1024**3
 
     def workspace(self, m, p):
         """Buffers reused across the products of one call (``None``: none needed)."""

@@ -153,11 +153,15 @@ class CuPyEngine(Engine):
     name = "cupy-cublaslt"
     device = "gpu"
     max_inner = 1 << 17
+    slice_bytes = 1  # INT8 slices (SplitFP's float16 slices: 2, within the estimate's slack)
 
-    def __init__(self):
-        import cupy as cp  # noqa: PLC0415  (lazy: the module imports without CuPy)
-
-        self.xp = cp
+    def __init__(self, xp=None, bindings=None):
+        if xp is None:
+            import cupy as xp  # noqa: PLC0415  (lazy: the module imports without CuPy)
+        self.xp = xp
+        # ``bindings``: a callable returning (cublasLt, cublas, CudaDataType or None);
+        # the tests pass a host emulation of cuBLASLt that enforces its rules.
+        self._bindings = bindings or _load_bindings
         self._lock = threading.Lock()
         self._lt = None
         self._handle = None
@@ -178,19 +182,7 @@ class CuPyEngine(Engine):
         with self._lock:
             if self._lt is not None:
                 return
-            try:
-                from nvmath.bindings import cublas  # noqa: PLC0415
-                from nvmath.bindings import cublasLt as lt  # noqa: PLC0415
-            except Exception as exc:  # pragma: no cover - needs nvmath
-                raise ImportError(
-                    "ozlinalg: the GPU engine needs nvmath-python (>= 1.0) for the exact INT8 "
-                    "GEMM through cuBLASLt (pip install nvmath-python[cu13]); CuPy's int8 "
-                    "matmul is not exact (it wraps modulo 256)"
-                ) from exc
-            try:
-                from nvmath import CudaDataType  # noqa: PLC0415
-            except Exception:  # pragma: no cover
-                CudaDataType = None
+            lt, cublas, CudaDataType = self._bindings()
             self._compute_32i = _enum(cublas, "ComputeType", "COMPUTE_32I", _COMPUTE_32I)
             self._op_t = _enum(cublas, "Operation", "T", _OP_T)
             self._op_n = _enum(cublas, "Operation", "N", _OP_N)
@@ -238,6 +230,12 @@ class CuPyEngine(Engine):
         self.launches += 1
 
     # -- engine interface -------------------------------------------------------------
+
+    def memory_limit(self):
+        """Half of the free device memory, counting CuPy's pooled free blocks."""
+        cp = self.xp
+        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+        return max(64 * 1024**2, free // 2)
 
     def empty_slices(self, s, rows, k, kind):
         cp = self.xp
@@ -371,7 +369,7 @@ class CuPyEngine(Engine):
         """``acc += alpha * x`` in FP64 in one fused pass (x: int32/int64/float)."""
         from ._cuda_kernels import axpy_into  # noqa: PLC0415
 
-        axpy_into(float(alpha), x, acc)
+        axpy_into(float(alpha), x, acc, xp=self.xp)
 
     def split_rows(self, kind, x, s, width, out, scales):
         """Fused split where one exists (hybrid), else the generic array code.
@@ -383,7 +381,7 @@ class CuPyEngine(Engine):
         from ..ozaki.split import split_rows  # noqa: PLC0415
         from ._cuda_kernels import hybrid_split_fused  # noqa: PLC0415
 
-        if kind == "hybrid" and hybrid_split_fused(x, s, width, out, scales):
+        if kind == "hybrid" and hybrid_split_fused(x, s, width, out, scales, xp=self.xp):
             return
         split_rows(self.xp, kind, x, s, width, out, scales)
 
@@ -392,6 +390,24 @@ class CuPyEngine(Engine):
 
     def synchronize(self):
         self.xp.cuda.get_current_stream().synchronize()
+
+
+def _load_bindings():
+    """nvmath-python's cuBLASLt and cuBLAS bindings and its CudaDataType enum."""
+    try:
+        from nvmath.bindings import cublas  # noqa: PLC0415
+        from nvmath.bindings import cublasLt as lt  # noqa: PLC0415
+    except Exception as exc:  # pragma: no cover - needs nvmath
+        raise ImportError(
+            "ozlinalg: the GPU engine needs nvmath-python (>= 1.0) for the exact INT8 "
+            "GEMM through cuBLASLt (pip install nvmath-python[cu13]); CuPy's int8 "
+            "matmul is not exact (it wraps modulo 256)"
+        ) from exc
+    try:
+        from nvmath import CudaDataType  # noqa: PLC0415
+    except Exception:  # pragma: no cover
+        CudaDataType = None
+    return lt, cublas, CudaDataType
 
 
 def _redo_heuristic(eng, plan):

@@ -169,18 +169,20 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
     block = params.INT8_INNER_BLOCK if meth.engine == "int8" else params.FP16_INNER_BLOCK
     s_max = opts.max_slices if slices == "auto" else int(slices)
     crt = meth.split.startswith("crt")
-    mt, pt = tile_shape(m, p, min(n, block), s_max, opts.memory_limit, crt)
+    sbytes = getattr(engine, "slice_bytes", 4)
+    limit = opts.memory_limit if opts.memory_limit is not None else engine.memory_limit()
+    mt, pt = tile_shape(m, p, min(n, block), s_max, limit, crt, sbytes)
     try:
         c = _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts,
                            (mt, pt), block)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
-        need = working_bytes(mt, pt, min(n, block), s_max, crt)
+        need = working_bytes(mt, pt, min(n, block), s_max, crt, sbytes)
         raise MemoryError(
             f"ozlinalg.matmul: out of {engine.device} memory for a ({m} x {n}) @ ({n} x {p}) "
             f"product with up to {s_max} slices: each {mt} x {pt} output tile needs about "
             f"{need / 2**30:.2f} GiB of working memory besides the inputs and the "
             f"{8 * m * p / 2**30:.2f} GiB result; lower ozlinalg.options(memory_limit=...) "
-            f"(now {opts.memory_limit / 2**30:.2f} GiB) to use smaller tiles"
+            f"(now {limit / 2**30:.2f} GiB) to use smaller tiles"
         ) from exc
 
     if any_bad_rows:
@@ -242,11 +244,13 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
     return c
 
 
-def working_bytes(mt, pt, k, s, crt=False):
+def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4):
     """Upper estimate of the working memory (bytes) of one tile of the emulation.
 
-    ``(16 + 4 s) (mt + pt) k + 32 mt pt``: normalized copies and their
-    temporaries (16 per input entry), s float32 slices per entry, and four
+    ``(16 + b s) (mt + pt) k + 32 mt pt``: normalized copies and their
+    temporaries (16 per input entry), s slices of ``b = slice_bytes`` per entry
+    (the engine's ``slice_bytes``: 4 for the CPU's float32 slices, 1 for INT8
+    on the GPU), and four
     mt x pt buffers (FP64 accumulator, group accumulator, engine result, float32
     run). Ozaki scheme II (``crt``, s = moduli) also holds the scaled integer
     operands and their residue digits (48 more bytes per input entry) and its
@@ -254,14 +258,14 @@ def working_bytes(mt, pt, k, s, crt=False):
     are not included.
     """
     if crt:
-        return (64 + 4 * s) * (mt + pt) * k + 80 * mt * pt
-    return (16 + 4 * s) * (mt + pt) * k + 32 * mt * pt
+        return (64 + slice_bytes * s) * (mt + pt) * k + 80 * mt * pt
+    return (16 + slice_bytes * s) * (mt + pt) * k + 32 * mt * pt
 
 
-def tile_shape(m, p, k, s, limit, crt=False):
+def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4):
     """Largest output tile (mt, pt), halving the longer side, within ``limit`` bytes."""
     mt, pt = m, p
-    while working_bytes(mt, pt, k, s, crt) > limit and max(mt, pt) > 64:
+    while working_bytes(mt, pt, k, s, crt, slice_bytes) > limit and max(mt, pt) > 64:
         if mt >= pt:
             mt = -(-mt // 2)
         else:

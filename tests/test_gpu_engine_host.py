@@ -1,0 +1,312 @@
+"""The GPU engine's bookkeeping, run on the host against an emulated cuBLASLt.
+
+``CuPyEngine`` runs unchanged on :mod:`host_cuda` (NumPy arrays with device-like
+pointers, a cuBLASLt stand-in enforcing the IMMA rules, the fused split kernel
+compiled for the host). This is not a GPU test: it checks, in every CI run,
+what the GPU engine asks of cuBLASLt (layouts, pointers, padding, descriptor
+caching, exactness bookkeeping) and that ``ozlinalg.matmul`` through that
+engine gives the CPU engine's results. tests/test_gpu.py checks the real thing
+where a GPU exists.
+"""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import ozlinalg
+from host_cuda import (
+    HostCublasLt,
+    NotSupported,
+    compiler_available,
+    host_bindings,
+    host_cupy,
+)
+from ozlinalg.engines import base as engine_registry
+from ozlinalg.engines.base import Engine
+from ozlinalg.engines.cublaslt import CuPyEngine
+from ozlinalg.ozaki.split import normalize_rows, split_rows
+from ozlinalg.testing import random_matrix
+
+needs_cxx = pytest.mark.skipif(not compiler_available(),
+                               reason="needs a C++ compiler (g++) to run the CUDA kernel source")
+
+
+class HostEngine(CuPyEngine):
+    """CuPyEngine on the host stand-ins. The EF axpy is CuPy's ElementwiseKernel
+    code generation, which has no host equivalent: the generic ``acc += a x``
+    (the kernel's own bit-identity with it is tests/test_gpu.py's job)."""
+
+    axpy = Engine.axpy
+
+    def __init__(self, fused_split=True):
+        self.lt = HostCublasLt()
+        super().__init__(xp=host_cupy(), bindings=host_bindings(self.lt))
+        self.fused_split = fused_split
+
+    def split_rows(self, kind, x, s, width, out, scales):
+        if self.fused_split:
+            return super().split_rows(kind, x, s, width, out, scales)
+        return split_rows(np, kind, x, s, width, out, scales)
+
+
+@pytest.fixture
+def engine():
+    return HostEngine(fused_split=compiler_available())
+
+
+def _slices(rng, s, rows, k, bound):
+    return rng.integers(-bound, bound + 1, size=(s, rows, k)).astype(np.int8)
+
+
+def _exact(a, b, pairs):
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    return sum(a64[i] @ b64[j].T for i, j in pairs)
+
+
+class TestIntMatmulSum:
+    @pytest.mark.parametrize("m, p, k", [(128, 64, 256), (37, 29, 50), (5, 3, 1), (1, 1, 17),
+                                         (64, 130, 1000), (3, 4, 16)])
+    def test_exact_on_odd_shapes(self, rng, engine, m, p, k):
+        cp = engine.xp
+        a, b = _slices(rng, 3, m, k, 127), _slices(rng, 3, p, k, 127)
+        pairs = [(0, 2), (1, 1), (2, 0)]
+        ws = engine.workspace(m, p)
+        out, calls = engine.int_matmul_sum(cp.asarray(a), cp.asarray(b), pairs, 127, 127, ws=ws)
+        assert out.shape == (m, p) and out.dtype == np.int32
+        assert calls == len(pairs) == engine.lt.calls
+        np.testing.assert_array_equal(out, _exact(a, b, pairs))
+        # cuBLASLt saw (M, N, K) = (p padded to 4, m, k padded to 16): the TN product.
+        assert set(engine.lt.shapes) == {(-(-p // 4) * 4, m, -(-max(k, 1) // 16) * 16)}
+
+    def test_full_int8_range_near_inner_limit(self, engine):
+        # -128 * -128 everywhere (the CRT bound GEMM's worst case), k close to 2**17.
+        cp = engine.xp
+        k = (1 << 17) - 1024
+        a = cp.asarray(np.full((1, 8, k), -128, np.int8))
+        b = cp.asarray(np.full((1, 12, k), -128, np.int8))
+        out, _ = engine.int_matmul_sum(a, b, [(0, 0)], 128, 128)
+        assert int(out.min()) == int(out.max()) == k * 128 * 128
+
+    def test_long_run_spills_to_int64(self, rng, engine):
+        # Claimed bounds so large that every 16-wide piece of k is its own run: the
+        # strided sub-range plans and the int64 flush. Without the flush the
+        # emulated INT32 accumulator wraps and the comparison fails.
+        cp = engine.xp
+        a, b = _slices(rng, 2, 24, 100, 127), _slices(rng, 2, 20, 100, 127)
+        pairs = [(0, 1), (1, 0)]
+        out, calls = engine.int_matmul_sum(cp.asarray(a), cp.asarray(b), pairs, 1 << 15, 1 << 15)
+        assert out.dtype == np.int64
+        assert calls == 2 * 7  # k_pad = 112 = 7 pieces of 16
+        np.testing.assert_array_equal(out, _exact(a, b, pairs))
+
+    def test_int32_wraps_without_bookkeeping(self, engine):
+        # The emulation is strict: a run whose true sum passes 2**31 comes back
+        # wrapped, so the engine's run splitting above is what keeps results exact.
+        cp = engine.xp
+        k = 1 << 16
+        a = cp.asarray(np.full((2, 4, k), -128, np.int8))
+        b = cp.asarray(np.full((2, 4, k), -128, np.int8))
+        out, _ = engine.int_matmul_sum(a, b, [(0, 0), (1, 1)], 1, 1)  # bounds understated
+        assert int(out[0, 0]) != 2 * k * 128 * 128
+
+    def test_strided_views_are_copied_and_padded(self, rng, engine):
+        cp = engine.xp
+        a, b = _slices(rng, 2, 40, 80, 64), _slices(rng, 2, 33, 80, 64)
+        da = cp.asarray(a)[:, 3:35, 7:71]
+        db = cp.asarray(b)[:, :, 7:71]
+        out, _ = engine.int_matmul_sum(da, db, [(1, 0)], 64, 64)
+        np.testing.assert_array_equal(out, _exact(a[:, 3:35, 7:71], b[:, :, 7:71], [(1, 0)]))
+
+    def test_aligned_slices_are_used_in_place(self, rng, engine):
+        cp = engine.xp
+        da = engine.empty_slices(2, 32, 64, "hybrid")
+        da[...] = _slices(rng, 2, 32, 64, 127)
+        ws = engine.workspace(32, 32)
+        engine.int_matmul_sum(da, da, [(0, 1)], 127, 127, ws=ws)
+        assert not any(key[0] == "pad" for key in ws)  # no padded copy made
+        assert engine.lt.aligned16 == engine.lt.calls == 1
+        assert cp is engine.xp
+
+    def test_plans_are_cached_per_shape(self, rng, engine):
+        cp = engine.xp
+        a, b = cp.asarray(_slices(rng, 2, 16, 32, 7)), cp.asarray(_slices(rng, 2, 8, 32, 7))
+        for _ in range(3):
+            engine.int_matmul_sum(a, b, [(0, 0), (1, 1)], 7, 7)
+        assert engine.lt.heuristic_queries == 1 and len(engine.lt.descs) == 1
+        engine.int_matmul_sum(a[:, :12], b, [(0, 0)], 7, 7)  # another N
+        assert engine.lt.heuristic_queries == 2
+
+    def test_rejects_non_int8_slices(self, engine):
+        cp = engine.xp
+        with pytest.raises(TypeError, match="int8"):
+            engine.int_matmul_sum(cp.zeros((1, 4, 4), np.float32), cp.zeros((1, 4, 4), np.int8),
+                                  [(0, 0)], 1, 1)
+
+
+class TestHostCublasLtIsStrict:
+    """The stand-in refuses what cuBLASLt refuses, so the tests above can fail."""
+
+    def _plan_args(self, lt, transa=1, ld=16, m=8):
+        h = lt.create()
+        d = lt.matmul_desc_create(72, 10)
+        buf = np.array([transa], np.int32)
+        lt.matmul_desc_set_attribute(d, 3, buf.ctypes.data, 4)
+        a = lt.matrix_layout_create(3, 16, m, ld)
+        b = lt.matrix_layout_create(3, 16, 4, ld)
+        c = lt.matrix_layout_create(10, m, 4, max(m, 4))
+        pref = lt.matmul_preference_create()
+        res = lt.MatmulHeuristicResult(1)
+        count = np.zeros(1, np.int32)
+        return h, d, a, b, c, pref, res, count
+
+    def test_non_tn_refused(self):
+        lt = HostCublasLt()
+        h, d, a, b, c, pref, res, count = self._plan_args(lt, transa=0)
+        with pytest.raises(NotSupported, match="TN"):
+            lt.matmul_algo_get_heuristic(h, d, a, b, c, c, pref, 1, res.ptr, count.ctypes.data)
+
+    def test_unaligned_leading_dimension_refused(self):
+        lt = HostCublasLt()
+        h, d, a, b, c, pref, res, count = self._plan_args(lt, ld=18)
+        with pytest.raises(NotSupported, match="multiples of 4"):
+            lt.matmul_algo_get_heuristic(h, d, a, b, c, c, pref, 1, res.ptr, count.ctypes.data)
+
+    def test_m_not_multiple_of_4_refused(self):
+        lt = HostCublasLt()
+        h, d, a, b, c, pref, res, count = self._plan_args(lt, m=6)
+        with pytest.raises(NotSupported, match="M=6"):
+            lt.matmul_algo_get_heuristic(h, d, a, b, c, c, pref, 1, res.ptr, count.ctypes.data)
+
+
+@needs_cxx
+class TestFusedHybridSplitOnHost:
+    """The CUDA source of the fused split, compiled for the host, against the generic split."""
+
+    @pytest.mark.parametrize("s", [1, 5, 9])
+    @pytest.mark.parametrize("phi", [0.5, 4.0])
+    def test_bit_identical_to_generic(self, rng, engine, s, phi):
+        from ozlinalg.engines._cuda_kernels import hybrid_split_fused
+        from ozlinalg.ozaki.params import slice_width
+
+        a = random_matrix(rng, 45, 333, phi)
+        a[3] = 0.0
+        a[5, ::2] = 0.0
+        a[7, 4] = 5e-324  # a subnormal
+        width = slice_width(333)
+        x, _ = normalize_rows(np, a)
+        x_before = x.copy()
+        cp = engine.xp
+        out_f, sc_f = cp.empty((s, 45, 333), np.int8), np.empty((s, 45))
+        assert hybrid_split_fused(x, s, width, out_f, sc_f, xp=cp)
+        np.testing.assert_array_equal(x, x_before)  # the input is left as it was
+        out_g, sc_g = np.empty((s, 45, 333), np.int8), np.empty((s, 45))
+        split_rows(np, "hybrid", x.copy(), s, width, out_g, sc_g)
+        np.testing.assert_array_equal(out_f, out_g)
+        np.testing.assert_array_equal(sc_f, sc_g)
+
+    def test_declines_what_it_cannot_do(self, rng, engine):
+        from ozlinalg.engines._cuda_kernels import hybrid_split_fused
+
+        cp = engine.xp
+        x = (rng.random((10, 20)) - 0.5)[:, ::2]
+        assert not hybrid_split_fused(x, 3, 7, cp.empty((3, 10, 10), np.int8),
+                                      np.empty((3, 10)), xp=cp)
+        assert not hybrid_split_fused(np.zeros((4, 4)), 2, 7, cp.empty((2, 4, 4), np.float32),
+                                      np.empty((2, 4)), xp=cp)
+
+
+class TestMatmulThroughHostEngine:
+    """``ozlinalg.matmul`` with the GPU engine in place of the CPU one: same results."""
+
+    @pytest.fixture
+    def swap_engine(self, monkeypatch):
+        def use(eng):
+            monkeypatch.setitem(engine_registry._ENGINES, "numpy", eng)
+            return eng
+        return use
+
+    @pytest.mark.parametrize("method, slices", [
+        ("hybrid-ef", 8), ("hybrid-ef", "auto"), ("bitmask-ef", 9), ("bitmask", 7), ("rn", 7),
+        ("crt", 14), ("crt-fast", 15), ("crt", "auto"),
+    ])
+    def test_bit_identical_to_cpu_engine(self, rng, swap_engine, engine, method, slices):
+        a = random_matrix(rng, 50, 203, 1.0)
+        b = random_matrix(rng, 203, 37, 1.0)
+        want = ozlinalg.matmul(a, b, method=method, slices=slices)
+        swap_engine(engine)
+        with ozlinalg.profile() as prof:
+            got = ozlinalg.matmul(a, b, method=method, slices=slices)
+        np.testing.assert_array_equal(got, want)
+        # One cuBLASLt launch per INT8 product (groups accumulate with beta = 1).
+        assert engine.lt.calls == prof.calls[0].engine_calls == prof.calls[0].int8_gemms
+
+    def test_splitfp_matches_cpu_engine(self, rng, swap_engine, engine):
+        a = random_matrix(rng, 40, 150, 0.5)
+        b = random_matrix(rng, 150, 30, 0.5)
+        want = ozlinalg.matmul(a, b, method="splitfp", slices=6)
+        swap_engine(engine)
+        got = ozlinalg.matmul(a, b, method="splitfp", slices=6)
+        # FP32 accumulation of exact FP16 products: only the summation order differs.
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-14 * float((np.abs(a) @ np.abs(b)).max()))
+
+    def test_tiles_inner_blocks_and_nonfinite(self, rng, swap_engine, engine):
+        a = random_matrix(rng, 70, 300, 2.0)
+        b = random_matrix(rng, 300, 45, 2.0)
+        a[2, 3] = np.inf
+        b[4, 1] = np.nan
+        with ozlinalg.options(memory_limit=1 << 16):
+            want = ozlinalg.matmul(a, b, slices=9)
+            swap_engine(engine)
+            got = ozlinalg.matmul(a, b, slices=9)
+        np.testing.assert_array_equal(got, want)
+
+    def test_factorization_runs_on_the_engine(self, rng, swap_engine, engine):
+        a = rng.standard_normal((300, 300))
+        want = ozlinalg.lapack.getrf(a, crossover=64, block_size=64)
+        swap_engine(engine)
+        got = ozlinalg.lapack.getrf(a, crossover=64, block_size=64)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        assert engine.lt.calls > 0
+
+
+_NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(_NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile for sm_90")
+class TestKernelSourcesCompileForHopper:
+    """The kernel sources compile for sm_90 and keep every FP64 operation separately
+    rounded (NVRTC, like nvcc, contracts a * b + c into an FMA unless told not to)."""
+
+    def _ptx(self, tmp_path, src):
+        cu = tmp_path / "k.cu"
+        cu.write_text(src)
+        ptx = tmp_path / "k.ptx"
+        subprocess.run([_NVCC, "-arch=sm_90", "-ptx", "-o", str(ptx), str(cu)], check=True,
+                       capture_output=True)
+        return ptx.read_text()
+
+    def test_hybrid_split_has_no_fma(self, tmp_path):
+        from ozlinalg.engines._cuda_kernels import _HYBRID_SRC
+
+        ptx = self._ptx(tmp_path, _HYBRID_SRC)
+        assert ".entry ozlinalg_hybrid_split" in ptx
+        assert "fma.rn.f64" not in ptx
+        assert "cvt.rni.f64.f64" in ptx  # rint: round half to even, as np.rint
+
+    def test_axpy_body_has_no_fma(self, tmp_path):
+        from ozlinalg.engines._cuda_kernels import AXPY_BODY
+
+        kernel = (
+            "template <typename T> __global__ void k(const T* x, double alpha, double* out, "
+            "int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) {{ "
+            "double& acc = out[i]; {body}; }} }}\n"
+            "template __global__ void k<int>(const int*, double, double*, int);\n"
+            "template __global__ void k<long long>(const long long*, double, double*, int);\n"
+            "template __global__ void k<double>(const double*, double, double*, int);\n")
+        ptx = self._ptx(tmp_path, kernel.format(body=AXPY_BODY.replace("x", "x[i]")))
+        assert "fma.rn.f64" not in ptx and "mul.rn.f64" in ptx
+        # The control: the plain expression IS contracted, so the check above has teeth.
+        plain = self._ptx(tmp_path, kernel.format(body="acc = acc + alpha * (double)x[i]"))
+        assert "fma.rn.f64" in plain
