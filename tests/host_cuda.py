@@ -103,12 +103,16 @@ _SHIM = r"""
 struct ozl_dim3 { unsigned int x, y, z; };
 static ozl_dim3 blockIdx, blockDim, gridDim, threadIdx;
 #define __global__
+#define __device__
+#define __forceinline__ inline
 #define __restrict__ __restrict
 // IEEE double operations with round-to-nearest, never contracted (-ffp-contract=off).
 static inline double __dmul_rn(double a, double b) { return a * b; }
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
 using std::rint;
+using std::floor;
+using std::trunc;
 """
 
 _CTYPES = {
@@ -196,9 +200,10 @@ class HostRawKernel:
                                        f"{type(arg).__name__}")
                 if arg.dtype != np.dtype(_NUMPY[base]):
                     raise NotSupported(f"{self.name}: {pname} ({decl}) got a {arg.dtype} array")
-                if not arg.flags.c_contiguous:
-                    raise NotSupported(f"{self.name}: {pname} is not C-contiguous (the kernel "
-                                       "indexes it flat)")
+                if arg.ndim and arg.strides[-1] != arg.itemsize:
+                    # Kernels index rows flat or with a leading dimension; a strided
+                    # last axis is never meant.
+                    raise NotSupported(f"{self.name}: {pname} has a strided last axis")
                 cargs.append(address(arg))
             else:
                 # CuPy passes numpy scalars with their own width; a mismatch with the

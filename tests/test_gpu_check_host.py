@@ -12,10 +12,10 @@ import os
 import sys
 
 import pytest
-
 from host_cuda import host_cupy_for_scripts
-from ozlinalg.engines import base as engine_registry
 from test_gpu_engine_host import HostEngine
+
+from ozlinalg.engines import base as engine_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,8 +13,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
-import ozlinalg
 from host_cuda import (
     HostCublasLt,
     NotSupported,
@@ -22,6 +20,8 @@ from host_cuda import (
     host_bindings,
     host_cupy,
 )
+
+import ozlinalg
 from ozlinalg.engines import base as engine_registry
 from ozlinalg.engines.base import Engine
 from ozlinalg.engines.cublaslt import CuPyEngine
@@ -248,7 +248,8 @@ class TestMatmulThroughHostEngine:
         swap_engine(engine)
         got = ozlinalg.matmul(a, b, method="splitfp", slices=6)
         # FP32 accumulation of exact FP16 products: only the summation order differs.
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-14 * float((np.abs(a) @ np.abs(b)).max()))
+        scale = float((np.abs(a) @ np.abs(b)).max())
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-14 * scale)
 
     def test_tiles_inner_blocks_and_nonfinite(self, rng, swap_engine, engine):
         a = random_matrix(rng, 70, 300, 2.0)
@@ -310,3 +311,96 @@ class TestKernelSourcesCompileForHopper:
         # The control: the plain expression IS contracted, so the check above has teeth.
         plain = self._ptx(tmp_path, kernel.format(body="acc = acc + alpha * (double)x[i]"))
         assert "fma.rn.f64" in plain
+
+
+@needs_cxx
+class TestFusedCRTKernelsOnHost:
+    """The Ozaki-II kernels (CUDA source compiled for the host) against the generic code."""
+
+    @pytest.mark.parametrize("nmod", [1, 7, 16, 20, 32])
+    def test_accumulator_bit_identical(self, rng, engine, nmod):
+        from ozlinalg.engines._cuda_kernels import CRTFusedAccumulator
+        from ozlinalg.ozaki.crt import CRTAccumulator, crt_constants
+
+        consts = crt_constants(nmod)
+        cp = engine.xp
+        generic = CRTAccumulator(np, Engine(), consts)
+        fused = CRTFusedAccumulator(cp, consts)
+        full = cp.empty((23, 40), np.int32)  # strided [:, :37] view, as the engine returns
+        for t in range(nmod):
+            prod = rng.integers(-(2**31) + 1, 2**31, size=(23, 37))
+            prod[0, :4] = [0, 2**31 - 1, -(2**31) + 1, consts.moduli[t]]
+            full[:, :37] = prod
+            generic.add(t, prod.astype(np.float64))
+            fused.add(t, full[:, :37])
+        np.testing.assert_array_equal(fused.result(), generic.result())
+
+    @pytest.mark.parametrize("bits", [1, 20, 52, 53, 90, 127, 180])
+    @pytest.mark.parametrize("nmod", [3, 16, 32])
+    def test_residues_bit_identical(self, rng, engine, bits, nmod):
+        from ozlinalg.engines._cuda_kernels import crt_residues_fused
+        from ozlinalg.ozaki.crt import MODULI, residues_into
+
+        mods = MODULI[:nmod]
+        rows, k = 9, 31
+        x = rng.uniform(-1, 1, size=(rows, k))
+        x[0] = 0.0
+        x[1, :5] = [1.0 - 2**-53, -(1.0 - 2**-53), 0.5, -0.5, 2**-1074]
+        shift = rng.integers(max(0, bits - 8), bits, size=rows).astype(np.float64)
+        mult = np.ldexp(np.ones(rows), shift.astype(np.int32))
+        round_rows = rng.random(rows) < 0.5
+        want = np.empty((nmod, rows, k), np.int8)
+        v = x * mult[:, None]
+        residues_into(np, np.where(round_rows[:, None], np.rint(v), np.trunc(v)), mods, bits,
+                      want)
+        got = engine.xp.empty((nmod, rows, k), np.int8)
+        assert crt_residues_fused(x, mult, round_rows, mods, bits, got, xp=engine.xp)
+        np.testing.assert_array_equal(got, want)
+
+    def test_matmul_runs_the_fused_kernels(self, rng, monkeypatch, engine):
+        from ozlinalg.engines import _cuda_kernels
+
+        monkeypatch.setitem(engine_registry._ENGINES, "numpy", engine)
+        a, b = random_matrix(rng, 30, 70, 2.0), random_matrix(rng, 70, 20, 2.0)
+        ozlinalg.matmul(a, b, method="crt", slices=12)
+        launched = {key[1]: kern.launches for key, kern in _cuda_kernels._KERNELS.items()
+                    if key[0] == "crt" and key[2] == engine.xp.__name__}
+        assert launched["ozlinalg_crt_residues"] >= 2  # A and B
+        assert launched["ozlinalg_crt_reduce"] >= 12 and launched["ozlinalg_crt_combine"] >= 1
+
+    def test_symmetric_mod_near_two_to_52(self, engine):
+        # ozl_symmod's quotient floor(x * fl(1/p)) is off by one for some x near
+        # 2**52 (multiples of p and their neighbours); the corrections must fix it.
+        from ozlinalg.engines._cuda_kernels import _CRT_SRC
+        from ozlinalg.ozaki.crt import MODULI
+
+        src = _CRT_SRC + r"""
+extern "C" __global__ void symmod_all(const double* __restrict__ x, const double* __restrict__ p,
+                                      double* __restrict__ out, const long long n)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        out[i] = ozl_symmod(x[i], p[i], 1.0 / p[i], floor(0.5 * p[i]));
+}
+"""
+        xs, ps = [], []
+        for p in MODULI:
+            for n in (2**52 // p, 2**52 // p - 1, 2**51 // p + 7, 12345):
+                for d in (-2, -1, 0, 1, 2):
+                    for sign in (1, -1):
+                        v = sign * (n * p + d)
+                        if abs(v) <= 2**52:
+                            xs.append(float(v))
+                            ps.append(float(p))
+        rng = np.random.default_rng(52)
+        for p in MODULI:  # up to ~1 in 500 of these needs the r >= p correction (p = 107)
+            xs.extend(rng.integers(-(2**52), 2**52, size=20000, endpoint=True).astype(float))
+            ps.extend([float(p)] * 20000)
+        x, p = np.array(xs), np.array(ps)
+        out = np.empty_like(x)
+        kern = engine.xp.RawKernel(src, "symmod_all")
+        kern((4,), (64,), (x, p, out, np.int64(x.size)))
+        xi, pi = x.astype(np.int64), p.astype(np.int64)
+        h = pi // 2
+        want = (xi + h) % pi - h  # the symmetric residue in [-h, p - 1 - h]
+        np.testing.assert_array_equal(out, want)

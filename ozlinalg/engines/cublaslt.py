@@ -385,6 +385,20 @@ class CuPyEngine(Engine):
             return
         split_rows(self.xp, kind, x, s, width, out, scales)
 
+    def crt_residues(self, x, mult, round_rows, mods, bits, out):
+        """Ozaki-II residues of one row block in one pass (False: use the generic code)."""
+        from ._cuda_kernels import crt_residues_fused  # noqa: PLC0415
+
+        return crt_residues_fused(x, mult, round_rows, mods, bits, out, xp=self.xp)
+
+    def crt_accumulator(self, consts):
+        """A fused CRT accumulator (int8 residues, one combine pass), or None."""
+        from ._cuda_kernels import CRTFusedAccumulator  # noqa: PLC0415
+
+        if CRTFusedAccumulator.applies(self.xp, consts):
+            return CRTFusedAccumulator(self.xp, consts)
+        return None
+
     def map_rows(self, fn, rows, k):
         fn(0, rows)
 

@@ -314,8 +314,12 @@ def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
     """Residues of ``A' = rint|trunc(2**shift x)`` for every modulus into ``out``."""
     rows, k = x.shape
     mult = xp.ldexp(xp.ones(shift.shape), shift.astype(xp.int32))
+    fused = getattr(engine, "crt_residues", None)  # one-pass kernel where the engine has one
 
     def block(r0, r1):
+        if fused is not None and fused(x[r0:r1], mult[r0:r1], round_rows[r0:r1], mods, bits,
+                                       out[:, r0:r1]):
+            return
         v = x[r0:r1] * mult[r0:r1, None]
         vi = xp.where(round_rows[r0:r1, None], xp.rint(v), xp.trunc(v))
         residues_into(xp, vi, mods, bits, out[:, r0:r1])
@@ -552,7 +556,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
         _integerize_into(xp, engine, xb, nu, rb, consts.moduli, bits_b, db)
         del xa, xb
 
-    acc = CRTAccumulator(xp, engine, consts)
+    make = getattr(engine, "crt_accumulator", None)  # fused residues + one combine pass
+    acc = (make(consts) if make is not None else None) or CRTAccumulator(xp, engine, consts)
     for t in range(nmod):
         with _timer(timers, "int8"):
             prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128)
