@@ -257,6 +257,15 @@ def part_smoke(rep):
                 np.array_equal(wrap, a[0].astype(np.int64) @ b[1].astype(np.int64).T))
         except Exception as exc:
             res[f"{m}x{p}x{k}"]["cupy int8@int8"] = f"raised {type(exc).__name__}"
+    try:  # the BF16 tensor-core estimate behind slices="auto" (falls back to SGEMM)
+        qa = cp.asarray(rng.random((256, 512)).astype(np.float32))
+        q = cp.asnumpy(eng.approx_matmul(qa, qa))
+        want = cp.asnumpy(qa).astype(np.float64) @ cp.asnumpy(qa).astype(np.float64).T
+        res["approx_matmul (BF16)"] = {
+            "max rel err": float(np.max(np.abs(q - want) / want)),
+            "fallbacks": dict(getattr(eng, "fallbacks", {})) or "none"}
+    except Exception as exc:
+        res["approx_matmul (BF16)"] = f"raised {exc!r}"
     rep.data["smoke"] = res
     rep.add("Smoke check: cuBLASLt INT8 GEMM vs NumPy int64",
             "\n".join(f"- {k}: {v}" for k, v in res.items()))
@@ -446,6 +455,17 @@ def main(argv=None):
     except Exception as exc:
         rep.data["errors"].append(f"benchmark: {exc!r}")
         traceback.print_exc()
+    try:
+        import cupy as cp
+
+        from ozlinalg.engines import get_engine
+
+        rep.data["env"]["engine_fallbacks"] = dict(getattr(get_engine(cp), "fallbacks", {}))
+        rep.add("Engine fallbacks (fast paths that failed)",
+                "\n".join(f"- {k}: {v}" for k, v in rep.data["env"]["engine_fallbacks"].items())
+                or "- none")
+    except Exception as exc:
+        rep.data["errors"].append(f"fallbacks: {exc!r}")
     rep.write()
     log("done; report at", args.out)
     print(open(args.out).read(), flush=True)

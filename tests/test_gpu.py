@@ -185,3 +185,18 @@ def test_matmul_gpu_nonfinite_and_odd_shapes(rng):
     np.testing.assert_array_equal(np.isnan(c), np.isnan(want))
     fin = np.isfinite(want)
     np.testing.assert_allclose(c[fin], want[fin], rtol=1e-12)
+
+
+def test_approx_matmul_bf16_estimate(rng):
+    # slices="auto"'s magnitude estimate on BF16 tensor cores: a few bits, full range.
+    eng = _engine()
+    a = rng.random((64, 300)).astype(np.float32)
+    b = rng.random((48, 300)).astype(np.float32)
+    a[0, :] = 2.0**-70  # products 2**-140: subnormal in FP32, kept by the 2**48 prescale
+    b[0, :] = 2.0**-70
+    q = cp.asnumpy(eng.approx_matmul(cp.asarray(a), cp.asarray(b)))
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    assert "approx BF16 GemmEx" not in eng.fallbacks, eng.fallbacks
+    assert q.dtype == np.float64
+    np.testing.assert_allclose(q, want, rtol=2.0**-7)
+    assert q[0, 0] > 0

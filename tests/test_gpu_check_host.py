@@ -44,6 +44,9 @@ def test_dry_run_writes_every_section(tmp_path, gpu_check, capsys):
     for section in ("## Environment", "## Smoke check", "## cuBLAS FP64 emulation",
                     "## Speed and accuracy", "## Targets"):
         assert section in text, section
+    approx = data["smoke"].pop("approx_matmul (BF16)")
+    assert approx["max rel err"] < 2.0**-7  # the host has no BF16 GemmEx: the SGEMM fallback
+    assert "approx BF16 GemmEx" in approx["fallbacks"]
     assert all(v["exact"] for v in data["smoke"].values())
     assert data["int8_tops"]["64"] > 0
     methods = [r["method"] for r in data["rows"]]
@@ -57,3 +60,4 @@ def test_dry_run_writes_every_section(tmp_path, gpu_check, capsys):
     assert data["errors"] == []
     assert eng.lt.calls > 0  # the smoke check and the raw rate ran on the GPU engine
     assert "| 8192 | hybrid-ef | tflops | >= 30.0 | not measured |" in text
+    assert "## Engine fallbacks" in text

@@ -10,6 +10,8 @@ An engine owns the device-specific part of the emulated GEMM:
   ``ws`` from ``workspace(m, p)``, valid until the next call), plus the number
   of GEMM launches it took;
 * ``float_matmul(a, b)``: FP16-valued inputs, FP32 accumulation (SplitFP);
+* ``approx_matmul(a, b)``: nonnegative float32 inputs, a few correct bits
+  (the magnitude estimates of ``slices="auto"`` / ``moduli="auto"``);
 * ``axpy(alpha, x, acc)``: ``acc += alpha * x`` in FP64, in place;
 * ``map_rows(fn, rows, k)``: run ``fn(r0, r1)`` over row blocks (threads on the
   CPU, one block on the GPU);
@@ -48,6 +50,15 @@ class Engine:
 
     def float_matmul(self, a, b):  # pragma: no cover
         raise NotImplementedError
+
+    def approx_matmul(self, a, b):
+        """``a @ b.T`` of nonnegative float32 data, only to a few bits (estimates).
+
+        ``slices="auto"`` and ``moduli="auto"`` need magnitudes, not digits; an
+        engine may use a faster, less precise unit here (the GPU: BF16 tensor
+        cores). Default: :meth:`float_matmul`.
+        """
+        return self.float_matmul(a, b)
 
     def axpy(self, alpha, x, acc):
         if alpha == 1.0:

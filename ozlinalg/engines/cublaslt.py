@@ -63,6 +63,7 @@ WORKSPACE_BYTES = 32 * 1024 * 1024
 # library_types.h), used only if nvmath's enums lack a name.
 _COMPUTE_32I = 72
 _COMPUTE_32F = 68
+_COMPUTE_32F_FAST_16BF = 75
 _CUDA_R_8I = 3
 _CUDA_R_32I = 10
 _CUDA_R_16F = 2
@@ -173,6 +174,8 @@ class CuPyEngine(Engine):
         self._f32_one = np.ones(1, dtype=np.float32)
         self._f32_zero = np.zeros(1, dtype=np.float32)
         self.launches = 0
+        #: Fast paths that failed and fell back (name -> error), for diagnostics.
+        self.fallbacks: dict = {}
 
     # -- cuBLASLt setup ---------------------------------------------------------------
 
@@ -336,20 +339,46 @@ class CuPyEngine(Engine):
         return acc64
 
     def float_matmul(self, a, b):
-        """``a @ b.T`` with FP32 accumulation and an FP32 result (SplitFP, CRT's bound).
+        """``a @ b.T`` with FP32 accumulation and an FP32 result (SplitFP's products).
 
         float16 inputs: cublasGemmEx (FP16 in, FP32 out, COMPUTE_32F) in the same
-        TN arrangement as the INT8 product; float32 inputs: SGEMM.
+        TN arrangement as the INT8 product; float32 inputs: SGEMM. A failed
+        GemmEx falls back to SGEMM on the same (exactly representable) values,
+        recorded in ``self.fallbacks``.
         """
         cp = self.xp
         if a.dtype == cp.float16 and b.dtype == cp.float16:
             try:
-                return self._hgemm_f32(cp.ascontiguousarray(a), cp.ascontiguousarray(b))
-            except Exception:  # pragma: no cover - fall back to exact-input SGEMM
-                pass
+                return self._gemm_ex(cp.ascontiguousarray(a), cp.ascontiguousarray(b),
+                                     _CUDA_R_16F, _COMPUTE_32F)
+            except Exception as exc:  # pragma: no cover - needs a GPU
+                self.fallbacks["float16 GemmEx"] = repr(exc)
         return cp.matmul(a.astype(cp.float32, copy=False), b.astype(cp.float32, copy=False).T)
 
-    def _hgemm_f32(self, a, b):
+    def approx_matmul(self, a, b):
+        """``a @ b.T`` of nonnegative float32 data, to a few bits (``auto``'s estimates).
+
+        On BF16 tensor cores with FP32 accumulation (``COMPUTE_32F_FAST_16BF``),
+        ~10x an FP32 SGEMM's rate on Hopper: relative error below 2**-8 per entry
+        of a sum of nonnegative terms, i.e. < 0.006 bits in the log2 that
+        ``slices="auto"`` uses (its calibration slack is 0.25 bits). Both inputs
+        are scaled by 2**48 first (exact) so that no product a tensor core
+        might flush as subnormal is lost (|entries| <= 1, k <= 2**17: the
+        scaled sums stay below 2**113); the result is float64, scaled back.
+        Falls back to SGEMM (recorded in ``self.fallbacks``).
+        """
+        cp = self.xp
+        try:
+            c = self._gemm_ex(cp.ascontiguousarray(a * 2.0**48, dtype=cp.float32),
+                              cp.ascontiguousarray(b * 2.0**48, dtype=cp.float32),
+                              _CUDA_R_32F, _COMPUTE_32F_FAST_16BF)
+            return c.astype(cp.float64) * 2.0**-96
+        except Exception as exc:
+            self.fallbacks["approx BF16 GemmEx"] = repr(exc)
+            return self.float_matmul(a, b)
+
+    def _gemm_ex(self, a, b, in_type, compute):
+        """``a @ b.T`` (row-major (m, k) and (p, k)) into a new float32 (m, p), TN."""
         cp = self.xp
         from cupy.cuda import cublas as cb  # noqa: PLC0415
         from cupy.cuda import device as cdev  # noqa: PLC0415
@@ -357,12 +386,18 @@ class CuPyEngine(Engine):
         m, k = a.shape
         p = b.shape[0]
         c = cp.empty((m, p), dtype=cp.float32)
+        if m == 0 or p == 0:
+            return c
+        if k == 0:
+            c[...] = 0
+            return c
         handle = cdev.get_cublas_handle()
+        cb.setStream(handle, cp.cuda.get_current_stream().ptr)
         cb.gemmEx(handle, _OP_T, _OP_N, p, m, k,
-                  self._f32_one.ctypes.data, b.data.ptr, _CUDA_R_16F, k,
-                  a.data.ptr, _CUDA_R_16F, k,
+                  self._f32_one.ctypes.data, b.data.ptr, in_type, k,
+                  a.data.ptr, in_type, k,
                   self._f32_zero.ctypes.data, c.data.ptr, _CUDA_R_32F, p,
-                  _COMPUTE_32F, _GEMM_DEFAULT)
+                  compute, _GEMM_DEFAULT)
         return c
 
     def axpy(self, alpha, x, acc):

@@ -82,7 +82,7 @@ def spread_bits(xp, engine, xa, xb):
         return 0.0
     qa = (xa * xa).astype(xp.float32)
     qb = (xb * xb).astype(xp.float32)
-    q = engine.float_matmul(qa, qb)
+    q = engine.approx_matmul(qa, qb)
     pos = q > 0
     if not bool(pos.any()):
         return 0.0

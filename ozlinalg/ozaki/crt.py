@@ -347,7 +347,7 @@ def _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu):
     """``max_ij log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``."""
     qa = (xa * xa).astype(xp.float32)
     qb = (xb * xb).astype(xp.float32)
-    q = engine.float_matmul(qa, qb).astype(xp.float64)
+    q = engine.approx_matmul(qa, qb).astype(xp.float64)
     pos = q > 0
     if not bool(pos.any()):
         return -math.inf
@@ -424,7 +424,7 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
     xp : module
         ``numpy`` or ``cupy``.
     engine : ozlinalg.engines.base.Engine
-        Exact INT8 engine (``int_matmul_sum``, ``empty_slices``, ``float_matmul``
+        Exact INT8 engine (``int_matmul_sum``, ``empty_slices``, ``approx_matmul``
         for ``moduli="auto"``, ``axpy``, ``map_rows``).
     a, b : arrays, float64, shapes (m, k) and (k, p), all entries finite
     moduli : int or "auto"
