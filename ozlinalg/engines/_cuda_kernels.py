@@ -2,7 +2,11 @@
 
 .. warning::
    NOT YET RUN ON A GPU. ``tests/test_gpu.py`` compares each kernel with the
-   generic array code it replaces; run it first on a GPU machine.
+   generic array code it replaces; run it first on a GPU machine. Every CI
+   run compiles the RawKernel sources for the host (tests/host_cuda.py: a
+   C++ shim for the grid and the ``__d*_rn`` intrinsics) and checks them
+   bit for bit against the generic code (tests/test_gpu_engine_host.py), and
+   compiles them for sm_90 with nvcc where a CUDA toolkit is installed.
 
 * :func:`axpy_into` -- the EF accumulation: one INT32 (or int64) group product,
   converted to FP64, scaled by a power of two and added to the FP64
@@ -14,6 +18,10 @@
   :func:`ozlinalg.ozaki.split._split_hybrid`: the same IEEE operations
   (``y = x * (1/base)``; ``r = rint(y)``; ``y = (y - r) * 2**width``) in the
   same order, ``rint`` rounding half to even in both.
+* :func:`crt_residues_fused`, :class:`CRTFusedAccumulator` -- Ozaki scheme II:
+  all N residues of an operand in one pass; each INT32 product reduced to
+  int8 residues; the CRT rebuild (quotient, 40-bit limbs, carries) of all N
+  residues of an entry in registers, in one pass (see the section below).
 
 CuPy is imported lazily; kernels are compiled on first use and cached.
 """
