@@ -242,3 +242,21 @@ def test_crt_residues_fused_matches_generic(rng, bits):
     assert crt_residues_fused(cp.asarray(x), cp.asarray(mult), cp.asarray(round_rows), mods,
                               bits, got)
     np.testing.assert_array_equal(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("k, bound, per_gemm", [(200, 127, 9), (1000, 127, 9), (100, 2**11, 5)])
+def test_ef_group_is_one_gemm(rng, k, bound, per_gemm):
+    # Grouped slice storage: a group's 9 products in one GEMM (or INT32-sized runs).
+    eng = _engine()
+    s, m, p, g = 9, 20, 13, 8
+    da = eng.empty_slices(s, m, k, "hybrid", "a")
+    db = eng.empty_slices(s, p, k, "hybrid", "b")
+    a = _int_slices(rng, s, m, k, 127)
+    b = _int_slices(rng, s, p, k, 127)
+    da[...] = cp.asarray(a)
+    db[...] = cp.asarray(b)
+    pairs = [(i, g - i) for i in range(g + 1)]
+    before = eng.launches
+    out, calls = eng.int_matmul_sum(da, db, pairs, bound, bound)
+    assert calls == -(-len(pairs) // per_gemm) == eng.launches - before
+    np.testing.assert_array_equal(cp.asnumpy(out).astype(np.int64), _exact_sum(a, b, pairs))

@@ -137,6 +137,24 @@ class TestIntMatmulSum:
         engine.int_matmul_sum(a[:, :12], b, [(0, 0)], 7, 7)  # another N
         assert engine.lt.heuristic_queries == 2
 
+    @pytest.mark.parametrize("k, bound, per_gemm", [(200, 127, 9), (1000, 127, 9),
+                                                     (100, 2**11, 5), (100, 2**12, 1)])
+    def test_ef_group_is_one_gemm(self, rng, engine, k, bound, per_gemm):
+        # The grouped storage: A_i and B_{g-i} side by side along the inner dimension,
+        # so a group of 9 products is one GEMM, or runs of as many as INT32 allows.
+        s, m, p, g = 9, 20, 13, 8
+        da = engine.empty_slices(s, m, k, "hybrid", "a")
+        db = engine.empty_slices(s, p, k, "hybrid", "b")
+        a, b = _slices(rng, s, m, k, min(bound, 127)), _slices(rng, s, p, k, min(bound, 127))
+        da[...] = a
+        db[...] = b
+        pairs = [(i, g - i) for i in range(g + 1)]
+        out, calls = engine.int_matmul_sum(da, db, pairs, bound, bound)
+        assert calls == -(-len(pairs) // per_gemm) == engine.lt.calls
+        np.testing.assert_array_equal(out, _exact(a, b, pairs))
+        # Runs that together could pass INT32 are summed in int64.
+        assert out.dtype == (np.int32 if per_gemm >= len(pairs) else np.int64)
+
     def test_rejects_non_int8_slices(self, engine):
         cp = engine.xp
         with pytest.raises(TypeError, match="int8"):
@@ -238,8 +256,15 @@ class TestMatmulThroughHostEngine:
         with ozlinalg.profile() as prof:
             got = ozlinalg.matmul(a, b, method=method, slices=slices)
         np.testing.assert_array_equal(got, want)
-        # One cuBLASLt launch per INT8 product (groups accumulate with beta = 1).
-        assert engine.lt.calls == prof.calls[0].engine_calls == prof.calls[0].int8_gemms
+        rec = prof.calls[0]
+        assert engine.lt.calls == rec.engine_calls
+        if method.endswith("-ef"):
+            # Each EF group is ONE cuBLASLt GEMM over its slices laid side by side.
+            assert rec.engine_calls == rec.slices < rec.int8_gemms
+            assert {K for _, _, K in engine.lt.shapes} == {
+                g * 208 for g in range(1, rec.slices + 1)}  # k = 203 padded to 208
+        else:
+            assert rec.engine_calls == rec.int8_gemms
 
     def test_splitfp_matches_cpu_engine(self, rng, swap_engine, engine):
         a = random_matrix(rng, 40, 150, 0.5)

@@ -462,9 +462,9 @@ class TestMemory:
         seen = []
         real = eng.empty_slices
 
-        def spy(s, rows, k, kind):
+        def spy(s, rows, k, kind, operand=None):
             seen.append(rows)
-            return real(s, rows, k, kind)
+            return real(s, rows, k, kind, operand)
 
         monkeypatch.setattr(eng, "empty_slices", spy)
         a = rng.standard_normal((300, 100))

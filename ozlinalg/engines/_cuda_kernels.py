@@ -74,16 +74,19 @@ _HYBRID_SRC = r"""
 extern "C" __global__ void ozlinalg_hybrid_split(
     const double* __restrict__ x, const double* __restrict__ inv_base,
     signed char* __restrict__ out, const long long rows, const long long k,
-    const int s, const double unit)
+    const int s, const double unit, const long long st, const long long sr)
 {
+    // out: slice t, row i, column j at out[t * st + i * sr + j] (st < 0: slices stored
+    // in reverse, the GPU engine's layout for B).
     const long long total = rows * k;
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         const long long i = idx / k;
+        const long long o = i * sr + (idx - i * k);
         double y = __dmul_rn(x[idx], inv_base[i]);
         for (int t = 0; t < s; ++t) {
             const double r = rint(y);
-            out[(long long)t * total + idx] = (signed char)r;
+            out[(long long)t * st + o] = (signed char)r;
             y = __dmul_rn(__dsub_rn(y, r), unit);
         }
     }
@@ -104,7 +107,8 @@ def hybrid_split_fused(x, s, width, out, scales, xp=None):
     """The hybrid split of normalized rows ``x`` into int8 ``out`` (s, rows, k) in one pass.
 
     Returns False (doing nothing) when the fused path does not apply (wrong
-    dtypes or non-contiguous arrays), so the caller can fall back to the
+    dtypes, a non-contiguous ``x`` or strided rows of ``out``; ``out`` may be the
+    GPU engine's grouped slice storage), so the caller can fall back to the
     generic :func:`ozlinalg.ozaki.split.split_rows`. Writes ``scales[t] =
     base * 2**(-width t)`` like the generic code; ``x`` is left unchanged (the
     generic code leaves the residual there; the driver never reads it).
@@ -113,7 +117,7 @@ def hybrid_split_fused(x, s, width, out, scales, xp=None):
     rows, k = x.shape
     if (
         x.dtype != cp.float64 or out.dtype != cp.int8
-        or not x.flags.c_contiguous or not out.flags.c_contiguous
+        or not x.flags.c_contiguous or out.strides[2:] != (1,)
         or out.shape != (s, rows, k) or s < 1
     ):
         return False
@@ -128,7 +132,7 @@ def hybrid_split_fused(x, s, width, out, scales, xp=None):
         _hybrid_kernel(cp)(
             (blocks,), (threads,),
             (x, inv_base, out, cp.int64(rows), cp.int64(k), cp.int32(s),
-             cp.float64(2.0**width)),
+             cp.float64(2.0**width), cp.int64(out.strides[0]), cp.int64(out.strides[1])),
         )
     for t in range(s):
         scales[t] = base * 2.0 ** (-width * t)

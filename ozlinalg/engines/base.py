@@ -2,8 +2,10 @@
 
 An engine owns the device-specific part of the emulated GEMM:
 
-* ``empty_slices(s, rows, k, kind)``: storage for slices (INT8 values on the GPU,
-  integer-valued float32 on the CPU where BLAS SGEMM is the fast exact route);
+* ``empty_slices(s, rows, k, kind, operand=None)``: storage for slices (INT8
+  values on the GPU, integer-valued float32 on the CPU where BLAS SGEMM is the
+  fast exact route), shape ``(s, rows, k)``, possibly a strided view laid out
+  for the products of operand "a" or "b";
 * ``int_matmul_sum(a, b, pairs, bound_a, bound_b, ws=None)``: the EXACT
   integer sum ``sum((i, j) in pairs) a[i] @ b[j].T`` of INT8 slice products,
   returned as a float64 or integer array (possibly a buffer of the workspace
@@ -34,7 +36,7 @@ class Engine:
     #: Bytes per slice entry (memory planning: ``ozaki.gemm.working_bytes``).
     slice_bytes = 4
 
-    def empty_slices(self, s, rows, k, kind):  # pragma: no cover - interface
+    def empty_slices(self, s, rows, k, kind, operand=None):  # pragma: no cover - interface
         raise NotImplementedError
 
     def memory_limit(self):

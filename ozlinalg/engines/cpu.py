@@ -35,7 +35,7 @@ class CPUEngine(Engine):
         self.threads = threads or min(os.cpu_count() or 1, 8)
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
-    def empty_slices(self, s, rows, k, kind):
+    def empty_slices(self, s, rows, k, kind, operand=None):
         return np.empty((s, rows, k), dtype=np.float32)
 
     def _pieces(self, pairs, k, per_elem):

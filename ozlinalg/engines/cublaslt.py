@@ -30,11 +30,20 @@ type CUDA_R_32I, compute type COMPUTE_32I), no epilogue. So ``k`` is padded
 to a multiple of 16 (zeros: exact) and ``p`` to a multiple of 4; the INT32
 result is then an ``(m, p_pad)`` array of which ``[:, :p]`` is returned.
 
+EF groups as ONE GEMM: the slices of a product's operands live in a
+zero-padded ``(rows_pad, s, k_pad)`` array (slice index in the middle, B's
+slices in reverse order; :meth:`CuPyEngine.empty_slices`), so the slices
+``A_i, A_{i+1}, ...`` of one row lie side by side, as do ``B_{g-i}, B_{g-i-1},
+...``: the group sum ``sum_i A_i B_{g-i}^T`` is a single GEMM with inner length
+``count * k_pad`` and leading dimension ``s * k_pad`` in both operands, one
+launch and one INT32 write per group instead of one per product (DESIGN.md
+section 5).
+
 Exactness bookkeeping: a product term is at most ``bound_a * bound_b`` in
 magnitude, so ``len(pairs) * k * bound_a * bound_b <= 2**31 - 1`` keeps one
-INT32 accumulator exact; products of a group are accumulated in place with
-``beta = 1`` (C and D are the same buffer with the same layout, which
-cuBLASLt allows). When a run would pass the INT32 range, the run is added to
+INT32 accumulator exact; runs that do not fit in one GEMM are accumulated in
+place with ``beta = 1`` (C and D are the same buffer with the same layout,
+which cuBLASLt allows). When a run would pass the INT32 range, the run is added to
 an int64 buffer and a new run starts (never happens with the driver's
 ``r`` bound; it keeps the engine exact for any caller).
 """
@@ -88,9 +97,10 @@ def _enum(mod, cls, name, fallback):
 
 
 class _LtPlan:
-    """Descriptor, layouts and heuristic for one (M, N, K) = (p_pad, m, k_pad)."""
+    """Descriptor, layouts and heuristic for (M, N, K) = (p_pad, m, inner length) with
+    leading dimensions ``ld_l`` (our B slices) and ``ld_r`` (our A slices)."""
 
-    def __init__(self, eng, M, N, K):
+    def __init__(self, eng, M, N, K, ld_l, ld_r):
         lt = eng._lt
         self.lt = lt
         self.desc = lt.matmul_desc_create(eng._compute_32i, eng._r_32i)
@@ -100,11 +110,11 @@ class _LtPlan:
                           self.desc, lt.MatmulDescAttribute.TRANSA, eng._op_t)
             eng._set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype,
                           self.desc, lt.MatmulDescAttribute.TRANSB, eng._op_n)
-            # Column-major (the default order): L is k x p (ld K), R is k x m (ld K),
+            # Column-major (the default order): L is K x p (ld_l), R is K x m (ld_r),
             # C = D is p x m (ld M).
-            self.l_layout = lt.matrix_layout_create(eng._r_8i, K, M, K)
+            self.l_layout = lt.matrix_layout_create(eng._r_8i, K, M, ld_l)
             self.layouts.append(self.l_layout)
-            self.r_layout = lt.matrix_layout_create(eng._r_8i, K, N, K)
+            self.r_layout = lt.matrix_layout_create(eng._r_8i, K, N, ld_r)
             self.layouts.append(self.r_layout)
             self.c_layout = lt.matrix_layout_create(eng._r_32i, M, N, M)
             self.layouts.append(self.c_layout)
@@ -211,12 +221,12 @@ class CuPyEngine(Engine):
         buf[0] = value
         setter(obj, int(attr), buf.ctypes.data, buf.itemsize)
 
-    def _plan(self, M, N, K):
-        key = (M, N, K, self.xp.cuda.Device().id)
+    def _plan(self, M, N, K, ld_l, ld_r):
+        key = (M, N, K, ld_l, ld_r, self.xp.cuda.Device().id)
         plan = self._plans.get(key)
         if plan is None:
             self._init_lt()
-            plan = _LtPlan(self, M, N, K)
+            plan = _LtPlan(self, M, N, K, ld_l, ld_r)
             self._plans[key] = plan
         return plan
 
@@ -240,33 +250,59 @@ class CuPyEngine(Engine):
         free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
         return max(64 * 1024**2, free // 2)
 
-    def empty_slices(self, s, rows, k, kind):
+    def empty_slices(self, s, rows, k, kind, operand=None):
+        """Slice storage ``(s, rows, k)``; for the INT8 slices of a product's operand
+        (``operand`` "a" or "b") a view of a zero-padded ``(rows_pad, s, k_pad)``
+        array, slice index in the middle, B's slices in reverse order.
+
+        Then the slices of one EF group, ``A_i`` with ``B_{g-i}`` for consecutive
+        ``i``, lie side by side along the inner dimension in both operands (A
+        forward, B backward, same leading dimension ``s k_pad``), and the whole
+        group is ONE cuBLASLt GEMM of inner length ``count * k_pad`` (the padding
+        columns are zeros: exact). Other slices: a plain C-contiguous array.
+        """
         cp = self.xp
-        return cp.empty((s, rows, k), dtype=getattr(cp, _SLICE_DTYPES.get(kind, "int8")))
+        if kind == "fp" or operand not in ("a", "b"):
+            return cp.empty((s, rows, k), dtype=getattr(cp, _SLICE_DTYPES.get(kind, "int8")))
+        full = cp.zeros((pad_to(max(rows, 1), P_ALIGN), s, pad_to(max(k, 1), K_ALIGN)),
+                        dtype=cp.int8)
+        view = full[:rows, :, :k]
+        if operand == "b":
+            view = view[:, ::-1, :]
+        return view.transpose(1, 0, 2)
 
     def workspace(self, m, p):
         return {"m": m, "p": p}
 
-    def _operand(self, x, rows_pad, k_pad, ws):
-        """``x`` (s, rows, k) int8 as C-contiguous (s, rows_pad, k_pad) (zero padded).
+    def _layout(self, x, rows_pad, k_pad, ws):
+        """``(ptr, step, ld)`` of int8 slices ``x`` (s, rows, k): slice t, row r starts at
+        ``ptr + t * step + r * ld`` with ``k_pad`` valid columns (zeros past k) and
+        ``rows_pad`` valid rows (zeros past rows).
 
-        Slices from :meth:`empty_slices` with ``k % 16 == 0`` and aligned rows are
-        used as they are; otherwise the padded copy is kept in ``ws`` (the slices
-        do not change while one workspace is in use).
+        The grouped storage of :meth:`empty_slices` and C-contiguous slices with
+        ``k % 16 == 0`` and aligned rows are used in place; anything else is copied
+        once into a padded C-contiguous array kept in ``ws`` (the slices do not
+        change while one workspace is in use).
         """
         cp = self.xp
         s, rows, k = x.shape
         if x.dtype != cp.int8:
             raise TypeError(f"ozlinalg: the cuBLASLt engine multiplies int8 slices, got {x.dtype}")
+        base = x.base
+        if (base is not None and base.ndim == 3 and base.flags.c_contiguous
+                and base.shape[1:] == (s, k_pad) and base.shape[0] >= rows_pad
+                and x.strides[1:] == (s * k_pad, 1) and abs(x.strides[0]) == k_pad
+                and 0 <= x.data.ptr - base.data.ptr < s * k_pad and base.data.ptr % 16 == 0):
+            return x.data.ptr, x.strides[0], s * k_pad
         if (rows, k) == (rows_pad, k_pad) and x.flags.c_contiguous and x.data.ptr % 16 == 0:
-            return x
+            return x.data.ptr, rows_pad * k_pad, k_pad
         key = ("pad", x.data.ptr, x.shape, x.strides, rows_pad, k_pad)
         out = ws.get(key)
         if out is None:
             out = cp.zeros((s, rows_pad, k_pad), dtype=cp.int8)
             out[:, :rows, :k] = x
             ws[key] = out
-        return out
+        return out.data.ptr, rows_pad * k_pad, k_pad
 
     def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
         cp = self.xp
@@ -275,15 +311,27 @@ class CuPyEngine(Engine):
         ws = ws if ws is not None else self.workspace(m, p)
         k_pad = pad_to(max(k, 1), K_ALIGN)
         p_pad = pad_to(max(p, 1), P_ALIGN)
-        # cuBLASLt: M = p_pad (rows of D), N = m, K = k_pad; "A" = our B slice (op T),
-        # "B" = our A slice (op N), D = C^T column-major = C row-major (m, p_pad).
-        ap = self._operand(a, m, k_pad, ws)
-        bp = self._operand(b, p_pad, k_pad, ws)
+        # cuBLASLt: M = p_pad (rows of D), N = m, K = inner length; "A" = our B slices
+        # (op T), "B" = our A slices (op N), D = C^T column-major = C row-major (m, p_pad).
+        a_ptr, a_step, a_ld = self._layout(a, m, k_pad, ws)
+        b_ptr, b_step, b_ld = self._layout(b, p_pad, k_pad, ws)
         per_elem = max(1, int(bound_a) * int(bound_b))
-        # Longest inner piece whose worst case stays inside INT32 (>= 2**17 - 16 for 128 * 128).
+        one = max(1, k * per_elem)  # worst case of one product
+        # Runs (i, j, count): pairs (i + t, j - t), t < count, adjacent along the inner
+        # dimension in both operands (the grouped storage), one GEMM each while the
+        # run's worst case fits INT32.
+        runs = []
+        joinable = a_step == k_pad and b_step == -k_pad and one <= INT32_EXACT
+        cmax = max(1, INT32_EXACT // one)
+        for i, j in pairs:
+            last = runs[-1] if runs else None
+            if (joinable and last is not None and i == last[0] + last[2]
+                    and j == last[1] - last[2] and last[2] < cmax):
+                last[2] += 1
+            else:
+                runs.append([i, j, 1])
+        # Inner pieces of single products whose worst case passes INT32 (huge bounds).
         kc = max(K_ALIGN, (INT32_EXACT // per_elem) // K_ALIGN * K_ALIGN)
-        pieces = [(i, j, k0, min(k_pad, k0 + kc)) for (i, j) in pairs
-                  for k0 in range(0, k_pad, kc)]
         key = ("out", m, p_pad)
         out = ws.get(key)
         if out is None:
@@ -292,44 +340,21 @@ class CuPyEngine(Engine):
         acc64 = None
         cur = 0
         calls = 0
-        a_step = ap.strides[0]
-        b_step = bp.strides[0]
-        for i, j, k0, k1 in pieces:
-            w = max(1, (min(k1, k) - k0) * per_elem)
-            if cur and cur + w > INT32_EXACT:
-                acc64 = self._flush(out, acc64)  # a finished run: exact in int64
-                cur = 0
-            if k1 - k0 == k_pad:
-                plan = self._plan(p_pad, m, k_pad)
-            else:  # a sub-range of the inner dimension: leading dimension k_pad
-                plan = self._plan_strided(p_pad, m, k1 - k0, k_pad)
-            l_ptr = bp.data.ptr + j * b_step + k0
-            r_ptr = ap.data.ptr + i * a_step + k0
-            self._gemm(plan, l_ptr, r_ptr, out.data.ptr, accumulate=bool(cur))
-            calls += 1
-            cur += w
+        for i, j, count in runs:
+            pieces = [(0, count * k_pad)] if count > 1 or one <= INT32_EXACT else [
+                (k0, min(k_pad, k0 + kc)) for k0 in range(0, k_pad, kc)]
+            for k0, k1 in pieces:
+                w = max(1, count * (min(k1, k) - k0) * per_elem)
+                if cur and cur + w > INT32_EXACT:
+                    acc64 = self._flush(out, acc64)  # a finished run: exact in int64
+                    cur = 0
+                plan = self._plan(p_pad, m, k1 - k0, b_ld, a_ld)
+                self._gemm(plan, b_ptr + j * b_step + k0, a_ptr + i * a_step + k0,
+                           out.data.ptr, accumulate=bool(cur))
+                calls += 1
+                cur += w
         res = out if acc64 is None else self._flush(out, acc64)
         return (res if p_pad == p else res[:, :p]), calls
-
-    def _plan_strided(self, M, N, K, ld):
-        key = (M, N, K, ld, "ld", self.xp.cuda.Device().id)
-        plan = self._plans.get(key)
-        if plan is None:
-            self._init_lt()
-            plan = _LtPlan(self, M, N, K)
-            lt = self._lt
-            # Replace the operand layouts by ones with leading dimension ``ld``.
-            for lay in (plan.l_layout, plan.r_layout):
-                lt.matrix_layout_destroy(lay)
-            plan.layouts = [plan.c_layout]
-            plan.l_layout = lt.matrix_layout_create(self._r_8i, K, M, ld)
-            plan.layouts.append(plan.l_layout)
-            plan.r_layout = lt.matrix_layout_create(self._r_8i, K, N, ld)
-            plan.layouts.append(plan.r_layout)
-            self._plans[key] = plan
-            # The heuristic was computed for ld == K; redo it for this layout.
-            _redo_heuristic(self, plan)
-        return plan
 
     def _flush(self, out, acc64):
         cp = self.xp
@@ -457,22 +482,6 @@ def _load_bindings():
     except Exception:  # pragma: no cover
         CudaDataType = None
     return lt, cublas, CudaDataType
-
-
-def _redo_heuristic(eng, plan):
-    lt = eng._lt
-    pref = lt.matmul_preference_create()
-    try:
-        eng._set_attr(lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype,
-                      pref, lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, WORKSPACE_BYTES)
-        count = np.zeros(1, dtype=np.int32)
-        lt.matmul_algo_get_heuristic(eng.handle, plan.desc, plan.l_layout, plan.r_layout,
-                                     plan.c_layout, plan.c_layout, pref, 4, plan.heur.ptr,
-                                     count.ctypes.data)
-    finally:
-        lt.matmul_preference_destroy(pref)
-    if int(count[0]) < 1:
-        raise RuntimeError("ozlinalg: cuBLASLt found no INT8 algorithm for a strided sub-product")
 
 
 # Lazy: the factory runs (and imports CuPy / nvmath) only when a cupy array

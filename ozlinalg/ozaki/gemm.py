@@ -290,8 +290,8 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         else:
             s = int(slices)
         counts["slices"].append(s)
-        da, sa = _split_operand(xp, engine, kind, xa, s, width)
-        db, sb = _split_operand(xp, engine, kind, xb, s, width)
+        da, sa = _split_operand(xp, engine, kind, xa, s, width, "a")
+        db, sb = _split_operand(xp, engine, kind, xb, s, width, "b")
         del xa, xb  # the residuals: free them before the products
 
     acc = xp.zeros((m, p))
@@ -394,10 +394,14 @@ def _two_sum_into(xp, acc, comp, x):
     acc[...] = s
 
 
-def _split_operand(xp, engine, kind, x, s, width):
-    """Slices (s, rows, k) and their units (s, rows) of normalized rows ``x`` (consumed)."""
+def _split_operand(xp, engine, kind, x, s, width, operand):
+    """Slices (s, rows, k) and their units (s, rows) of normalized rows ``x`` (consumed).
+
+    ``operand`` ("a" or "b") lets the engine lay the slices out for its products
+    (the GPU engine stores them so that a whole EF group is one GEMM).
+    """
     rows, k = x.shape
-    data = engine.empty_slices(s, rows, k, kind)
+    data = engine.empty_slices(s, rows, k, kind, operand)
     scales = xp.empty((s, rows))
 
     # An engine may bring a fused split (one pass for all slices, CuPy); it must
