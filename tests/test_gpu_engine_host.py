@@ -155,6 +155,28 @@ class TestIntMatmulSum:
         # Runs that together could pass INT32 are summed in int64.
         assert out.dtype == (np.int32 if per_gemm >= len(pairs) else np.int64)
 
+    def test_workspace_per_stream_handle_per_device(self, rng, engine, monkeypatch):
+        import types
+
+        cp = engine.xp
+        a, b = cp.asarray(_slices(rng, 1, 8, 32, 7)), cp.asarray(_slices(rng, 1, 8, 32, 7))
+        engine.int_matmul_sum(a, b, [(0, 0)], 7, 7)
+        monkeypatch.setattr(cp.cuda, "get_current_stream",
+                            lambda: types.SimpleNamespace(ptr=7, synchronize=lambda: None))
+        engine.int_matmul_sum(a, b, [(0, 0)], 7, 7)
+        assert len(engine._workspaces) == 2  # a second stream never shares a workspace
+
+        class Device1:
+            id = 1
+
+            def __init__(self, device=None):
+                pass
+
+        monkeypatch.setattr(cp.cuda, "Device", Device1)
+        out, _ = engine.int_matmul_sum(a, b, [(0, 0)], 7, 7)
+        assert len(engine.lt.handles) == 2 and len(engine._workspaces) == 3
+        np.testing.assert_array_equal(out, _exact(np.asarray(a), np.asarray(b), [(0, 0)]))
+
     def test_rejects_non_int8_slices(self, engine):
         cp = engine.xp
         with pytest.raises(TypeError, match="int8"):

@@ -175,9 +175,11 @@ class CuPyEngine(Engine):
         self._bindings = bindings or _load_bindings
         self._lock = threading.Lock()
         self._lt = None
-        self._handle = None
+        self._handles: dict = {}  # device id -> cuBLASLt handle
         self._plans: dict = {}
-        self._workspace = None
+        # (device id, stream) -> workspace: cuBLASLt workspaces must not be shared by
+        # kernels that may run concurrently, i.e. on different streams.
+        self._workspaces: dict = {}
         self._alpha = np.ones(1, dtype=np.int32)
         self._beta0 = np.zeros(1, dtype=np.int32)
         self._beta1 = np.ones(1, dtype=np.int32)
@@ -206,14 +208,27 @@ class CuPyEngine(Engine):
                 self._algo_offset = int(fields["algo"][1])
             except Exception:  # pragma: no cover
                 self._algo_offset = 0
-            self._handle = lt.create()
-            self._workspace = self.xp.empty(WORKSPACE_BYTES, dtype=self.xp.uint8)
             self._lt = lt
 
     @property
     def handle(self):
+        """The cuBLASLt handle of the current device (created on first use)."""
         self._init_lt()
-        return self._handle
+        dev = self.xp.cuda.Device().id
+        h = self._handles.get(dev)
+        if h is None:
+            with self._lock:
+                h = self._handles.get(dev)
+                if h is None:
+                    h = self._handles[dev] = self._lt.create()
+        return h
+
+    def _workspace(self, stream):
+        key = (self.xp.cuda.Device().id, stream)
+        ws = self._workspaces.get(key)
+        if ws is None:
+            ws = self._workspaces[key] = self.xp.empty(WORKSPACE_BYTES, dtype=self.xp.uint8)
+        return ws.data.ptr
 
     @staticmethod
     def _set_attr(setter, dtype_of, obj, attr, value):
@@ -233,12 +248,12 @@ class CuPyEngine(Engine):
     def _gemm(self, plan, l_ptr, r_ptr, c_ptr, accumulate):
         """C (+)= L^T R on the current CuPy stream."""
         beta = self._beta1 if accumulate else self._beta0
+        stream = self.xp.cuda.get_current_stream().ptr
         self._lt.matmul(
-            self._handle, plan.desc,
+            self.handle, plan.desc,
             self._alpha.ctypes.data, l_ptr, plan.l_layout, r_ptr, plan.r_layout,
             beta.ctypes.data, c_ptr, plan.c_layout, c_ptr, plan.c_layout,
-            plan.algo_ptr, self._workspace.data.ptr, WORKSPACE_BYTES,
-            self.xp.cuda.get_current_stream().ptr,
+            plan.algo_ptr, self._workspace(stream), WORKSPACE_BYTES, stream,
         )
         self.launches += 1
 
