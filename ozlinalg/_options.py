@@ -34,6 +34,10 @@ class Options:
         :func:`ozlinalg.ozaki.gemm.working_bytes`). ``None`` (the default)
         lets the engine decide: 2 GiB on the CPU, half of the free device
         memory (including CuPy's pooled free blocks) on the GPU.
+    balance : {"auto", True, False}
+        Power-of-two balancing of each product's inner dimension (see
+        :mod:`ozlinalg.ozaki.balance`): ``"auto"`` only when strongly
+        imbalanced, ``True`` always, ``False`` never.
     complex_scheme : {"4m", "4m-fused", "3m"}
         How complex products are built from real emulated ones (see
         :mod:`ozlinalg.ozaki.complex`).
@@ -45,6 +49,7 @@ class Options:
     max_slices: int = 20
     memory_limit: object = None
     complex_scheme: str = "4m"
+    balance: object = "auto"
 
     def replace(self, **changes) -> Options:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -80,6 +85,10 @@ class options:
             overrides["method"] = validate_method(overrides["method"])
         if "slices" in overrides:
             validate_slices(overrides["slices"])
+        if "balance" in overrides:
+            from .ozaki.balance import min_shift_for
+
+            min_shift_for(overrides["balance"])  # validates
         if overrides.get("memory_limit") is not None:
             lim = overrides["memory_limit"]
             if isinstance(lim, bool) or not isinstance(lim, int) or lim <= 0:

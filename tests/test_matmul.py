@@ -1,5 +1,6 @@
 """Tests of the emulated DGEMM core against an exact reference."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -339,6 +340,108 @@ class TestAuto:
         with ozlinalg.options(max_slices=4):
             with pytest.warns(AccuracyWarning, match="max_slices=4"):
                 ozlinalg.matmul(a, a.T)
+
+
+def _inner_scaled(rng, t, m=40, n=300, p=30):
+    """A D and D^-1 B with D = diag(2**U{-t..t}): the product of A and B, with every
+    term a_ik b_kj unchanged, but columns of A and rows of B badly scaled."""
+    a = random_matrix(rng, m, n, 0.5)
+    b = random_matrix(rng, n, p, 0.5)
+    d = np.ldexp(1.0, rng.integers(-t, t + 1, n))
+    return a * d[None, :], b / d[:, None]
+
+
+def _max_rel_err(c, ref):
+    return error_stats(ref.relative_errors(c))[0]
+
+
+class TestAutoHugeExponentRanges:
+    """``auto`` never guesses silently: products whose magnitudes underflow the
+    float32 estimate are re-measured in float64, or warned about (ANCHORS.md:
+    adaptive counts elsewhere truncated silently on huge exponent ranges)."""
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "crt", "crt-fast"])
+    def test_underflowing_estimate_is_remeasured(self, rng, method):
+        # 2**(+-40) inner scaling: every (X**2 Y**2)_ij is below float32's range.
+        # Before the float64 re-measure this chose 9 slices and returned 100% errors.
+        a, b = _inner_scaled(rng, 40)
+        ref = ExactReference(a, b)
+        with ozlinalg.profile() as prof, warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always", AccuracyWarning)
+            c = ozlinalg.matmul(a, b, method=method, balance=False)
+        native = _max_rel_err(a @ b, ref)
+        # Either DGEMM-level with the count it chose, or the most slices and a warning.
+        assert _max_rel_err(c, ref) <= native or (w and prof.slices[0] == 20)
+        assert prof.slices[0] >= 15
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
+    def test_beyond_float64_range_warns(self, rng, method):
+        a, b = _inner_scaled(rng, 300)
+        with pytest.warns(AccuracyWarning, match="max_"):
+            ozlinalg.matmul(a, b, method=method, balance=False)
+
+    def test_squared_products_tells_zeros_from_underflow(self):
+        from ozlinalg.ozaki.auto import squared_products
+
+        eng = get_engine(np)
+        xa = np.array([[1.0, 0.0, 0.0], [0.0, 2.0**-40, 0.0], [0.0, 0.0, 2.0**-300]])
+        xb = np.array([[0.0, 0.0, 1.0], [0.0, 2.0**-40, 0.0], [0.0, 0.0, 2.0**-300]])
+        q, lost = squared_products(np, eng, xa[:2], xb[:2])
+        assert not lost
+        assert q[0, 0] == 0.0 and q[0, 1] == 0.0  # structural zeros stay zero
+        assert q[1, 1] == 2.0**-160  # float32 would say 0
+        q, lost = squared_products(np, eng, xa, xb)
+        assert lost  # 2**-1200: beyond float64 too
+
+
+class TestBalance:
+    @pytest.mark.parametrize("t", [20, 40, 300])
+    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
+    def test_auto_balances_badly_scaled_inner_dimension(self, rng, t, method):
+        a, b = _inner_scaled(rng, t)
+        ref = ExactReference(a, b)
+        with ozlinalg.profile() as prof:
+            c = ozlinalg.matmul(a, b, method=method)  # balance="auto"
+        assert _max_rel_err(c, ref) <= _max_rel_err(a @ b, ref)
+        assert prof.slices[0] <= (10 if method == "hybrid-ef" else 16)  # as unscaled
+
+    def test_auto_leaves_comparable_scales_alone(self, rng):
+        # The calibrated inputs (|f_k| <= 9 even at phi = 4): bit-identical results.
+        a = random_matrix(rng, 64, 2048, 4.0)
+        b = random_matrix(rng, 2048, 48, 4.0)
+        np.testing.assert_array_equal(ozlinalg.matmul(a, b),
+                                      ozlinalg.matmul(a, b, balance=False))
+
+    def test_balanced_product_is_the_same_product(self, rng):
+        from ozlinalg.ozaki.balance import balance_inner
+
+        a, b = _inner_scaled(rng, 30)
+        a2, b2 = balance_inner(np, a, b)
+        assert not np.array_equal(a2, a)
+        # Exact power-of-two scaling: every term a_ik b_kj is unchanged.
+        np.testing.assert_array_equal(a2[:, :, None] * b2[None, :, :],
+                                      a[:, :, None] * b[None, :, :])
+
+    def test_nonfinite_and_empty_are_left_alone(self, rng):
+        from ozlinalg.ozaki.balance import balance_inner
+
+        a, b = _inner_scaled(rng, 30)
+        a[0, 0] = np.inf
+        assert balance_inner(np, a, b)[0] is a
+        z = np.empty((3, 0))
+        assert balance_inner(np, z, np.empty((0, 2)))[0] is z
+
+    @pytest.mark.parametrize("bad", ["yes", 1, None, 2.0])
+    def test_option_validated(self, bad):
+        with pytest.raises(ValueError, match="balance must be 'auto', True or False"):
+            ozlinalg.options(balance=bad)
+
+    def test_option_and_keyword(self, rng):
+        a, b = _inner_scaled(rng, 8)  # |f_k| < 12: "auto" leaves it
+        with ozlinalg.options(balance=True):
+            forced = ozlinalg.matmul(a, b, slices=7)
+        assert not np.array_equal(forced, ozlinalg.matmul(a, b, slices=7))
+        np.testing.assert_array_equal(forced, ozlinalg.matmul(a, b, slices=7, balance=True))
 
 
 class TestProfileAndOptions:

@@ -19,6 +19,7 @@ from scipy.linalg import lapack as _lapack
 from .._array import array_namespace
 from .._exceptions import LinAlgError, LinAlgWarning
 from .._profile import record_native_flops
+from ..ozaki.balance import balance_inner  # noqa: F401  (re-exported for the tests)
 from ..ozaki.gemm import matmul as _emulated_matmul
 
 __all__ = [
@@ -157,66 +158,9 @@ def check_side(side, fname):
 # GEMM runner
 
 #: Balance the inner dimension of every emulated product by powers of two
-#: (see :func:`balance_inner`). Measured effect: docs/factorizations.md.
+#: (:func:`ozlinalg.ozaki.balance.balance_inner`, whatever the size of the
+#: imbalance). Measured effect: docs/factorizations.md.
 BALANCE_INNER = True
-
-_BAL_LIMIT = 900  # keep every scaled value this far inside the normal range
-
-
-def balance_inner(xp, a, b):
-    """Exact power-of-two rescaling ``a D^-1``, ``D b`` of the inner dimension.
-
-    The emulation splits every row of ``a`` and column of ``b`` against its
-    own largest entry, so a term ``a_ik b_kj`` in which a large ``a_ik``
-    meets a small ``b_kj`` (or the reverse) keeps fewer bits than the slice
-    count suggests. Blocked factorizations of badly scaled matrices produce
-    exactly such products (in a triangular solve with ``A = D S D``,
-    ``l_ik ~ d_i / d_k`` meets ``x_k ~ 1 / d_k``). With
-    ``D_kk = 2**f_k``, ``f_k = floor((e(max|a_:k|) - e(max|b_k:|)) / 2)`` the
-    column maxima of ``a`` and row maxima of ``b`` become equal within a
-    factor 2, which removes that loss; ``(a D^-1)(D b) = a b`` exactly as long
-    as no scaled entry leaves the normal range, which is checked (otherwise
-    the operands are returned unchanged).
-    """
-    if a.size == 0 or b.size == 0:
-        return a, b
-    ca = xp.abs(a).max(axis=0)
-    rb = xp.abs(b).max(axis=1)
-    ok = (ca > 0) & (rb > 0)
-    ea = xp.frexp(xp.where(ok, ca, 1.0))[1]
-    eb = xp.frexp(xp.where(ok, rb, 1.0))[1]
-    f = (ea - eb) // 2
-    fmax, fmin = int(f.max()), int(f.min())
-    if fmax == 0 and fmin == 0:
-        return a, b
-    lo_a = _log2_min_nonzero(xp, a)
-    lo_b = _log2_min_nonzero(xp, b)
-    hi_a = int(xp.frexp(ca.max())[1])
-    hi_b = int(xp.frexp(rb.max())[1])
-    if (lo_a - fmax < -_BAL_LIMIT or hi_a - fmin > _BAL_LIMIT
-            or lo_b + fmin < -_BAL_LIMIT or hi_b + fmax > _BAL_LIMIT):
-        return a, b
-    f = f.astype(xp.int32)
-    return _ldexp(xp, a, -f[None, :]), _ldexp(xp, b, f[:, None])
-
-
-def _ldexp(xp, x, e):
-    """``x * 2**e`` exactly; complex ``x`` part by part."""
-    if x.dtype.kind != "c":
-        return xp.ldexp(x, e)
-    out = xp.empty(np.broadcast_shapes(x.shape, e.shape), dtype=x.dtype)
-    out.real = xp.ldexp(x.real, e)
-    out.imag = xp.ldexp(x.imag, e)
-    return out
-
-
-def _log2_min_nonzero(xp, x):
-    if x.dtype.kind == "c":  # the smallest nonzero real or imaginary part
-        return min(_log2_min_nonzero(xp, x.real), _log2_min_nonzero(xp, x.imag))
-    ax = xp.abs(x)
-    m = float(xp.where(ax > 0, ax, xp.inf).min())
-    return -2000 if m == float("inf") else int(np.frexp(m)[1]) - 1
-
 
 class Runner:
     """Runs the GEMMs of a blocked algorithm: emulated, or native FP64.
@@ -237,9 +181,8 @@ class Runner:
     def gemm(self, a, b):
         """``a @ b`` (2-D float64 or complex128)."""
         if self.emulate:
-            if BALANCE_INNER:
-                a, b = balance_inner(self.xp, a, b)
-            return _emulated_matmul(a, b, slices=self.slices, method=self.method)
+            return _emulated_matmul(a, b, slices=self.slices, method=self.method,
+                                    balance=bool(BALANCE_INNER))
         record_native_flops(2.0 * a.shape[0] * a.shape[1] * b.shape[1], "gemm (native path)")
         return self.xp.matmul(a, b)
 

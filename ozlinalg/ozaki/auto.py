@@ -20,14 +20,25 @@ the *exponent spread* of the pair, and its worst case over the matrix is
         = max_ij -0.5 * log2( (X**2 @ Y**2)_ij )
 
 (X, Y the normalized A and B^T), computed with ONE float32 GEMM of the
-squared normalized operands (TF32 is enough on a GPU; underflowing squares only
-make rho larger, i.e. the choice more cautious). Entries whose terms are all
-zero are exactly zero in both computations and are skipped. Wide-exponent
-rows (phi = 4 in the papers' generator) raise rho by up to ~30 bits.
+squared normalized operands (BF16 tensor cores on a GPU: a few bits are
+enough). Entries whose terms are all zero are exactly zero and are skipped.
+Wide-exponent rows (phi = 4 in the papers' generator) raise rho by up to ~30
+bits.
+
+Huge exponent ranges: an entry whose true ``(X**2 @ Y**2)_ij`` is positive but
+below float32's range comes out as 0 and would be skipped like a structural
+zero although it needs MORE slices (with the inner dimension scaled by
+``2**(+-40)`` that gave 9 slices and 100% errors: the silent failure of
+adaptive slice counts that ANCHORS.md lists). So zeros of the estimate are
+checked against a GEMM of the nonzero patterns (exact counts); where an entry
+is not structurally zero it is recomputed in float64, and where even float64
+underflows (rows spanning more than ~500 bits) rho is infinite: ``max_slices``
+and an :class:`~ozlinalg.AccuracyWarning`, never a silent guess
+(:func:`squared_products`).
 
 The count chosen is the smallest s with
 
-    w s - 0.5 log2(s) >= 53 + c_method + 0.85 * rho
+    w s - 0.5 log2(s) >= 53 + c_method + 0.85 * rho + 0.15 * max(0, rho - 32)
 
 The slope and the offsets ``c_method`` (1.5 bits for the round-to-nearest
 splits, 3.5 for truncation, which wastes leading bits) were calibrated with
@@ -38,6 +49,12 @@ reproduces the data; docs/accuracy.md shows the result). The slope is below
 the model's 1 because the entry with the worst spread is rarely the entry
 with the worst cancellation, which decides the max relative error; 0.75 fitted
 the large cases but under-picked a small (32 x 24) output, 0.85 does not.
+Beyond the papers' inputs (phi = 4 reaches rho ~ 30) the spread is
+structural, shared by every entry (an inner dimension scaled by 2**(+-30) or
+more, with ``balance=False``), and 0.85 under-picked by one slice at rho ~ 61
+and ~ 80 (max errors up to 4x native); above rho = 32 the slope is the
+model's 1, which picks the needed count or one more there
+(tests/test_matmul.py::TestAutoHugeExponentRanges).
 
 Small outputs need a little more: the max relative error is a maximum over
 the m p entries, and native DGEMM's is smaller when there are few of them
@@ -56,7 +73,8 @@ is at or below native DGEMM's. The deterministic part is the bound above: with
 the chosen s each entry's error is below ``(s+1) 2**(-w s) k 2**(e_i+f_j)``.
 Inputs whose exponent spread needs more than ``max_slices`` slices get
 ``max_slices`` and an :class:`~ozlinalg.AccuracyWarning`. The cost is one
-float32 GEMM (on the CPU about 1/s**2 of the emulation's INT8 work).
+float32 GEMM (on the CPU about 1/s**2 of the emulation's INT8 work), two more
+(a pattern count and a float64 GEMM) only when the first underflows.
 """
 from __future__ import annotations
 
@@ -65,7 +83,8 @@ import warnings
 
 from .._exceptions import AccuracyWarning
 
-__all__ = ["choose_slices", "SAFETY_BITS", "RHO_SLOPE", "spread_bits"]
+__all__ = ["choose_slices", "HIGH_SLOPE", "RHO_KNEE", "RHO_SLOPE", "SAFETY_BITS", "spread_bits",
+           "squared_products"]
 
 #: Offset per split kind, in bits (calibrated; see module doc).
 SAFETY_BITS = {"bitmask": 3.5, "rn": 1.5, "hybrid": 1.5, "fp": 1.5}
@@ -73,16 +92,45 @@ SAFETY_BITS = {"bitmask": 3.5, "rn": 1.5, "hybrid": 1.5, "fp": 1.5}
 #: Weight of the exponent spread rho (calibrated; see module doc).
 RHO_SLOPE = 0.85
 
+#: Above this spread (beyond the papers' inputs: phi = 4 reaches ~30 bits) the
+#: slope is the model's 1: such spreads are structural (an inner dimension
+#: scaled by 2**(+-30) and more), every entry shares them.
+RHO_KNEE = 32.0
+HIGH_SLOPE = 1.0 - RHO_SLOPE
+
 FP64_BITS = 53
 
 
+def squared_products(xp, engine, xa, xb):
+    """``Q = (X**2) @ (Y**2)^T`` to a few bits, no entry lost to underflow.
+
+    Returns ``(q, lost)``: ``q`` (float32 or float64) is positive wherever some
+    term ``x_ik y_jk`` is nonzero, except where even float64 underflows, which
+    ``lost`` (bool) reports. One fast GEMM (``engine.approx_matmul`` of the
+    float32 squares); if it has zeros, one more of the nonzero patterns (exact
+    counts) tells structural zeros from underflow, and only then a float64 GEMM
+    recomputes the underflowed entries.
+    """
+    q = engine.approx_matmul((xa * xa).astype(xp.float32), (xb * xb).astype(xp.float32))
+    zero = q <= 0
+    if not bool(zero.any()):
+        return q, False
+    count = engine.approx_matmul((xa != 0).astype(xp.float32), (xb != 0).astype(xp.float32))
+    under = zero & (count > 0)
+    if not bool(under.any()):
+        return q, False
+    q64 = xp.matmul(xa * xa, (xb * xb).T)
+    return xp.where(under, q64, q.astype(xp.float64)), bool((under & (q64 <= 0)).any())
+
+
 def spread_bits(xp, engine, xa, xb):
-    """``rho = max_ij -0.5 log2((X**2 @ Y**2)_ij)`` over the non-zero entries (0 if none)."""
+    """``rho = max_ij -0.5 log2((X**2 @ Y**2)_ij)`` over the non-zero entries (0 if none;
+    ``inf`` if the range of an entry is beyond float64's, see :func:`squared_products`)."""
     if xa.shape[0] == 0 or xb.shape[0] == 0 or xa.shape[1] == 0:
         return 0.0
-    qa = (xa * xa).astype(xp.float32)
-    qb = (xb * xb).astype(xp.float32)
-    q = engine.approx_matmul(qa, qb)
+    q, lost = squared_products(xp, engine, xa, xb)
+    if lost:
+        return math.inf
     pos = q > 0
     if not bool(pos.any()):
         return 0.0
@@ -95,7 +143,7 @@ SMALL_OUTPUT = 1 << 16
 
 def choose_slices(split, width, rho, max_slices, outputs=SMALL_OUTPUT):
     """Smallest slice count meeting the calibrated criterion of the module doc."""
-    need = FP64_BITS + SAFETY_BITS[split] + RHO_SLOPE * rho
+    need = FP64_BITS + SAFETY_BITS[split] + RHO_SLOPE * rho + HIGH_SLOPE * max(0.0, rho - RHO_KNEE)
     need += 0.5 * max(0.0, math.log2(SMALL_OUTPUT / max(outputs, 1)))
     for s in range(1, max_slices + 1):
         if width * s - 0.5 * math.log2(s) >= need:

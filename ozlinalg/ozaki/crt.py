@@ -65,11 +65,13 @@ in the same entry scales with ``u sqrt(sum_k (x_ik y_jk)**2)``. With
     E_ij = (2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij)
 
 and each extra bit of log2 P adds half a bit to mu and nu. The scaling is
-computed once for the largest count allowed (``P_ref``), ``rho = max_ij
-log2 E_ij`` is taken over the entries with ``Q_ij > 0``, and the count chosen
-is the smallest N with
+computed once for a reference count (``P_ref``: 20 moduli, whatever the cap
+``max_moduli``), ``rho = max_ij log2 E_ij`` is taken over the entries with
+``Q_ij > 0`` (underflow-safe, :func:`ozlinalg.ozaki.auto.squared_products`;
+``rho = inf`` beyond float64's range), and the count chosen is the smallest N
+with
 
-    log2 P_N >= log2 P_ref + 2 (0.7 (rho + 53) + c_scaling)
+    log2 P_N >= log2 P_ref + 2 (0.7 (rho + 53) + c_scaling + 0.25 max(0, rho + 60))
 
 ``c_fast = -9.0``, ``c_accurate = -8.75`` bits. The slope 0.7 < 1 (as in
 Ozaki-I's ``auto``, 0.85 there): the entry with the worst predicted ratio is
@@ -77,9 +79,14 @@ rarely the one whose cancellation decides the max relative error. Slope and
 offsets were fitted against the exact reference (python-flint) on the papers'
 inputs, (m, n, p) in {(32, 64, 24), (64, 512, 64), (128, 2048, 96),
 (200, 4096, 160)}, phi in {0.5, 1, 2, 4}, two seeds, both scalings (64
-cases): the chosen count was never below the smallest count whose max error
-is at or below native DGEMM's, and at most 2 (mostly 0 or 1) above it; the
-offsets include 0.25 bit of slack beyond the fit. Measured, not proven; the
+cases), with 0.25 bit of slack. A wider check
+(``benchmarks/calibrate_crt_auto.py``: six shapes, phi up to 8, three seeds,
+216 cases) found 40 under-picks, all but one at phi >= 4: wide exponent
+ranges need more than the 0.7 slope predicts. The knee term (0.25 extra slope
+above rho = -60, where no phi <= 2 case lies, so their counts are unchanged)
+leaves 2 under-picks by one modulus (32 x 64 x 24 at phi = 4, accurate;
+200 x 4096 x 160 at phi = 1, fast), each with a max error 2.4x native's,
+for 1.2 extra moduli on average at phi >= 4. Measured, not proven; the
 deterministic part is the bound ``sum |A'||B'| < P/2`` (the result is the
 exact CRT value of the rounded operands).
 Counts above ``max_moduli`` are clipped with
@@ -93,12 +100,16 @@ from dataclasses import dataclass
 from functools import cache
 
 from .._exceptions import AccuracyWarning
+from .auto import squared_products
 
 __all__ = [
     "MODULI",
     "MAX_MODULI",
     "CRT_INNER_BLOCK",
+    "AUTO_HIGH_SLOPE",
     "AUTO_OFFSET_BITS",
+    "AUTO_REF_MODULI",
+    "AUTO_RHO_KNEE",
     "AUTO_RHO_SLOPE",
     "CRTConstants",
     "crt_constants",
@@ -138,9 +149,18 @@ CRT_INNER_BLOCK = (1 << 17) - 1024
 #: Bits of slack in ``sum |A'||B'| < P / 2`` (rounding of A', B', float logs).
 MARGIN_BITS = 0.05
 
+#: The reference count ``P_ref`` of the ``moduli="auto"`` rule: fixed (not the
+#: caller's cap), so the count chosen does not depend on ``max_moduli``, which
+#: only clips it (with a warning).
+AUTO_REF_MODULI = 20
+
 #: Calibrated slope and offsets of the ``moduli="auto"`` rule (bits; module doc).
 AUTO_RHO_SLOPE = 0.7
 AUTO_OFFSET_BITS = {"fast": -9.0, "accurate": -8.75}
+#: Extra slope above the knee: wide exponent ranges (phi >= 4) need more than
+#: the 0.7 slope fitted on phi <= 2 predicts (benchmarks/calibrate_crt_auto.py).
+AUTO_RHO_KNEE = -60.0
+AUTO_HIGH_SLOPE = 0.25
 
 _SCALINGS = ("fast", "accurate")
 
@@ -328,8 +348,10 @@ def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
 
 
 def choose_moduli(rho, scaling, max_moduli, log2p_max):
-    """Smallest N with ``log2 P_N >= log2 P_ref + 2 (0.7 (rho + 53) + offset)``."""
-    need = log2p_max + 2.0 * (AUTO_RHO_SLOPE * (rho + 53.0) + AUTO_OFFSET_BITS[scaling])
+    """Smallest N with ``log2 P_N >= log2 P_ref + 2 (0.7 (rho + 53) + offset
+    + 0.25 max(0, rho + 60))`` (module doc)."""
+    need = log2p_max + 2.0 * (AUTO_RHO_SLOPE * (rho + 53.0) + AUTO_OFFSET_BITS[scaling]
+                              + AUTO_HIGH_SLOPE * max(0.0, rho - AUTO_RHO_KNEE))
     for n in range(1, max_moduli + 1):
         if crt_constants(n).log2P >= need:
             return n
@@ -345,9 +367,10 @@ def choose_moduli(rho, scaling, max_moduli, log2p_max):
 
 def _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu):
     """``max_ij log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``."""
-    qa = (xa * xa).astype(xp.float32)
-    qb = (xb * xb).astype(xp.float32)
-    q = engine.approx_matmul(qa, qb).astype(xp.float64)
+    q, lost = squared_products(xp, engine, xa, xb)
+    if lost:  # beyond float64's range: no estimate, the caller takes the most moduli
+        return math.inf
+    q = q.astype(xp.float64)
     pos = q > 0
     if not bool(pos.any()):
         return -math.inf
@@ -507,7 +530,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
         xb, eb = normalize_rows(xp, bt)
         na = _row_norms_upper(xp, xa)
         nb = _row_norms_upper(xp, xb)
-        n_ref = max_moduli if moduli == "auto" else moduli
+        n_ref = AUTO_REF_MODULI if moduli == "auto" else moduli
         log2p_ref = crt_constants(n_ref).log2P
         logw = None
         if scaling == "accurate":

@@ -30,6 +30,7 @@ from .._profile import CallRecord, Timer, active_profiles, record_call, record_n
 from ..engines import get_engine
 from . import params
 from .auto import choose_slices, spread_bits
+from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
 from .split import normalize_rows, slice_layout, split_rows
 
@@ -50,7 +51,7 @@ def _as_float64(xp, x, name):
     return x.astype(xp.complex128 if kind == "c" else xp.float64, copy=False)
 
 
-def matmul(a, b, *, slices=None, method=None):
+def matmul(a, b, *, slices=None, method=None, balance=None):
     """Matrix product ``a @ b`` in FP64 accuracy from exact INT8 products.
 
     Parameters
@@ -72,6 +73,12 @@ def matmul(a, b, *, slices=None, method=None):
         (accurate scaling), ``"crt-fast"``; or a peer alias (``"ozimmu_h"``,
         ``"ozimmu_ef"``, ``"ozimmu"``, ``"ootomo"``, ``"gemmul8"``). For the
         ``crt`` methods ``slices`` counts moduli.
+    balance : {"auto", True, False}, optional
+        Exact power-of-two balancing of the inner dimension (column k of ``a``
+        against row k of ``b``) before splitting; ``"auto"`` (the default, from
+        :func:`ozlinalg.options`) balances only strongly imbalanced products
+        (see :mod:`ozlinalg.ozaki.balance`), which keeps ``slices="auto"`` at
+        its calibrated counts for them.
 
     Returns
     -------
@@ -107,6 +114,7 @@ def matmul(a, b, *, slices=None, method=None):
     meth = params.METHODS[params.validate_method(opts.method if method is None else method)]
     slices = opts.slices if slices is None else slices
     params.validate_slices(slices)
+    min_shift = min_shift_for(opts.balance if balance is None else balance)
 
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
@@ -118,6 +126,8 @@ def matmul(a, b, *, slices=None, method=None):
     is_complex = a.dtype.kind == "c" or b.dtype.kind == "c"
 
     def product_2d(x, y):
+        if min_shift is not None:
+            x, y = balance_inner(xp, x, y, min_shift)
         if is_complex:
             return complex_matmul(lambda u, v: emulated_matmul_2d(xp, u, v, meth, slices, opts),
                                   x, y, scheme=opts.complex_scheme)

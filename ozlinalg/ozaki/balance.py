@@ -1,0 +1,92 @@
+"""Exact power-of-two balancing of a product's inner dimension.
+
+The emulation splits every row of ``a`` and column of ``b`` against its own
+largest entry, so a term ``a_ik b_kj`` in which a large ``a_ik`` meets a small
+``b_kj`` (or the reverse) keeps fewer bits than the slice count suggests:
+``slices="auto"`` then needs more slices (an inner dimension scaled by
+``2**(+-20)`` takes 14 instead of 9), and past ~80 bits of imbalance no count
+reaches FP64 accuracy. Scaling column k of ``a`` by ``2**-f_k`` and row k of
+``b`` by ``2**f_k`` leaves the product unchanged, exactly, and with
+``f_k = floor((e(max|a_:k|) - e(max|b_k:|)) / 2)`` makes the column maxima of
+``a`` and the row maxima of ``b`` equal within a factor 2.
+
+Blocked factorizations of badly scaled matrices produce such products (in a
+triangular solve with ``A = D S D``, ``l_ik ~ d_i / d_k`` meets
+``x_k ~ 1 / d_k``); they balance every product (docs/factorizations.md).
+``ozlinalg.matmul`` balances by default only when some ``|f_k|`` reaches
+:data:`AUTO_MIN_SHIFT` (``options(balance="auto")``), so products of
+comparably scaled operands, the calibrated case of ``slices="auto"``, keep
+their results bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["AUTO_MIN_SHIFT", "balance_inner", "min_shift_for"]
+
+#: ``balance="auto"`` acts when some |f_k| reaches this many bits (a 2**24 ratio
+#: between a column maximum of ``a`` and the matching row maximum of ``b``). The
+#: papers' inputs reach |f_k| <= 9 (phi = 4, 64 x 16384 x 64), so they are left
+#: as they are; an inner dimension scaled by 2**(+-20) or more is balanced.
+AUTO_MIN_SHIFT = 12
+
+_LIMIT = 900  # keep every scaled value this far inside the normal range
+
+
+def min_shift_for(mode):
+    """The ``min_shift`` of :func:`balance_inner` for ``balance=mode`` (None: never)."""
+    if mode is True:
+        return 1
+    if mode is False:
+        return None
+    if mode == "auto":
+        return AUTO_MIN_SHIFT
+    raise ValueError(f"ozlinalg: balance must be 'auto', True or False, got {mode!r}")
+
+
+def balance_inner(xp, a, b, min_shift=1):
+    """``(a D^-1, D b)`` with ``D = diag(2**f_k)`` (module doc), or ``(a, b)`` unchanged.
+
+    Unchanged when no ``|f_k|`` reaches ``min_shift``, when an operand holds
+    Inf/NaN, or when a scaled entry would leave the normal range.
+    """
+    if a.size == 0 or b.size == 0:
+        return a, b
+    ca = xp.abs(a).max(axis=0)
+    rb = xp.abs(b).max(axis=1)
+    if not (bool(xp.isfinite(ca).all()) and bool(xp.isfinite(rb).all())):
+        return a, b
+    ok = (ca > 0) & (rb > 0)
+    ea = xp.frexp(xp.where(ok, ca, 1.0))[1]
+    eb = xp.frexp(xp.where(ok, rb, 1.0))[1]
+    f = (ea - eb) // 2
+    fmax, fmin = int(f.max()), int(f.min())
+    if max(fmax, -fmin) < max(1, int(min_shift)):
+        return a, b
+    lo_a = _log2_min_nonzero(xp, a)
+    lo_b = _log2_min_nonzero(xp, b)
+    hi_a = int(xp.frexp(ca.max())[1])
+    hi_b = int(xp.frexp(rb.max())[1])
+    if (lo_a - fmax < -_LIMIT or hi_a - fmin > _LIMIT
+            or lo_b + fmin < -_LIMIT or hi_b + fmax > _LIMIT):
+        return a, b
+    f = f.astype(xp.int32)
+    return _ldexp(xp, a, -f[None, :]), _ldexp(xp, b, f[:, None])
+
+
+def _ldexp(xp, x, e):
+    """``x * 2**e`` exactly; complex ``x`` part by part."""
+    if x.dtype.kind != "c":
+        return xp.ldexp(x, e)
+    out = xp.empty(np.broadcast_shapes(x.shape, e.shape), dtype=x.dtype)
+    out.real = xp.ldexp(x.real, e)
+    out.imag = xp.ldexp(x.imag, e)
+    return out
+
+
+def _log2_min_nonzero(xp, x):
+    if x.dtype.kind == "c":  # the smallest nonzero real or imaginary part
+        return min(_log2_min_nonzero(xp, x.real), _log2_min_nonzero(xp, x.imag))
+    ax = xp.abs(x)
+    m = float(xp.where(ax > 0, ax, xp.inf).min())
+    return -2000 if m == float("inf") else int(np.frexp(m)[1]) - 1
