@@ -265,11 +265,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     global MM
     if args.check == "accurate":
-        from ozlinalg.lapack._common import balance_inner
-
         # Balanced like the factorizations' own products, else badly scaled
         # inputs (D S D times x ~ D^-1) make the check itself inaccurate.
-        MM = lambda x, y: ozlinalg.matmul(*balance_inner(np, x, y), slices=12)  # noqa: E731
+        MM = lambda x, y: ozlinalg.matmul(x, y, slices=12, balance=True)  # noqa: E731
     if args.no_balance:
         import ozlinalg.lapack._common as common
 

@@ -594,7 +594,7 @@ def test_public_namespace():
 
 class TestBalanceInner:
     def test_exact_and_effective(self):
-        from ozlinalg.lapack._common import balance_inner
+        from ozlinalg.ozaki.balance import balance_inner
 
         rng = np.random.default_rng(41)
         d = np.exp(4 * rng.standard_normal(60))
@@ -608,7 +608,7 @@ class TestBalanceInner:
         assert ratio.max() <= 4 and ratio.min() >= 0.25
 
     def test_skips_when_unsafe(self):
-        from ozlinalg.lapack._common import balance_inner
+        from ozlinalg.ozaki.balance import balance_inner
 
         a = np.array([[1e-300, 1e300]])
         b = np.array([[1e300], [1e-300]])

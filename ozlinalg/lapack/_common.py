@@ -19,7 +19,6 @@ from scipy.linalg import lapack as _lapack
 from .._array import array_namespace
 from .._exceptions import LinAlgError, LinAlgWarning
 from .._profile import record_native_flops
-from ..ozaki.balance import balance_inner  # noqa: F401  (re-exported for the tests)
 from ..ozaki.gemm import matmul as _emulated_matmul
 
 __all__ = [
