@@ -16,7 +16,9 @@ triangular solve with ``A = D S D``, ``l_ik ~ d_i / d_k`` meets
 ``ozlinalg.matmul`` balances by default only when some ``|f_k|`` reaches
 :data:`AUTO_MIN_SHIFT` (``options(balance="auto")``), so products of
 comparably scaled operands, the calibrated case of ``slices="auto"``, keep
-their results bit for bit.
+their results bit for bit (maxima over very few entries, say p = 3 at
+phi = 4, can reach it; ``calibrate_auto.py --small`` still finds no
+under-pick there).
 """
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ __all__ = ["AUTO_MIN_SHIFT", "balance_inner", "min_shift_for"]
 
 #: ``balance="auto"`` acts when some |f_k| reaches this many bits (a 2**24 ratio
 #: between a column maximum of ``a`` and the matching row maximum of ``b``). The
-#: papers' inputs reach |f_k| <= 9 (phi = 4, 64 x 16384 x 64), so they are left
-#: as they are; an inner dimension scaled by 2**(+-20) or more is balanced.
+#: papers' inputs at their sizes reach |f_k| <= 9 (phi = 4, 64 x 16384 x 64), so
+#: they are left as they are; an inner dimension scaled by 2**(+-20) or more is
+#: balanced.
 AUTO_MIN_SHIFT = 12
 
 _LIMIT = 900  # keep every scaled value this far inside the normal range
