@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from host_cuda import host_cupy_for_scripts
-from test_gpu_engine_host import HostEngine
+from test_engine_cublaslt import HostEngine
 
 from ozlinalg.engines import base as engine_registry
 
