@@ -412,6 +412,21 @@ class TestBalance:
         np.testing.assert_array_equal(ozlinalg.matmul(a, b),
                                       ozlinalg.matmul(a, b, balance=False))
 
+    def test_complex_operands_are_balanced_as_a_whole(self, rng):
+        # |a_ik| (not the real and imaginary parts apart) decides the shift, and both
+        # parts are scaled alike, so the product stays the same product.
+        a, b = _inner_scaled(rng, 40)
+        ai, bi = _inner_scaled(np.random.default_rng(7), 0)
+        d = np.abs(a).max(axis=0) / np.maximum(np.abs(ai).max(axis=0), 1e-300)
+        za, zb = a + 1j * ai * d[None, :], b + 1j * bi / d[:, None]
+        want = za @ zb
+        got = ozlinalg.matmul(za, zb)
+        assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AccuracyWarning)
+            bad = ozlinalg.matmul(za, zb, slices=9, balance=False)
+        assert np.abs(bad - want).max() > 1e-6 * np.abs(want).max()  # what balancing fixes
+
     def test_balanced_product_is_the_same_product(self, rng):
         from ozlinalg.ozaki.balance import balance_inner
 
