@@ -380,6 +380,17 @@ class TestAutoHugeExponentRanges:
         with pytest.warns(AccuracyWarning, match="max_"):
             ozlinalg.matmul(a, b, method=method, balance=False)
 
+    @pytest.mark.parametrize("method", ["bitmask", "hybrid-ef", "crt"])
+    def test_entry_flushed_by_normalization_is_not_a_zero(self, method):
+        # Found by test_properties.py::test_auto_is_never_silently_wrong: C[1, 0] =
+        # a_10 b_00 with b_00 subnormal in a column whose maximum is 1.5e4, so
+        # normalizing the column flushes b_00 to 0 and the entry (1e-301) comes out
+        # 0. That cannot be helped at any slice count; it must not pass silently.
+        a = np.array([[2.72588107e16, 1.03869857e18], [-3.28204828e18, 0.0]])
+        b = np.array([[-3.04640877e-320], [1.47607944e4]])
+        with pytest.warns(AccuracyWarning, match="max_"):
+            ozlinalg.matmul(a, b, method=method)
+
     def test_squared_products_tells_zeros_from_underflow(self):
         from ozlinalg.ozaki.auto import squared_products
 

@@ -101,7 +101,7 @@ HIGH_SLOPE = 1.0 - RHO_SLOPE
 FP64_BITS = 53
 
 
-def squared_products(xp, engine, xa, xb):
+def squared_products(xp, engine, xa, xb, a=None, b=None):
     """``Q = (X**2) @ (Y**2)^T`` to a few bits, no entry lost to underflow.
 
     Returns ``(q, lost)``: ``q`` (float32 or float64) is positive wherever some
@@ -109,13 +109,18 @@ def squared_products(xp, engine, xa, xb):
     ``lost`` (bool) reports. One fast GEMM (``engine.approx_matmul`` of the
     float32 squares); if it has zeros, one more of the nonzero patterns (exact
     counts) tells structural zeros from underflow, and only then a float64 GEMM
-    recomputes the underflowed entries.
+    recomputes the underflowed entries. ``a``, ``b``: the operands before
+    normalization (rows of ``b`` as for ``xb``), whose patterns count: an entry
+    that normalization itself flushed to zero (a subnormal in a row whose
+    maximum is large) is lost, not absent.
     """
     q = engine.approx_matmul((xa * xa).astype(xp.float32), (xb * xb).astype(xp.float32))
     zero = q <= 0
     if not bool(zero.any()):
         return q, False
-    count = engine.approx_matmul((xa != 0).astype(xp.float32), (xb != 0).astype(xp.float32))
+    pa = xa if a is None else a
+    pb = xb if b is None else b
+    count = engine.approx_matmul((pa != 0).astype(xp.float32), (pb != 0).astype(xp.float32))
     under = zero & (count > 0)
     if not bool(under.any()):
         return q, False
@@ -123,12 +128,12 @@ def squared_products(xp, engine, xa, xb):
     return xp.where(under, q64, q.astype(xp.float64)), bool((under & (q64 <= 0)).any())
 
 
-def spread_bits(xp, engine, xa, xb):
+def spread_bits(xp, engine, xa, xb, a=None, b=None):
     """``rho = max_ij -0.5 log2((X**2 @ Y**2)_ij)`` over the non-zero entries (0 if none;
     ``inf`` if the range of an entry is beyond float64's, see :func:`squared_products`)."""
     if xa.shape[0] == 0 or xb.shape[0] == 0 or xa.shape[1] == 0:
         return 0.0
-    q, lost = squared_products(xp, engine, xa, xb)
+    q, lost = squared_products(xp, engine, xa, xb, a, b)
     if lost:
         return math.inf
     pos = q > 0

@@ -365,9 +365,9 @@ def choose_moduli(rho, scaling, max_moduli, log2p_max):
     return max_moduli
 
 
-def _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu):
+def _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu, a=None, b=None):
     """``max_ij log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``."""
-    q, lost = squared_products(xp, engine, xa, xb)
+    q, lost = squared_products(xp, engine, xa, xb, a, b)
     if lost:  # beyond float64's range: no estimate, the caller takes the most moduli
         return math.inf
     q = q.astype(xp.float64)
@@ -556,7 +556,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
 
         if moduli == "auto":
             mu, nu = shifts(log2p_ref)
-            rho = _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu)
+            rho = _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu, a, bt)
             counts["float_gemms"] += 1
             counts.setdefault("crt_rho", []).append(rho)
             nmod = 1 if rho == -math.inf else choose_moduli(rho, scaling, max_moduli, log2p_ref)

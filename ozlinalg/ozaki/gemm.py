@@ -295,7 +295,7 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         xa, ea = normalize_rows(xp, a)
         xb, eb = normalize_rows(xp, bt)
         if slices == "auto":
-            s = choose_slices(kind, width, spread_bits(xp, engine, xa, xb), opts.max_slices,
+            s = choose_slices(kind, width, spread_bits(xp, engine, xa, xb, a, bt), opts.max_slices,
                               outputs=m * p)
         else:
             s = int(slices)
