@@ -335,11 +335,22 @@ class TestAuto:
             ozlinalg.matmul(a, a, slices=5)
         assert prof.slices == [5]
 
-    def test_warns_when_max_slices_is_not_enough(self, rng):
+    def test_too_few_max_slices_goes_native(self, rng):
+        # max_slices=4 serves no entry at FP64 accuracy: native FP64, no warning.
         a = random_matrix(rng, 8, 256, 8.0)
-        with ozlinalg.options(max_slices=4):
-            with pytest.warns(AccuracyWarning, match="max_slices=4"):
-                ozlinalg.matmul(a, a.T)
+        with ozlinalg.options(max_slices=4), ozlinalg.profile() as prof:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", AccuracyWarning)
+                c = ozlinalg.matmul(a, a.T)
+        np.testing.assert_allclose(c, a @ a.T, rtol=1e-13, atol=0)
+        assert prof.native_flops == 2.0 * 8 * 256 * 8 and prof.int8_gemms == 0
+
+    def test_warns_when_max_slices_is_not_enough_fixed_rule(self):
+        # choose_slices itself (CRT's twin, choose_moduli, likewise) still warns.
+        from ozlinalg.ozaki.auto import choose_slices
+
+        with pytest.warns(AccuracyWarning, match="max_slices=4"):
+            assert choose_slices("hybrid", 7, 60.0, 4) == 4
 
 
 def _inner_scaled(rng, t, m=40, n=300, p=30):
@@ -356,9 +367,11 @@ def _max_rel_err(c, ref):
 
 
 class TestAutoHugeExponentRanges:
-    """``auto`` never guesses silently: products whose magnitudes underflow the
-    float32 estimate are re-measured in float64, or warned about (ANCHORS.md:
-    adaptive counts elsewhere truncated silently on huge exponent ranges)."""
+    """``auto`` never guesses silently (ANCHORS.md: adaptive counts elsewhere
+    truncated silently on huge exponent ranges): magnitudes that underflow the
+    float32 estimate are re-measured in float64; entries beyond what
+    ``max_slices`` slices serve are computed in native FP64 (Ozaki-I) or warned
+    about (CRT)."""
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "crt", "crt-fast"])
     def test_underflowing_estimate_is_remeasured(self, rng, method):
@@ -370,26 +383,61 @@ class TestAutoHugeExponentRanges:
             warnings.simplefilter("always", AccuracyWarning)
             c = ozlinalg.matmul(a, b, method=method, balance=False)
         native = _max_rel_err(a @ b, ref)
-        # Either DGEMM-level with the count it chose, or the most slices and a warning.
+        # Either DGEMM-level with the count it chose, or the most moduli and a warning.
         assert _max_rel_err(c, ref) <= native or (w and prof.slices[0] == 20)
         assert prof.slices[0] >= 15
 
-    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
-    def test_beyond_float64_range_warns(self, rng, method):
+    @pytest.mark.parametrize("t", [80, 300])
+    def test_beyond_max_slices_is_native_not_wrong(self, rng, t):
+        # Spreads no slice count up to max_slices serves: those entries (here all)
+        # are computed in native FP64, recorded as native flops, without a warning.
+        a, b = _inner_scaled(rng, t)
+        ref = ExactReference(a, b)
+        with ozlinalg.profile() as prof, warnings.catch_warnings():
+            warnings.simplefilter("error", AccuracyWarning)
+            c = ozlinalg.matmul(a, b, balance=False)
+        assert _max_rel_err(c, ref) <= _max_rel_err(a @ b, ref)
+        assert prof.native_flops > 0
+
+    def test_only_the_unservable_entries_go_native(self, rng):
+        # One row of A scaled far below the others in the columns where B is large:
+        # that row's entries need ~150 bits more; the rest keep the emulation.
+        a = random_matrix(rng, 12, 64, 0.5)
+        b = random_matrix(rng, 64, 9, 0.5)
+        a[3, :32] *= 2.0**-400
+        b[:32] *= 2.0**300
+        ref = ExactReference(a, b)
+        with ozlinalg.profile() as prof, warnings.catch_warnings():
+            warnings.simplefilter("error", AccuracyWarning)
+            c = ozlinalg.matmul(a, b, balance=False)
+        assert _max_rel_err(c, ref) <= _max_rel_err(a @ b, ref)
+        assert 0 < prof.native_flops <= 2.0 * 9 * 64  # row 3 only
+        assert prof.int8_gemms > 0
+
+    @pytest.mark.parametrize("max_slices", [4, 20])
+    def test_crt_warns_beyond_its_range(self, rng, max_slices):
         a, b = _inner_scaled(rng, 300)
-        with pytest.warns(AccuracyWarning, match="max_"):
-            ozlinalg.matmul(a, b, method=method, balance=False)
+        with ozlinalg.options(max_slices=max_slices):
+            with pytest.warns(AccuracyWarning, match="max_moduli"):
+                ozlinalg.matmul(a, b, method="crt", balance=False)
 
     @pytest.mark.parametrize("method", ["bitmask", "hybrid-ef", "crt"])
     def test_entry_flushed_by_normalization_is_not_a_zero(self, method):
         # Found by test_properties.py::test_auto_is_never_silently_wrong: C[1, 0] =
         # a_10 b_00 with b_00 subnormal in a column whose maximum is 1.5e4, so
-        # normalizing the column flushes b_00 to 0 and the entry (1e-301) comes out
-        # 0. That cannot be helped at any slice count; it must not pass silently.
+        # normalizing the column flushes b_00 to 0 and the entry (1e-301) came out
+        # 0. No slice count can help: Ozaki-I computes it natively, CRT warns.
         a = np.array([[2.72588107e16, 1.03869857e18], [-3.28204828e18, 0.0]])
         b = np.array([[-3.04640877e-320], [1.47607944e4]])
-        with pytest.warns(AccuracyWarning, match="max_"):
-            ozlinalg.matmul(a, b, method=method)
+        if method == "crt":
+            with pytest.warns(AccuracyWarning, match="max_moduli"):
+                ozlinalg.matmul(a, b, method=method)
+            return
+        ref = ExactReference(a, b)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", AccuracyWarning)
+            c = ozlinalg.matmul(a, b, method=method)
+        assert _max_rel_err(c, ref) <= max(_max_rel_err(a @ b, ref), 2.0**-53)
 
     def test_squared_products_tells_zeros_from_underflow(self):
         from ozlinalg.ozaki.auto import squared_products
@@ -398,11 +446,12 @@ class TestAutoHugeExponentRanges:
         xa = np.array([[1.0, 0.0, 0.0], [0.0, 2.0**-40, 0.0], [0.0, 0.0, 2.0**-300]])
         xb = np.array([[0.0, 0.0, 1.0], [0.0, 2.0**-40, 0.0], [0.0, 0.0, 2.0**-300]])
         q, lost = squared_products(np, eng, xa[:2], xb[:2])
-        assert not lost
+        assert lost is None
         assert q[0, 0] == 0.0 and q[0, 1] == 0.0  # structural zeros stay zero
         assert q[1, 1] == 2.0**-160  # float32 would say 0
         q, lost = squared_products(np, eng, xa, xb)
-        assert lost  # 2**-1200: beyond float64 too
+        np.testing.assert_array_equal(lost, np.eye(3, dtype=bool) & (np.arange(3) == 2))
+        # (2, 2) holds 2**-1200: beyond float64 too
 
 
 class TestBalance:

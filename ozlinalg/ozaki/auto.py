@@ -32,9 +32,9 @@ zero although it needs MORE slices (with the inner dimension scaled by
 adaptive slice counts that ANCHORS.md lists). So zeros of the estimate are
 checked against a GEMM of the nonzero patterns (exact counts); where an entry
 is not structurally zero it is recomputed in float64, and where even float64
-underflows (rows spanning more than ~500 bits) rho is infinite: ``max_slices``
-and an :class:`~ozlinalg.AccuracyWarning`, never a silent guess
-(:func:`squared_products`).
+underflows (rows spanning more than ~500 bits) the entry is lost to the
+emulation: it is computed in native FP64 (:func:`plan_slices`), never a silent
+guess (:func:`squared_products`).
 
 The count chosen is the smallest s with
 
@@ -71,8 +71,11 @@ Measured, not proven: on the papers' test families (and the adversarial
 families of the test suite) the max relative error against the exact product
 is at or below native DGEMM's. The deterministic part is the bound above: with
 the chosen s each entry's error is below ``(s+1) 2**(-w s) k 2**(e_i+f_j)``.
-Inputs whose exponent spread needs more than ``max_slices`` slices get
-``max_slices`` and an :class:`~ozlinalg.AccuracyWarning`. The cost is one
+Entries whose spread needs more than ``max_slices`` slices (or whose
+magnitude even float64 loses) are computed in native FP64 by the driver
+(:func:`plan_slices`); the count is chosen for the others.
+:func:`choose_slices` alone, asked for more than ``max_slices``, returns
+``max_slices`` with an :class:`~ozlinalg.AccuracyWarning`. The cost is one
 float32 GEMM (on the CPU about 1/s**2 of the emulation's INT8 work), two more
 (a pattern count and a float64 GEMM) only when the first underflows.
 """
@@ -83,8 +86,8 @@ import warnings
 
 from .._exceptions import AccuracyWarning
 
-__all__ = ["choose_slices", "HIGH_SLOPE", "RHO_KNEE", "RHO_SLOPE", "SAFETY_BITS", "spread_bits",
-           "squared_products"]
+__all__ = ["choose_slices", "HIGH_SLOPE", "plan_slices", "rho_capacity", "RHO_KNEE", "RHO_SLOPE",
+           "SAFETY_BITS", "spread_bits", "squared_products"]
 
 #: Offset per split kind, in bits (calibrated; see module doc).
 SAFETY_BITS = {"bitmask": 3.5, "rn": 1.5, "hybrid": 1.5, "fp": 1.5}
@@ -100,15 +103,19 @@ HIGH_SLOPE = 1.0 - RHO_SLOPE
 
 FP64_BITS = 53
 
+#: Outputs below this count get extra bits (see module doc).
+SMALL_OUTPUT = 1 << 16
+
 
 def squared_products(xp, engine, xa, xb, a=None, b=None):
     """``Q = (X**2) @ (Y**2)^T`` to a few bits, no entry lost to underflow.
 
     Returns ``(q, lost)``: ``q`` (float32 or float64) is positive wherever some
-    term ``x_ik y_jk`` is nonzero, except where even float64 underflows, which
-    ``lost`` (bool) reports. One fast GEMM (``engine.approx_matmul`` of the
-    float32 squares); if it has zeros, one more of the nonzero patterns (exact
-    counts) tells structural zeros from underflow, and only then a float64 GEMM
+    term ``x_ik y_jk`` is nonzero, except where even float64 underflows: those
+    entries are ``lost``, a boolean mask (``None`` when there are none). One fast
+    GEMM (``engine.approx_matmul`` of the float32 squares); if it has zeros, one
+    more of the nonzero patterns (exact counts) tells structural zeros from
+    underflow, and only then a float64 GEMM
     recomputes the underflowed entries. ``a``, ``b``: the operands before
     normalization (rows of ``b`` as for ``xb``), whose patterns count: an entry
     that normalization itself flushed to zero (a subnormal in a row whose
@@ -117,15 +124,16 @@ def squared_products(xp, engine, xa, xb, a=None, b=None):
     q = engine.approx_matmul((xa * xa).astype(xp.float32), (xb * xb).astype(xp.float32))
     zero = q <= 0
     if not bool(zero.any()):
-        return q, False
+        return q, None
     pa = xa if a is None else a
     pb = xb if b is None else b
     count = engine.approx_matmul((pa != 0).astype(xp.float32), (pb != 0).astype(xp.float32))
     under = zero & (count > 0)
     if not bool(under.any()):
-        return q, False
+        return q, None
     q64 = xp.matmul(xa * xa, (xb * xb).T)
-    return xp.where(under, q64, q.astype(xp.float64)), bool((under & (q64 <= 0)).any())
+    lost = under & (q64 <= 0)
+    return xp.where(under, q64, q.astype(xp.float64)), (lost if bool(lost.any()) else None)
 
 
 def spread_bits(xp, engine, xa, xb, a=None, b=None):
@@ -134,7 +142,7 @@ def spread_bits(xp, engine, xa, xb, a=None, b=None):
     if xa.shape[0] == 0 or xb.shape[0] == 0 or xa.shape[1] == 0:
         return 0.0
     q, lost = squared_products(xp, engine, xa, xb, a, b)
-    if lost:
+    if lost is not None:
         return math.inf
     pos = q > 0
     if not bool(pos.any()):
@@ -142,8 +150,48 @@ def spread_bits(xp, engine, xa, xb, a=None, b=None):
     return max(0.0, -0.5 * math.log2(float(q[pos].min())))
 
 
-#: Outputs below this count get extra bits (see module doc).
-SMALL_OUTPUT = 1 << 16
+def rho_capacity(split, width, max_slices, outputs=SMALL_OUTPUT):
+    """The largest spread ``rho`` that ``max_slices`` slices serve (the inverse of
+    :func:`choose_slices`' criterion); ``-inf`` if not even ``rho = 0`` fits."""
+    avail = (width * max_slices - 0.5 * math.log2(max_slices) - FP64_BITS - SAFETY_BITS[split]
+             - 0.5 * max(0.0, math.log2(SMALL_OUTPUT / max(outputs, 1))))
+    if avail < 0:
+        return -math.inf
+    knee = RHO_SLOPE * RHO_KNEE
+    cap = avail / RHO_SLOPE if avail <= knee else RHO_KNEE + (avail - knee) / (RHO_SLOPE
+                                                                               + HIGH_SLOPE)
+    return cap - 1e-9  # a hair inside, so choose_slices(cap) never tips over
+
+
+def plan_slices(xp, engine, split, width, xa, xb, a, b, max_slices, outputs):
+    """``(s, native)``: the slice count for ``slices="auto"`` and the entries it cannot serve.
+
+    Entries whose spread exceeds what ``max_slices`` slices serve
+    (:func:`rho_capacity`), or whose magnitude is lost even in float64, are
+    returned as the boolean mask ``native`` (``None`` when there are none): the
+    driver computes them in native FP64, so they are as accurate as DGEMM
+    instead of silently wrong or merely warned about, and the count ``s`` is
+    chosen for the rest.
+    """
+    if xa.shape[0] == 0 or xb.shape[0] == 0 or xa.shape[1] == 0:
+        return choose_slices(split, width, 0.0, max_slices, outputs), None
+    q, lost = squared_products(xp, engine, xa, xb, a, b)
+    q = q.astype(xp.float64)
+    pos = q > 0
+    if not bool(pos.any()) and lost is None:
+        return choose_slices(split, width, 0.0, max_slices, outputs), None
+    rho = -0.5 * xp.log2(xp.where(pos, q, 1.0))
+    native = pos & (rho > rho_capacity(split, width, max_slices, outputs))
+    if lost is not None:
+        native |= lost
+    if not bool(native.any()):
+        return choose_slices(split, width, max(0.0, float(rho[pos].max())), max_slices,
+                             outputs), None
+    keep = pos & ~native
+    if not bool(keep.any()):  # nothing left for the emulation (structural zeros are exact)
+        return max_slices, xp.ones(native.shape, dtype=bool)
+    return choose_slices(split, width, max(0.0, float(rho[keep].max())), max_slices,
+                         outputs), native
 
 
 def choose_slices(split, width, rho, max_slices, outputs=SMALL_OUTPUT):

@@ -368,7 +368,7 @@ def choose_moduli(rho, scaling, max_moduli, log2p_max):
 def _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu, a=None, b=None):
     """``max_ij log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``."""
     q, lost = squared_products(xp, engine, xa, xb, a, b)
-    if lost:  # beyond float64's range: no estimate, the caller takes the most moduli
+    if lost is not None:  # beyond float64's range: no estimate, the caller takes the most
         return math.inf
     q = q.astype(xp.float64)
     pos = q > 0

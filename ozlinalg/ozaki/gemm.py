@@ -29,7 +29,7 @@ from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
 from . import params
-from .auto import choose_slices, spread_bits
+from .auto import plan_slices
 from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
 from .split import normalize_rows, slice_layout, split_rows
@@ -294,11 +294,19 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
     with timers["split"]:
         xa, ea = normalize_rows(xp, a)
         xb, eb = normalize_rows(xp, bt)
+        native = None
         if slices == "auto":
-            s = choose_slices(kind, width, spread_bits(xp, engine, xa, xb, a, bt), opts.max_slices,
-                              outputs=m * p)
+            s, native = plan_slices(xp, engine, kind, width, xa, xb, a, bt, opts.max_slices,
+                                    outputs=m * p)
         else:
             s = int(slices)
+        if native is not None and bool(native.all()):
+            # No entry is within reach of max_slices slices: native FP64 throughout
+            # (profile: 0 slices).
+            counts["slices"].append(0)
+            c = xp.empty((m, p))
+            _native_entries(xp, c, a, bt, native)
+            return c
         counts["slices"].append(s)
         da, sa = _split_operand(xp, engine, kind, xa, s, width, "a")
         db, sb = _split_operand(xp, engine, kind, xb, s, width, "b")
@@ -388,7 +396,45 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         lo = _log2_min(xp, ra) + _log2_min(xp, rb) - 2 * (width + 1) * s
         hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
         _apply_exponents(xp, acc, ea, eb, lo, hi)
+    if native is not None:
+        _native_entries(xp, acc, a, bt, native)
     return acc
+
+
+def _native_entries(xp, c, a, bt, mask):
+    """``c[i, j] = a[i] . bt[j]`` in native FP64 where ``mask`` (entries ``auto``
+    cannot serve within max_slices; see :func:`ozlinalg.ozaki.auto.plan_slices`).
+
+    Where native arithmetic overflows on the way (``inf - inf``: NaN from finite
+    inputs, which the emulation never gives), the entry is recomputed with row i
+    and column j scaled to maxima below 1 (no term can overflow) and scaled back.
+    """
+    rows, cols = xp.nonzero(mask)
+    count, k = int(rows.size), a.shape[1]
+    with _quiet_fp(xp):
+        if count * 8 > c.size:  # many: one native GEMM is cheaper than gathering
+            vals = xp.matmul(a, bt.T)[rows, cols]
+            flops = 2.0 * c.size * k
+        else:
+            vals = (a[rows] * bt[cols]).sum(axis=1)
+            flops = 2.0 * count * k
+        bad = ~xp.isfinite(vals)
+        if bool(bad.any()):
+            r, q = rows[bad], cols[bad]
+            ea = xp.frexp(xp.abs(a[r]).max(axis=1))[1]
+            eb = xp.frexp(xp.abs(bt[q]).max(axis=1))[1]
+            dots = (xp.ldexp(a[r], -ea[:, None]) * xp.ldexp(bt[q], -eb[:, None])).sum(axis=1)
+            vals[bad] = xp.ldexp(dots, ea + eb)
+    c[rows, cols] = vals
+    record_native_flops(flops, "auto: entries beyond max_slices")
+
+
+def _quiet_fp(xp):
+    import contextlib
+
+    if xp is np:
+        return np.errstate(over="ignore", invalid="ignore", under="ignore")
+    return contextlib.nullcontext()
 
 
 #: Groups (g = i + j < TOP_GROUPS) combined exactly before joining the rest.
