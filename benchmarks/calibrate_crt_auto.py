@@ -4,7 +4,8 @@ For each case (shape, phi, seed, scaling) it records the predicted spread rho
 (with the reference count ``P_ref`` of 20 moduli, the default cap), the count
 ``moduli="auto"`` picks, and the smallest count whose max relative error
 against the EXACT product (python-flint) is at or below native DGEMM's. A pick
-below the needed count is an under-pick: a silent loss of accuracy.
+below the needed count is an under-pick: a silent loss of accuracy (a pick of
+0 means every entry was beyond ``max_moduli`` and computed in native FP64).
 
 Usage::
 
@@ -64,11 +65,12 @@ def main(argv=None):
                     r = measure(a, b, ref, native, scaling, eng)
                     r.update(shape=(m, n, p), phi=phi, seed=seed, scaling=scaling)
                     rows.append(r)
-                    flag = ("UNDER" if r["need"] is None or r["pick"] < r["need"]
+                    flag = ("native" if r["pick"] == 0 else "UNDER"
+                            if r["need"] is None or r["pick"] < r["need"]
                             else f"+{r['pick'] - r['need']}")
                     print(f"| {m}x{n}x{p} | {phi} | {seed} | {scaling} | {r['rho']:.2f} | "
                           f"{r['pick']} | {r['need']} | {flag} |", flush=True)
-    under = [r for r in rows if r["need"] is None or r["pick"] < r["need"]]
+    under = [r for r in rows if r["pick"] and (r["need"] is None or r["pick"] < r["need"])]
     print(f"\n{len(rows)} cases, {len(under)} under-picks")
     if args.json:
         with open(args.json, "w") as fh:

@@ -1,5 +1,6 @@
 """Ozaki scheme II (CRT over INT8 moduli): arithmetic exactness and accuracy."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -156,12 +157,21 @@ class TestAccuracy:
             chosen.append(counts["slices"][0])
         assert chosen[0] < chosen[1]
 
-    def test_auto_clips_with_warning(self, rng):
+    def test_auto_beyond_max_moduli_goes_native(self, rng):
+        # 12 moduli serve no entry of a phi = 4 product at FP64 accuracy: native FP64.
         a = random_matrix(rng, 20, 128, 4.0)
         b = random_matrix(rng, 128, 10, 4.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", AccuracyWarning)
+            c, counts = run(a, b, moduli="auto", max_moduli=12)
+        assert counts["slices"] == [0] and counts["int8_gemms"] == counts["bound_gemms"] == 1
+        np.testing.assert_allclose(c, a @ b, rtol=1e-13, atol=0)
+
+    def test_choose_moduli_clips_with_warning(self):
+        from ozlinalg.ozaki.crt import crt_constants
+
         with pytest.warns(AccuracyWarning, match="max_moduli=12"):
-            _, counts = run(a, b, moduli="auto", max_moduli=12)
-        assert counts["slices"] == [12]
+            assert crt.choose_moduli(-20.0, "accurate", 12, crt_constants(20).log2P) == 12
 
     def test_more_moduli_more_accurate(self, rng):
         a = random_matrix(rng, 30, 200, 1.0)

@@ -89,8 +89,11 @@ leaves 2 under-picks by one modulus (32 x 64 x 24 at phi = 4, accurate;
 for 1.2 extra moduli on average at phi >= 4. Measured, not proven; the
 deterministic part is the bound ``sum |A'||B'| < P/2`` (the result is the
 exact CRT value of the rounded operands).
-Counts above ``max_moduli`` are clipped with
-an :class:`~ozlinalg.AccuracyWarning`. Cost of ``auto``: one float32 GEMM.
+Entries whose predicted spread no count up to ``max_moduli`` serves (or
+whose magnitude even float64 loses) are computed in native FP64, and the
+count is chosen for the rest (:func:`rho_capacity`); :func:`choose_moduli`
+alone clips at ``max_moduli`` with an :class:`~ozlinalg.AccuracyWarning`.
+Cost of ``auto``: one float32 GEMM.
 """
 from __future__ import annotations
 
@@ -105,6 +108,7 @@ from .auto import squared_products
 __all__ = [
     "MODULI",
     "MAX_MODULI",
+    "rho_capacity",
     "CRT_INNER_BLOCK",
     "AUTO_HIGH_SLOPE",
     "AUTO_OFFSET_BITS",
@@ -365,21 +369,31 @@ def choose_moduli(rho, scaling, max_moduli, log2p_max):
     return max_moduli
 
 
-def _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu, a=None, b=None):
-    """``max_ij log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``."""
+def _predicted_log_ratios(xp, engine, xa, xb, na, nb, mu, nu, a=None, b=None):
+    """``(lr, lost)``: ``lr_ij = log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``
+    (``-inf`` where ``Q_ij = 0``), and the mask of entries whose magnitude even
+    float64 loses (``None`` if none; :func:`ozlinalg.ozaki.auto.squared_products`)."""
     q, lost = squared_products(xp, engine, xa, xb, a, b)
-    if lost is not None:  # beyond float64's range: no estimate, the caller takes the most
-        return math.inf
     q = q.astype(xp.float64)
     pos = q > 0
-    if not bool(pos.any()):
-        return -math.inf
     ia = xp.ldexp(xp.ones(mu.shape), (-mu).astype(xp.int32))
     ib = xp.ldexp(xp.ones(nu.shape), (-nu).astype(xp.int32))
     num = ia[:, None] * nb[None, :] + na[:, None] * ib[None, :]
     with _quiet(xp):
-        ratio = xp.where(pos, num / xp.sqrt(xp.where(pos, q, 1.0)), 0.0)
-    return float(xp.log2(ratio.max()))
+        lr = xp.where(pos, xp.log2(num / xp.sqrt(xp.where(pos, q, 1.0))), -xp.inf)
+    return lr, lost
+
+
+def rho_capacity(scaling, max_moduli, log2p_ref):
+    """The largest predicted spread ``rho`` that ``max_moduli`` moduli serve (the
+    inverse of :func:`choose_moduli`' rule)."""
+    d = (crt_constants(max_moduli).log2P - log2p_ref) / 2.0 - AUTO_OFFSET_BITS[scaling]
+    knee = AUTO_RHO_SLOPE * (AUTO_RHO_KNEE + 53.0)
+    if d <= knee:
+        cap = d / AUTO_RHO_SLOPE - 53.0
+    else:
+        cap = AUTO_RHO_KNEE + (d - knee) / (AUTO_RHO_SLOPE + AUTO_HIGH_SLOPE)
+    return cap - 1e-9  # a hair inside, so choose_moduli(cap) never tips over
 
 
 class CRTAccumulator:
@@ -554,10 +568,28 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
                 return _fast_shifts(xp, na, nb, log2P)
             return _accurate_shifts(xp, logw, log2P)
 
+        native = None
         if moduli == "auto":
             mu, nu = shifts(log2p_ref)
-            rho = _predicted_rho(xp, engine, xa, xb, na, nb, mu, nu, a, bt)
+            lr, lost = _predicted_log_ratios(xp, engine, xa, xb, na, nb, mu, nu, a, bt)
             counts["float_gemms"] += 1
+            # Entries no count up to max_moduli serves (or lost even in float64) are
+            # computed in native FP64; the count is chosen for the rest.
+            native = lr > rho_capacity(scaling, max_moduli, log2p_ref)
+            if lost is not None:
+                native |= lost
+            if not bool(native.any()):
+                native = None
+            elif bool((native | (lr == -xp.inf)).all()):
+                counts["slices"].append(0)
+                counts.setdefault("crt_rho", []).append(math.inf)
+                from .gemm import _native_entries
+
+                c = xp.empty((m, p))
+                _native_entries(xp, c, a, bt, xp.ones((m, p), dtype=bool))
+                return c
+            kept = lr if native is None else xp.where(native, -xp.inf, lr)
+            rho = float(kept.max()) if kept.size else -math.inf
             counts.setdefault("crt_rho", []).append(rho)
             nmod = 1 if rho == -math.inf else choose_moduli(rho, scaling, max_moduli, log2p_ref)
         else:
@@ -596,4 +628,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
         eb = eb.astype(xp.int32) - nu.astype(xp.int32)
         cpr = acc.result()
         _apply_exponents(xp, cpr, ea, eb, 0.0, consts.log2P + 1.0)
+    if native is not None:
+        from .gemm import _native_entries
+
+        _native_entries(xp, cpr, a, bt, native)
     return cpr
