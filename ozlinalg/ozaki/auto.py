@@ -178,8 +178,8 @@ def plan_slices(xp, engine, split, width, xa, xb, a, b, max_slices, outputs):
     q, lost = squared_products(xp, engine, xa, xb, a, b)
     q = q.astype(xp.float64)
     pos = q > 0
-    if not bool(pos.any()) and lost is None:
-        return choose_slices(split, width, 0.0, max_slices, outputs), None
+    if not bool(pos.any()) and lost is None:  # every entry a structural zero: C = 0
+        return 1, None
     rho = -0.5 * xp.log2(xp.where(pos, q, 1.0))
     native = pos & (rho > rho_capacity(split, width, max_slices, outputs))
     if lost is not None:
