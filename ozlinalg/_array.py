@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["array_namespace", "is_cupy_array", "cupy_or_none", "to_numpy"]
+__all__ = ["array_namespace", "is_cupy_array", "cupy_or_none", "to_numpy", "fp_errstate"]
 
 
 def cupy_or_none():
@@ -54,3 +54,12 @@ def to_numpy(x):
     if is_cupy_array(x):
         return x.get()
     return np.asarray(x)
+
+
+def fp_errstate(xp, **kinds):
+    """``numpy.errstate(**kinds)`` for NumPy; a no-op for CuPy, which never warns."""
+    if xp is np:
+        return np.errstate(**kinds)
+    import contextlib  # noqa: PLC0415
+
+    return contextlib.nullcontext()

@@ -102,6 +102,7 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
+from .._array import fp_errstate
 from .._exceptions import AccuracyWarning
 from .auto import squared_products
 
@@ -296,13 +297,7 @@ def _ceil_log2_safe(xp, v):
 
 
 def _quiet(xp):
-    import contextlib
-
-    import numpy as np
-
-    if xp is np:
-        return np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore")
-    return contextlib.nullcontext()
+    return fp_errstate(xp, divide="ignore", invalid="ignore", over="ignore", under="ignore")
 
 
 def _fast_shifts(xp, na, nb, log2P):

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .._array import array_namespace
+from .._array import array_namespace, fp_errstate
 from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
@@ -411,7 +411,7 @@ def _native_entries(xp, c, a, bt, mask):
     """
     rows, cols = xp.nonzero(mask)
     count, k = int(rows.size), a.shape[1]
-    with _quiet_fp(xp):
+    with fp_errstate(xp, over="ignore", invalid="ignore", under="ignore"):
         if count * 8 > c.size:  # many: one native GEMM is cheaper than gathering
             vals = xp.matmul(a, bt.T)[rows, cols]
             flops = 2.0 * c.size * k
@@ -427,14 +427,6 @@ def _native_entries(xp, c, a, bt, mask):
             vals[bad] = xp.ldexp(dots, ea + eb)
     c[rows, cols] = vals
     record_native_flops(flops, "auto: entries beyond max_slices")
-
-
-def _quiet_fp(xp):
-    import contextlib
-
-    if xp is np:
-        return np.errstate(over="ignore", invalid="ignore", under="ignore")
-    return contextlib.nullcontext()
 
 
 #: Groups (g = i + j < TOP_GROUPS) combined exactly before joining the rest.
@@ -507,14 +499,5 @@ def _apply_exponents(xp, acc, ea, eb, lo, hi):
         acc *= xp.ldexp(xp.ones(eb.shape), eb)[None, :]
     else:
         # Overflow to inf and gradual underflow are the intended FP64 results here.
-        with _quiet_fp(xp):
+        with fp_errstate(xp, over="ignore", under="ignore"):
             acc[...] = xp.ldexp(acc, ea[:, None] + eb[None, :])
-
-
-def _quiet_fp(xp):
-    """``numpy.errstate`` silencing over/underflow (CuPy never warns)."""
-    import contextlib
-
-    if xp is np:
-        return np.errstate(over="ignore", under="ignore")
-    return contextlib.nullcontext()
