@@ -16,11 +16,25 @@ the rare machine with a GPU:
 * :class:`HostCublasLt` -- the subset of ``nvmath.bindings.cublasLt`` the
   engine calls, enforcing the documented IMMA rules of cublasLtMatmul for the
   regular (column-ordered) path: INT8 A and B, INT32 C and D, COMPUTE_32I
-  with INT32 scale type, the "TN" format, M, K and every leading dimension
-  a multiple of 4, 4-byte aligned pointers, an algorithm from a heuristic
-  query for exactly these descriptors. Products are accumulated in 64-bit
-  integers and stored modulo 2**32, so a run that overflows INT32 shows up
-  as a wrong result, as on the GPU.
+  with INT32 scale type (alpha and beta 0 or 1), the "TN" format, M, K and
+  every leading dimension a multiple of 4, 4-byte aligned pointers, an
+  algorithm from a heuristic query for exactly these descriptors. And the
+  alignment contract of the heuristic (cublasLt.h,
+  ``CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES``: "uint32_t, default:
+  256"; a smaller value "will exclude algorithms that can not work with"
+  less aligned buffers): an algorithm found for a preference that declared
+  alignment ``N`` for a matrix refuses a pointer that is not a multiple of
+  ``N`` (the real library returns CUBLAS_STATUS_NOT_SUPPORTED or faults with
+  a misaligned address), and one declared below 4 bytes finds no IMMA
+  algorithm at all. Products are accumulated in 64-bit integers and stored
+  modulo 2**32, so a run that overflows INT32 shows up as a wrong result, as
+  on the GPU.
+* Flush-to-zero: CuPy compiles every kernel with ``-ftz=true``
+  (``cupy/cuda/compiler.py``), so FP32 values are flushed to zero where a
+  kernel reads or writes a subnormal, the double -> float cast included
+  (``cvt.rn.ftz.f32.f64``). The stand-in's arrays do the same: a cast to
+  float32 (``astype``, ``asarray``, ``ascontiguousarray``) and every ufunc
+  with a float32 operand or result flush FP32 subnormals to signed zeros.
 
 The emulation is deliberately strict: any rule broken raises
 :class:`NotSupported` naming the rule (cuBLASLt would return
@@ -58,12 +72,71 @@ class _Mem:
         self.ptr = int(ptr)
 
 
+_F32 = np.dtype(np.float32)
+_F32_TINY = np.finfo(np.float32).tiny  # 2**-126, the smallest normal FP32
+
+
+def flush_f32(x):
+    """FP32 subnormals of ``x`` (float32 data) set to signed zeros, in place; ``x``."""
+    x = np.asarray(x)
+    if x.dtype == _F32 and x.size:
+        sub = (x != 0) & (np.abs(x) < _F32_TINY)
+        if sub.any():
+            x[sub] = np.copysign(np.float32(0), x[sub])
+    return x
+
+
 class DevArray(np.ndarray):
-    """A NumPy array that answers ``.data.ptr`` like a ``cupy.ndarray``."""
+    """A NumPy array that answers ``.data.ptr`` like a ``cupy.ndarray`` and, like
+    CuPy's kernels (``-ftz=true``), flushes FP32 subnormals to zero."""
 
     @property
     def data(self):  # noqa: D401 - mirrors cupy.ndarray.data (a MemoryPointer)
         return _Mem(self.__array_interface__["data"][0])
+
+    def astype(self, dtype, *args, **kwargs):
+        out = super().astype(dtype, *args, **kwargs)
+        if np.dtype(dtype) == _F32 and self.dtype != _F32:  # a cast kernel: FTZ
+            flush_f32(out.view(np.ndarray))
+        return out
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # A CuPy kernel with an FP32 operand reads its subnormals as zeros and
+        # writes its subnormal results as zeros. matmul is cuBLAS's, not a CuPy
+        # kernel: not modelled as flushing.
+        if ufunc is np.matmul:
+            res = getattr(ufunc, method)(*[x.view(np.ndarray) if isinstance(x, np.ndarray)
+                                           else x for x in inputs], **kwargs)
+            return res.view(DevArray) if isinstance(res, np.ndarray) else res
+        plain = []
+        f32 = False
+        for x in inputs:
+            if isinstance(x, np.ndarray):
+                base = x.view(np.ndarray)
+                if base.dtype == _F32:
+                    f32 = True
+                    base = flush_f32(base.copy())
+                plain.append(base)
+            else:
+                plain.append(x)
+        outs = kwargs.get("out")
+        if outs:
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, np.ndarray) else o
+                                  for o in outs)
+        res = getattr(ufunc, method)(*plain, **kwargs)
+        results = res if isinstance(res, tuple) else (res,)
+        wrapped = []
+        for r in results:
+            if isinstance(r, np.ndarray):
+                if r.dtype == _F32:
+                    flush_f32(r)
+                r = r.view(DevArray) if r.dtype != object else r
+            elif isinstance(r, np.float32) and r != 0 and abs(r) < _F32_TINY:
+                r = np.float32(0.0)
+            wrapped.append(r)
+        if outs:
+            wrapped = [o for o in outs] if len(outs) > 1 else [outs[0]]
+        return tuple(wrapped) if isinstance(res, tuple) else wrapped[0]
 
 
 def address(x):
@@ -235,13 +308,18 @@ def host_cupy():
         return out
 
     def asarray(x, dtype=None):
+        cast = dtype is not None and np.asarray(x).dtype != np.dtype(dtype)
         x = np.asarray(x, dtype=dtype)
         out = _aligned_empty(x.shape, x.dtype)
-        out[...] = x
+        out.view(np.ndarray)[...] = x
+        if cast:  # a device-side cast is a kernel: flush-to-zero (a copy is not)
+            flush_f32(out.view(np.ndarray))
         return out
 
     def ascontiguousarray(x, dtype=None):
-        x = np.asarray(x, dtype=dtype)
+        if dtype is not None and np.asarray(x).dtype != np.dtype(dtype):
+            return asarray(x, dtype)
+        x = np.asarray(x) if not isinstance(x, DevArray) else x
         return x if (x.flags.c_contiguous and isinstance(x, DevArray)) else asarray(x)
 
     class _Stream:
@@ -333,12 +411,24 @@ class HostCublasLt:
 
     class MatmulPreferenceAttribute:
         MAX_WORKSPACE_BYTES = 1
+        MIN_ALIGNMENT_A_BYTES = 5
+        MIN_ALIGNMENT_B_BYTES = 6
+        MIN_ALIGNMENT_C_BYTES = 7
+        MIN_ALIGNMENT_D_BYTES = 8
+
+    #: cuBLASLt's default alignment assumption for A, B, C, D (cublasLt.h).
+    DEFAULT_ALIGNMENT = 256
+    _ALIGN_ATTRS = {5: "A", 6: "B", 7: "C", 8: "D"}
 
     matmul_heuristic_result_dtype = np.dtype([
         ("algo", [("data_", "<u8", (8,))]), ("workspace_size", "<u8"), ("state", "<i4"),
         ("waves_count", "<f4"), ("reserved", "<i4", (4,))])
 
-    def __init__(self):
+    def __init__(self, epilogue="int32"):
+        # ``epilogue="fp32"``: a deliberately broken library that rounds
+        # alpha * A B + beta * C through FP32 (a mutant: tests of the exact
+        # INT32 epilogue must fail on it).
+        self.epilogue = epilogue
         self._ids = itertools.count(1)
         self.descs, self.layouts, self.prefs, self.algos = {}, {}, {}, {}
         self.handles = set()
@@ -346,6 +436,7 @@ class HostCublasLt:
         self.aligned16 = 0
         self.heuristic_queries = 0
         self.shapes = []
+        self.alignments = []  # the (A, B, C, D) alignment each heuristic query declared
         lt = self
 
         class MatmulHeuristicResult:
@@ -374,9 +465,10 @@ class HostCublasLt:
     def get_matmul_desc_attribute_dtype(attr):
         return np.int32
 
-    @staticmethod
-    def get_matmul_preference_attribute_dtype(attr):
-        return np.uint64
+    @classmethod
+    def get_matmul_preference_attribute_dtype(cls, attr):
+        # As nvmath-python 1.0 (nvmath/bindings/cublasLt.pyx, matmul_preference_attribute_sizes).
+        return np.uint32 if int(attr) in cls._ALIGN_ATTRS else np.uint64
 
     def matmul_desc_set_attribute(self, d, attr, buf, size):
         if size != 4:
@@ -398,16 +490,21 @@ class HostCublasLt:
 
     def matmul_preference_create(self):
         h = next(self._ids)
-        self.prefs[h] = {"workspace": 0}
+        self.prefs[h] = {"workspace": 0, **{k: self.DEFAULT_ALIGNMENT
+                                            for k in self._ALIGN_ATTRS.values()}}
         return h
 
     def matmul_preference_destroy(self, h):
         del self.prefs[h]
 
     def matmul_preference_set_attribute(self, h, attr, buf, size):
-        if int(attr) != 1 or size != 8:
+        attr = int(attr)
+        if attr == 1 and size == 8:
+            self.prefs[h]["workspace"] = int(_read_scalar(buf, np.uint64))
+        elif attr in self._ALIGN_ATTRS and size == 4:
+            self.prefs[h][self._ALIGN_ATTRS[attr]] = int(_read_scalar(buf, np.uint32))
+        else:
             raise NotSupported(f"preference attribute {attr} ({size} bytes) is not emulated")
-        self.prefs[h]["workspace"] = int(_read_scalar(buf, np.uint64))
 
     # the rules
     def _check(self, d, a, b, c, dd):
@@ -440,13 +537,20 @@ class HostCublasLt:
         if requested < 1:
             raise NotSupported("requested_algo_count < 1")
         self.heuristic_queries += 1
+        prefs = self.prefs[pref]
+        align = tuple(prefs[k] for k in "ABCD")
+        self.alignments.append(align)
+        count = col_major_view(count_ptr, np.int32, 1, 1, 1)
+        if min(align) < 4:  # IMMA needs 4-byte aligned pointers: no algorithm qualifies
+            count[0, 0] = 0
+            return
         token = next(self._ids)
-        self.algos[token] = (d, a, b, c, dd, self.prefs[pref]["workspace"])
+        self.algos[token] = (d, a, b, c, dd, prefs["workspace"], align)
         res = np.frombuffer((ctypes.c_char * self.matmul_heuristic_result_dtype.itemsize)
                             .from_address(results), dtype=self.matmul_heuristic_result_dtype)
         res["algo"]["data_"][0, 0] = token
         res["state"][0] = 0
-        col_major_view(count_ptr, np.int32, 1, 1, 1)[0, 0] = 1
+        count[0, 0] = 1
 
     def matmul(self, handle, d, alpha, a_ptr, a, b_ptr, b, beta, c_ptr, c, d_ptr, dd, algo,
                workspace, workspace_size, stream):
@@ -454,17 +558,26 @@ class HostCublasLt:
             raise NotSupported("invalid cuBLASLt handle")
         M, N, K = self._check(d, a, b, c, dd)
         token = int(_read_scalar(algo, np.uint64))
-        if self.algos.get(token, (None,))[:5] != (d, a, b, c, dd):
+        found = self.algos.get(token, (None,) * 7)
+        if found[:5] != (d, a, b, c, dd):
             raise NotSupported("the algorithm was not returned by a heuristic query for these "
                                "descriptors and layouts")
         if workspace_size > 0 and not workspace:
             raise NotSupported("workspace size without a workspace pointer")
-        for name, ptr in (("A", a_ptr), ("B", b_ptr), ("C", c_ptr), ("D", d_ptr)):
+        for name, ptr, need in zip("ABCD", (a_ptr, b_ptr, c_ptr, d_ptr), found[6]):
             if ptr % 4:
                 raise NotSupported(f"IMMA: the {name} pointer must be 4-byte aligned")
+            if ptr % need:
+                raise NotSupported(
+                    f"misaligned {name} pointer: {ptr % 256} bytes past a 256-byte boundary, "
+                    f"but the algorithm came from a heuristic query that declared {need}-byte "
+                    f"alignment (MIN_ALIGNMENT_{name}_BYTES, default 256)")
         self.aligned16 += all(ptr % 16 == 0 for ptr in (a_ptr, b_ptr, c_ptr, d_ptr))
         al = int(_read_scalar(alpha, np.int32))
         be = int(_read_scalar(beta, np.int32))
+        if al not in (0, 1) or be not in (0, 1):
+            raise NotSupported(f"scale type CUDA_R_32I: alpha and beta must be 0 or 1, got "
+                               f"{al} and {be}")
         _, _, _, lda = self.layouts[a]
         _, _, _, ldb = self.layouts[b]
         _, _, _, ldc = self.layouts[c]
@@ -473,7 +586,11 @@ class HostCublasLt:
         C = col_major_view(c_ptr, np.int32, M, N, ldc).astype(np.int64)
         res = al * (A.T @ B) + (be * C if be else 0)
         D = col_major_view(d_ptr, np.int32, M, N, ldc)
-        D[...] = res.astype(np.uint64).astype(np.uint32).view(np.int32)  # wraps like INT32
+        if self.epilogue == "fp32":  # the mutant: an FP32 epilogue rounds above 2**24
+            D[...] = (al * (A.T @ B).astype(np.float32)
+                      + (be * C.astype(np.float32) if be else np.float32(0))).astype(np.int64)
+        else:
+            D[...] = res.astype(np.uint64).astype(np.uint32).view(np.int32)  # wraps like INT32
         self.calls += 1
         self.shapes.append((M, N, K))
 

@@ -40,8 +40,8 @@ class HostEngine(CuPyEngine):
 
     axpy = Engine.axpy
 
-    def __init__(self, fused_split=True):
-        self.lt = HostCublasLt()
+    def __init__(self, fused_split=True, lt=None):
+        self.lt = lt or HostCublasLt()
         super().__init__(xp=host_cupy(), bindings=host_bindings(self.lt))
         self.fused_split = fused_split
 
@@ -508,3 +508,226 @@ extern "C" __global__ void symmod_all(const double* __restrict__ x, const double
         h = pi // 2
         want = (xi + h) % pi - h  # the symmetric residue in [-h, p - 1 - h]
         np.testing.assert_array_equal(out, want)
+
+
+class TestPointerAlignment:
+    """cuBLASLt's heuristic assumes 256-byte aligned A, B, C, D unless told
+    (MIN_ALIGNMENT_*_BYTES); the engine's slice pointers ``base + i k_pad`` and
+    inner pieces ``+ k0`` are often only 16-byte aligned. The stand-in refuses a
+    pointer less aligned than its plan's heuristic query declared, as the
+    library does, so these fail if the engine stops declaring the alignment."""
+
+    @pytest.mark.parametrize("k, k_pad", [(200, 208), (1000, 1008)])
+    def test_odd_k_every_group_and_run(self, rng, engine, k, k_pad):
+        # All groups of a triangular 9-slice product on the grouped storage: runs
+        # start at A_i (base + i k_pad) and B_j (base + (s - 1 - j) k_pad), and
+        # bounds of 2**11 cut each group into runs of 5 (new starts at i = 5).
+        s, m, p = 9, 20, 13
+        da = engine.empty_slices(s, m, k, "hybrid", "a")
+        db = engine.empty_slices(s, p, k, "hybrid", "b")
+        a, b = _slices(rng, s, m, k, 127), _slices(rng, s, p, k, 127)
+        da[...] = engine.xp.asarray(a)
+        db[...] = engine.xp.asarray(b)
+        assert k_pad % 256  # so slices 1.. are NOT 256-byte aligned
+        for bound in (127, 2**11):
+            for g in range(s):
+                pairs = [(i, g - i) for i in range(g + 1)]
+                out, _ = engine.int_matmul_sum(da, db, pairs, bound, bound)
+                np.testing.assert_array_equal(to_numpy(out), _exact(a, b, pairs))
+        if isinstance(engine, HostEngine):
+            declared = {al for al in engine.lt.alignments}
+            assert min(min(al) for al in declared) == 16
+            assert any(al[:2] == (256, 256) for al in declared)  # aligned ones stay 256
+
+    def test_inner_pieces_at_k0_offsets(self, rng, engine):
+        # Bounds so large that k = 1000 (k_pad 1008) is cut into 16-wide pieces:
+        # operand pointers + k0 for k0 = 16, 32, ...
+        cp = engine.xp
+        a, b = _slices(rng, 2, 12, 1000, 127), _slices(rng, 2, 8, 1000, 127)
+        pairs = [(0, 1), (1, 0)]
+        out, calls = engine.int_matmul_sum(cp.asarray(a), cp.asarray(b), pairs, 1 << 15, 1 << 15)
+        assert calls == 2 * 1008 // 16
+        np.testing.assert_array_equal(to_numpy(out), _exact(a, b, pairs))
+        if isinstance(engine, HostEngine):
+            assert {al[0] for al in engine.lt.alignments} >= {16, 32, 64, 128, 256}
+
+    def test_plans_are_keyed_on_alignment(self, rng, host_engine):
+        engine = host_engine
+        cp = engine.xp
+        full = cp.zeros((2, 24, 48), np.int8)
+        full[...] = cp.asarray(_slices(rng, 2, 24, 48, 7))
+        b = cp.asarray(_slices(rng, 1, 8, 32, 7))
+        engine.int_matmul_sum(full[:1, :, :32], b, [(0, 0)], 7, 7)  # copied (k 32, ld 48)
+        before = len(engine._plans)
+        ws = engine.workspace(24, 8)
+        view = engine.empty_slices(3, 24, 32, "hybrid", "a")  # grouped: ld 96
+        view[...] = cp.asarray(_slices(rng, 3, 24, 32, 7))
+        engine.int_matmul_sum(view, b, [(0, 0)], 7, 7, ws=ws)  # A_0: 256-byte aligned
+        engine.int_matmul_sum(view, b, [(1, 0)], 7, 7, ws=ws)  # A_1: base + 32
+        engine.int_matmul_sum(view, b, [(2, 0)], 7, 7, ws=ws)  # A_2: base + 64
+        keys = list(engine._plans)[before:]
+        assert len(keys) == 3 and len({key[:5] for key in keys}) == 1  # same shape
+        assert sorted(key[5][1] for key in keys) == [32, 64, 256]  # cuBLASLt's B = our A
+
+    def test_stand_in_refuses_misaligned_pointer_without_declaration(self):
+        lt = HostCublasLt()
+        h, d, a, b, c, pref, res, count = TestHostCublasLtIsStrict()._plan_args(lt)
+        lt.matmul_algo_get_heuristic(h, d, a, b, c, c, pref, 1, res.ptr, count.ctypes.data)
+        buf = np.zeros(4096, np.int8)
+        base = (-buf.ctypes.data) % 256 + buf.ctypes.data
+        one, zero = np.ones(1, np.int32), np.zeros(1, np.int32)
+        args = (one.ctypes.data, base + 16, a, base + 1024, b, zero.ctypes.data, base + 2048, c,
+                base + 2048, c, res.ptr, 0, 0, 0)
+        with pytest.raises(NotSupported, match="MIN_ALIGNMENT_A_BYTES"):
+            lt.matmul(h, d, *args)
+        # Declared: the same call is accepted.
+        sixteen = np.array([16], np.uint32)
+        lt.matmul_preference_set_attribute(pref, 5, sixteen.ctypes.data, 4)
+        lt.matmul_algo_get_heuristic(h, d, a, b, c, c, pref, 1, res.ptr, count.ctypes.data)
+        lt.matmul(h, d, *args)
+        # Below IMMA's 4 bytes no algorithm exists.
+        two = np.array([2], np.uint32)
+        lt.matmul_preference_set_attribute(pref, 6, two.ctypes.data, 4)
+        lt.matmul_algo_get_heuristic(h, d, a, b, c, c, pref, 1, res.ptr, count.ctypes.data)
+        assert count[0] == 0
+
+
+class TestCRTResiduesPaddedOnce:
+    """Ozaki-II residues live in the engine's padded product layout, written once:
+    no modulus's GEMM copies them (k = 203 and p = 37 need padding)."""
+
+    def test_no_padded_copies(self, rng, monkeypatch, host_engine):
+        engine = host_engine
+        a, b = random_matrix(rng, 50, 203, 1.0), random_matrix(rng, 203, 37, 1.0)
+        want = ozlinalg.matmul(a, b, method="crt", slices=12)
+        monkeypatch.setitem(engine_registry._ENGINES, "numpy", engine)
+        got = ozlinalg.matmul(a, b, method="crt", slices=12)
+        np.testing.assert_array_equal(got, want)
+        assert engine.lt.calls == 13  # bound GEMM + 12 moduli
+        assert engine.padded_copy_bytes == 0
+
+    def test_working_bytes_counts_the_padding(self):
+        from ozlinalg.ozaki.gemm import working_bytes
+
+        m, p, k, s = 50, 37, 203, 16
+        padded = s * (-(-m // 4) * 4 + -(-p // 4) * 4) * (-(-k // 16) * 16)
+        for crt in (False, True):
+            base = 64 if crt else 16
+            assert working_bytes(m, p, k, s, crt, 1) - (base * (m + p) * k + (80 if crt else 32)
+                                                        * m * p) >= padded
+
+    def test_fused_residues_write_the_padded_storage(self, rng, kernels):
+        from ozlinalg.engines._cuda_kernels import crt_residues_fused
+        from ozlinalg.ozaki.crt import MODULI, residues_into
+
+        cp = kernels.xp
+        mods, rows, k, bits = MODULI[:7], 13, 70, 60
+        x = rng.uniform(-1, 1, size=(rows, k))
+        mult = np.ldexp(np.ones(rows), np.full(rows, 50, np.int32))
+        round_rows = np.arange(rows) % 2 == 0
+        want = np.empty((7, rows, k), np.int8)
+        v = x * mult[:, None]
+        residues_into(np, np.where(round_rows[:, None], np.rint(v), np.trunc(v)), mods, bits,
+                      want)
+        for operand in ("a", "b"):  # "b": slices reversed in memory (negative stride)
+            out = kernels.empty_slices(7, rows, k, "crt", operand)
+            assert not out.flags.c_contiguous
+            assert crt_residues_fused(cp.asarray(x), cp.asarray(mult), cp.asarray(round_rows),
+                                      mods, bits, out, xp=cp)
+            np.testing.assert_array_equal(to_numpy(out), want)
+
+
+class TestInt32Epilogue:
+    """Exact integer sums above 2**24, where an FP32 epilogue would round: the
+    engine's INT32 accumulation with beta = 0 (one GEMM) and beta = 1 (a run of
+    two GEMMs into the same buffer)."""
+
+    @staticmethod
+    def _operands(cp, k, ones_at):
+        # Rows of -128 * -128 = 2**14 products, one extra 1 * 1 term at ``ones_at``.
+        a = np.zeros((2, 4, k), np.int8)
+        b = np.zeros((2, 8, k), np.int8)
+        a[:, :, : k - 1] = -128
+        b[:, :, : k - 1] = -128
+        for t in ones_at:
+            a[t, :, k - 1] = 1
+            b[t, :, k - 1] = 1
+        return cp.asarray(a), cp.asarray(b)
+
+    def check(self, engine):
+        cp = engine.xp
+        # beta = 0: one GEMM, sum 2**16 * 2**14 + 1 = 2**30 + 1.
+        a, b = self._operands(cp, (1 << 16) + 1, ones_at=[0])
+        before = engine.launches
+        out, calls = engine.int_matmul_sum(a, b, [(0, 0)], 128, 128)
+        assert calls == 1 == engine.launches - before and out.dtype == np.int32
+        assert bool((out == 2**30 + 1).all()), int(out[0, 0])
+        # beta = 1: 2**29 (the first GEMM) + (2**29 + 1) accumulated in place.
+        a, b = self._operands(cp, (1 << 15) + 1, ones_at=[1])
+        out, calls = engine.int_matmul_sum(a, b, [(0, 0), (1, 1)], 128, 128)
+        assert calls == 2 and out.dtype == np.int32  # one INT32 run, no int64 flush
+        assert bool((out == 2**30 + 1).all()), int(out[0, 0])
+
+    def test_sums_above_two_to_24_are_exact(self, engine):
+        self.check(engine)
+
+    def test_an_fp32_epilogue_would_be_caught(self):
+        mutant = HostEngine(lt=HostCublasLt(epilogue="fp32"))
+        with pytest.raises(AssertionError, match="1073741824"):
+            self.check(mutant)
+
+
+class TestFlushToZero:
+    """CuPy compiles kernels with -ftz=true: FP32 subnormals read and written as
+    zeros. ``auto``'s squared magnitudes in [2**-149, 2**-126) must survive to
+    its estimate GEMM on the GPU as on the CPU, or the two pick different counts."""
+
+    def test_stand_in_flushes_like_cupy(self):
+        cp = host_cupy()
+        x = cp.asarray(np.array([2.0**-130, 2.0**-100, -(2.0**-140)]))
+        np.testing.assert_array_equal(x.astype(np.float32), [0.0, 2.0**-100, -0.0])
+        np.testing.assert_array_equal(cp.ascontiguousarray(x, dtype=np.float32)[:2],
+                                      [0.0, 2.0**-100])
+        y = cp.asarray(np.array([2.0**-100], np.float32))
+        assert float((y * np.float32(2.0**-30))[0]) == 0.0  # a subnormal result
+        assert float(np.asarray(x)[0] * 2.0) != 0.0  # float64 is not flushed
+
+    @staticmethod
+    def _inputs(m=8, p=6, k=1100, t=1024):
+        # Entry (i, j) of X**2 (Y**2)^T: t terms 2**-127.2 * 0.5625 (subnormal FP32
+        # squares; together ~2**-117.7) and one normal 2**-120 * 2**-6 = 2**-126.
+        # Flushed, the estimate drops to 2**-126 and the spread rho rises by ~4 bits.
+        a = np.zeros((m, k))
+        bt = np.zeros((p, k))
+        a[:, 0] = 0.75
+        a[:, 1:t + 1] = 2.0**-63.6
+        a[:, t + 1] = 2.0**-60
+        bt[:, 1:t + 1] = 0.75
+        bt[:, t + 1] = 2.0**-3
+        bt[:, -1] = 0.5
+        return a * (1 + np.arange(m)[:, None] / 64), bt
+
+    @pytest.mark.parametrize("split", ["hybrid", "bitmask", "rn"])
+    def test_auto_counts_match_cpu(self, engine, split):
+        # Before the fix the host stand-in picked 18 slices here, the CPU 17.
+        from ozlinalg.engines.cpu import CPUEngine
+        from ozlinalg.ozaki.auto import plan_slices, squared_products
+        from ozlinalg.ozaki.params import slice_width
+
+        a, bt = self._inputs()
+        xa, _ = normalize_rows(np, a)
+        xb, _ = normalize_rows(np, bt)
+        sq = (xa * xa)[(xa != 0) & (xa * xa < 2.0**-126)]
+        assert sq.size and sq.min() >= 2.0**-149
+        width = slice_width(a.shape[1])
+        cp = engine.xp
+        dev = [cp.asarray(v) for v in (xa, xb, a, bt)]
+        cpu = plan_slices(np, CPUEngine(threads=1), split, width, xa, xb, a, bt, 20, 48)
+        gpu = plan_slices(cp, engine, split, width, *dev, 20, 48)
+        assert cpu == gpu == (17, None)  # 3 bits from either neighbour: BF16 cannot tip it
+        q_cpu, _ = squared_products(np, CPUEngine(threads=1), xa, xb)
+        q_gpu, _ = squared_products(cp, engine, dev[0], dev[1])
+        if isinstance(engine, HostEngine):  # the same FP32 numbers through the same SGEMM
+            np.testing.assert_array_equal(to_numpy(q_gpu), q_cpu)
+        else:  # BF16 tensor cores: a few bits
+            np.testing.assert_allclose(to_numpy(q_gpu), q_cpu, rtol=2.0**-7)

@@ -65,13 +65,18 @@ def test_engine_split_rows_hook(rng):
 
 
 def test_float_matmul_fp16_inputs_fp32_accumulation(rng):
+    # Integers in +-256 (exact in FP16): every partial sum is below
+    # 70 * 2**16 < 2**24, an exact FP32 integer in any summation order, so the
+    # tensor cores' FP32 accumulation must give the exact product.
     eng = _engine()
-    a = (rng.integers(-2048, 2049, size=(33, 70))).astype(np.float16)
-    b = (rng.integers(-2048, 2049, size=(21, 70))).astype(np.float16)
+    a = (rng.integers(-256, 257, size=(33, 70))).astype(np.float16)
+    b = (rng.integers(-256, 257, size=(21, 70))).astype(np.float16)
+    a[0], b[0] = 256, -256  # the extremes: |sum| = 70 * 2**16
     c = eng.float_matmul(cp.asarray(a), cp.asarray(b))
     assert c.dtype == cp.float32
-    want = a.astype(np.float64) @ b.astype(np.float64).T  # |sum| < 2**29: FP32 rounds
-    np.testing.assert_allclose(cp.asnumpy(c), want, rtol=2**-22, atol=0)
+    assert "float16 GemmEx" not in eng.fallbacks, eng.fallbacks
+    want = a.astype(np.int64) @ b.astype(np.int64).T
+    np.testing.assert_array_equal(cp.asnumpy(c).astype(np.int64), want)
 
 
 @pytest.mark.parametrize("method, slices", [
@@ -111,14 +116,16 @@ def test_matmul_gpu_nonfinite_and_odd_shapes(rng):
 def test_approx_matmul_bf16_estimate(rng):
     # slices="auto"'s magnitude estimate on BF16 tensor cores: a few bits, full range.
     eng = _engine()
-    a = rng.random((64, 300)).astype(np.float32)
-    b = rng.random((48, 300)).astype(np.float32)
+    a = rng.random((64, 300))
+    b = rng.random((48, 300))
     a[0, :] = 2.0**-70  # products 2**-140: subnormal in FP32, kept by the 2**48 prescale
     b[0, :] = 2.0**-70
+    a[1, :] = 2.0**-135  # float64 entries below FP32's normal range: a cast before the
+    b[1, :] = 0.5  # prescale would flush them (CuPy's kernels are -ftz=true)
     q = cp.asnumpy(eng.approx_matmul(cp.asarray(a), cp.asarray(b)))
-    want = a.astype(np.float64) @ b.astype(np.float64).T
+    want = a @ b.T
     assert "approx BF16 GemmEx" not in eng.fallbacks, eng.fallbacks
     assert q.dtype == np.float64
     np.testing.assert_allclose(q, want, rtol=2.0**-7)
-    assert q[0, 0] > 0
+    assert q[0, 0] > 0 and q[1, 1] > 0
 

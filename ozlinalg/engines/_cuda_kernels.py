@@ -176,12 +176,15 @@ extern "C" __global__ void ozlinalg_crt_residues(
     const double* __restrict__ invmods, const double* __restrict__ coefs,
     signed char* __restrict__ out,
     const long long rows, const long long k, const int nmod, const int count,
-    const double unit)
+    const double unit, const long long st, const long long sr)
 {
+    // out: modulus m, row i, column j at out[m * st + i * sr + j] (the GPU engine's
+    // padded slice storage; st < 0 for B's reversed slices).
     const long long total = rows * k;
     for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         const long long i = idx / k;
+        const long long o = i * sr + (idx - i * k);
         double v = __dmul_rn(x[idx], mult[i]);
         v = round_rows[i] ? rint(v) : trunc(v);
         double dig[8];
@@ -201,7 +204,7 @@ extern "C" __global__ void ozlinalg_crt_residues(
             for (int t = 0; t < count; ++t)          // exact: integers below 2**52
                 acc = __dadd_rn(acc, __dmul_rn(dig[t], coefs[m * count + t]));
             const double r = ozl_symmod(acc, p, invmods[m], floor(0.5 * p));
-            out[(long long)m * total + idx] = (signed char)r;
+            out[(long long)m * st + o] = (signed char)r;
         }
     }
 }
@@ -273,8 +276,9 @@ def crt_residues_fused(x, mult, round_rows, mods, bits, out, xp=None):
     """Fused :func:`ozlinalg.ozaki.crt._integerize_into` for one row block.
 
     ``out[t] = symmetric residue of rint|trunc(x * mult[:, None]) mod mods[t]``
-    (int8), one pass over ``x``. Returns False (nothing done) where it does not
-    apply, so the caller falls back to the generic code.
+    (int8), one pass over ``x``; ``out`` may have strided slices and rows (the
+    GPU engine's padded slice storage). Returns False (nothing done) where it
+    does not apply, so the caller falls back to the generic code.
     """
     from ..ozaki.crt import _digit_plan  # noqa: PLC0415
 
@@ -283,7 +287,7 @@ def crt_residues_fused(x, mult, round_rows, mods, bits, out, xp=None):
     nmod = len(mods)
     d, count = _digit_plan(bits)
     if (x.dtype != cp.float64 or out.dtype != cp.int8 or not x.flags.c_contiguous
-            or not out.flags.c_contiguous or out.shape != (nmod, rows, k)
+            or out.strides[2:] != (1,) or out.shape != (nmod, rows, k)
             or count > _CRT_MAX_DIGITS):
         return False
     total = rows * k
@@ -297,7 +301,8 @@ def crt_residues_fused(x, mult, round_rows, mods, bits, out, xp=None):
         cp.ascontiguousarray(round_rows.astype(cp.int8)),
         cp.asarray([float(p) for p in mods], dtype=cp.float64),
         cp.asarray([1.0 / float(p) for p in mods], dtype=cp.float64), coefs, out,
-        cp.int64(rows), cp.int64(k), cp.int32(nmod), cp.int32(count), cp.float64(2.0**d)))
+        cp.int64(rows), cp.int64(k), cp.int32(nmod), cp.int32(count), cp.float64(2.0**d),
+        cp.int64(out.strides[0]), cp.int64(out.strides[1])))
     return True
 
 

@@ -12,8 +12,9 @@ An engine owns the device-specific part of the emulated GEMM:
   ``ws`` from ``workspace(m, p)``, valid until the next call), plus the number
   of GEMM launches it took;
 * ``float_matmul(a, b)``: FP16-valued inputs, FP32 accumulation (SplitFP);
-* ``approx_matmul(a, b)``: nonnegative float32 inputs, a few correct bits
-  (the magnitude estimates of ``slices="auto"`` / ``moduli="auto"``);
+* ``approx_matmul(a, b)``: nonnegative inputs (float64 squares, or float32),
+  a few correct bits, a float64 result (the magnitude estimates of
+  ``slices="auto"`` / ``moduli="auto"``);
 * ``axpy(alpha, x, acc)``: ``acc += alpha * x`` in FP64, in place;
 * ``map_rows(fn, rows, k)``: run ``fn(r0, r1)`` over row blocks (threads on the
   CPU, one block on the GPU);
@@ -24,7 +25,10 @@ so every operand is row-major with the inner dimension last.
 """
 from __future__ import annotations
 
-__all__ = ["Engine", "get_engine", "register_engine"]
+__all__ = ["APPROX_PRESCALE", "Engine", "get_engine", "register_engine"]
+
+#: ``approx_matmul``'s prescale of each operand (exact; undone on the result).
+APPROX_PRESCALE = 2.0**48
 
 
 class Engine:
@@ -54,13 +58,30 @@ class Engine:
         raise NotImplementedError
 
     def approx_matmul(self, a, b):
-        """``a @ b.T`` of nonnegative float32 data, only to a few bits (estimates).
+        """``a @ b.T`` of nonnegative data, only to a few bits (estimates), as float64.
 
         ``slices="auto"`` and ``moduli="auto"`` need magnitudes, not digits; an
         engine may use a faster, less precise unit here (the GPU: BF16 tensor
-        cores). Default: :meth:`float_matmul`.
+        cores). Default: :meth:`float_matmul` of :meth:`approx_operand`, scaled
+        back.
         """
-        return self.float_matmul(a, b)
+        c = self.float_matmul(self.approx_operand(a), self.approx_operand(b))
+        return c.astype("float64") * (1.0 / APPROX_PRESCALE**2)
+
+    @staticmethod
+    def approx_operand(x):
+        """C-ordered float32 ``x * 2**48`` for :meth:`approx_matmul`.
+
+        The scale is applied in ``x``'s own precision (float64 squares) BEFORE
+        the cast: squares of normalized entries down to 2**-149 then become
+        normal FP32 numbers on every engine. Cast first, those in
+        [2**-149, 2**-126) would be FP32 subnormals, which the CPU keeps and a
+        GPU kernel compiled with flush-to-zero (CuPy's) turns into zeros, so the
+        two could pick different slice counts for the same input. Entries are
+        at most 1 and inner dimensions at most 2**17, so scaled sums of
+        products stay below 2**113.
+        """
+        return (x * APPROX_PRESCALE).astype("float32", order="C")
 
     def axpy(self, alpha, x, acc):
         if alpha == 1.0:

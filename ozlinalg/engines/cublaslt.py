@@ -30,6 +30,17 @@ type CUDA_R_32I, compute type COMPUTE_32I), no epilogue. So ``k`` is padded
 to a multiple of 16 (zeros: exact) and ``p`` to a multiple of 4; the INT32
 result is then an ``(m, p_pad)`` array of which ``[:, :p]`` is returned.
 
+Pointer alignment is DECLARED to cuBLASLt: its heuristic assumes 256-byte
+aligned A, B, C and D unless the preference says otherwise
+(``CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES``, "uint32_t, default:
+256", cublasLt.h), and an algorithm chosen under that assumption may refuse
+(CUBLAS_STATUS_NOT_SUPPORTED) or fault on a less aligned pointer. The engine
+passes slice ``i`` of the grouped storage at ``base + i * k_pad`` and inner
+pieces at ``+ k0``: 16-byte aligned only, unless ``k_pad`` is a multiple of
+256 (k = 200 -> 208, 1000 -> 1008 are not). So every GEMM declares the
+alignment of its actual pointers (the largest power of two up to 256 that
+divides each) and the plan cache is keyed on it.
+
 EF groups as ONE GEMM: the slices of a product's operands live in a
 zero-padded ``(rows_pad, s, k_pad)`` array (slice index in the middle, B's
 slices in reverse order; :meth:`CuPyEngine.empty_slices`), so the slices
@@ -53,7 +64,7 @@ import threading
 
 import numpy as np
 
-from .base import Engine, register_engine
+from .base import APPROX_PRESCALE, Engine, register_engine
 
 __all__ = ["CuPyEngine", "INT32_EXACT", "pad_to"]
 
@@ -67,6 +78,11 @@ P_ALIGN = 4
 
 #: cuBLASLt workspace (32 MiB: the size NVIDIA recommends for Hopper).
 WORKSPACE_BYTES = 32 * 1024 * 1024
+
+#: cuBLASLt's alignment assumption (bytes) for A, B, C and D when the preference
+#: does not declare one (cublasLt.h); also the largest alignment worth declaring.
+DEFAULT_ALIGNMENT = 256
+
 
 # cublasComputeType_t / cudaDataType_t / cublasOperation_t values (cublas_api.h,
 # library_types.h), used only if nvmath's enums lack a name.
@@ -89,6 +105,12 @@ def pad_to(n, align):
     return -(-int(n) // align) * align
 
 
+def pointer_alignment(ptr):
+    """The largest power of two, at most :data:`DEFAULT_ALIGNMENT`, dividing ``ptr``."""
+    ptr = int(ptr)
+    return DEFAULT_ALIGNMENT if ptr % DEFAULT_ALIGNMENT == 0 else ptr & -ptr
+
+
 def _enum(mod, cls, name, fallback):
     try:
         return int(getattr(getattr(mod, cls), name))
@@ -98,9 +120,11 @@ def _enum(mod, cls, name, fallback):
 
 class _LtPlan:
     """Descriptor, layouts and heuristic for (M, N, K) = (p_pad, m, inner length) with
-    leading dimensions ``ld_l`` (our B slices) and ``ld_r`` (our A slices)."""
+    leading dimensions ``ld_l`` (our B slices) and ``ld_r`` (our A slices), for
+    pointers with the alignments ``align`` = (L, R, C, D) in bytes (cuBLASLt's A,
+    B, C, D): the heuristic only returns algorithms that work with them."""
 
-    def __init__(self, eng, M, N, K, ld_l, ld_r):
+    def __init__(self, eng, M, N, K, ld_l, ld_r, align):
         lt = eng._lt
         self.lt = lt
         self.desc = lt.matmul_desc_create(eng._compute_32i, eng._r_32i)
@@ -123,6 +147,12 @@ class _LtPlan:
                 eng._set_attr(lt.matmul_preference_set_attribute,
                               lt.get_matmul_preference_attribute_dtype, pref,
                               lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, WORKSPACE_BYTES)
+                attrs = lt.MatmulPreferenceAttribute
+                for attr, nbytes in zip((attrs.MIN_ALIGNMENT_A_BYTES, attrs.MIN_ALIGNMENT_B_BYTES,
+                                         attrs.MIN_ALIGNMENT_C_BYTES, attrs.MIN_ALIGNMENT_D_BYTES),
+                                        align):
+                    eng._set_attr(lt.matmul_preference_set_attribute,
+                                  lt.get_matmul_preference_attribute_dtype, pref, attr, nbytes)
                 self.heur = lt.MatmulHeuristicResult(4)
                 count = np.zeros(1, dtype=np.int32)
                 lt.matmul_algo_get_heuristic(
@@ -132,7 +162,8 @@ class _LtPlan:
                 lt.matmul_preference_destroy(pref)
             if int(count[0]) < 1:
                 raise RuntimeError(
-                    f"ozlinalg: cuBLASLt found no INT8 (IMMA) algorithm for M={M}, N={N}, K={K}")
+                    f"ozlinalg: cuBLASLt found no INT8 (IMMA) algorithm for M={M}, N={N}, K={K}, "
+                    f"pointer alignments {align} bytes")
             # The algo struct is the first member of cublasLtMatmulHeuristicResult_t.
             self.algo_ptr = int(self.heur.ptr) + eng._algo_offset
         except Exception:
@@ -186,6 +217,9 @@ class CuPyEngine(Engine):
         self._f32_one = np.ones(1, dtype=np.float32)
         self._f32_zero = np.zeros(1, dtype=np.float32)
         self.launches = 0
+        #: Bytes of slices copied into padded buffers (:meth:`_layout`), for diagnostics:
+        #: the driver's slice storage makes this 0.
+        self.padded_copy_bytes = 0
         #: Fast paths that failed and fell back (name -> error), for diagnostics.
         self.fallbacks: dict = {}
 
@@ -236,17 +270,21 @@ class CuPyEngine(Engine):
         buf[0] = value
         setter(obj, int(attr), buf.ctypes.data, buf.itemsize)
 
-    def _plan(self, M, N, K, ld_l, ld_r):
-        key = (M, N, K, ld_l, ld_r, self.xp.cuda.Device().id)
+    def _plan(self, M, N, K, ld_l, ld_r, align):
+        key = (M, N, K, ld_l, ld_r, align, self.xp.cuda.Device().id)
         plan = self._plans.get(key)
         if plan is None:
             self._init_lt()
-            plan = _LtPlan(self, M, N, K, ld_l, ld_r)
+            plan = _LtPlan(self, M, N, K, ld_l, ld_r, align)
             self._plans[key] = plan
         return plan
 
-    def _gemm(self, plan, l_ptr, r_ptr, c_ptr, accumulate):
-        """C (+)= L^T R on the current CuPy stream."""
+    def _gemm(self, M, N, K, ld_l, ld_r, l_ptr, r_ptr, c_ptr, accumulate):
+        """C (+)= L^T R on the current CuPy stream, with a plan for these pointers'
+        alignment (C and D are the same buffer)."""
+        c_align = pointer_alignment(c_ptr)
+        plan = self._plan(M, N, K, ld_l, ld_r,
+                          (pointer_alignment(l_ptr), pointer_alignment(r_ptr), c_align, c_align))
         beta = self._beta1 if accumulate else self._beta0
         stream = self.xp.cuda.get_current_stream().ptr
         self._lt.matmul(
@@ -317,6 +355,7 @@ class CuPyEngine(Engine):
             out = cp.zeros((s, rows_pad, k_pad), dtype=cp.int8)
             out[:, :rows, :k] = x
             ws[key] = out
+            self.padded_copy_bytes += out.nbytes
         return out.data.ptr, rows_pad * k_pad, k_pad
 
     def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
@@ -363,9 +402,8 @@ class CuPyEngine(Engine):
                 if cur and cur + w > INT32_EXACT:
                     acc64 = self._flush(out, acc64)  # a finished run: exact in int64
                     cur = 0
-                plan = self._plan(p_pad, m, k1 - k0, b_ld, a_ld)
-                self._gemm(plan, b_ptr + j * b_step + k0, a_ptr + i * a_step + k0,
-                           out.data.ptr, accumulate=bool(cur))
+                self._gemm(p_pad, m, k1 - k0, b_ld, a_ld, b_ptr + j * b_step + k0,
+                           a_ptr + i * a_step + k0, out.data.ptr, accumulate=bool(cur))
                 calls += 1
                 cur += w
         res = out if acc64 is None else self._flush(out, acc64)
@@ -396,26 +434,31 @@ class CuPyEngine(Engine):
         return cp.matmul(a.astype(cp.float32, copy=False), b.astype(cp.float32, copy=False).T)
 
     def approx_matmul(self, a, b):
-        """``a @ b.T`` of nonnegative float32 data, to a few bits (``auto``'s estimates).
+        """``a @ b.T`` of nonnegative data (float64 squares), to a few bits (``auto``'s
+        estimates), as float64.
 
         On BF16 tensor cores with FP32 accumulation (``COMPUTE_32F_FAST_16BF``),
         ~10x an FP32 SGEMM's rate on Hopper: relative error below 2**-8 per entry
         of a sum of nonnegative terms, i.e. < 0.006 bits in the log2 that
         ``slices="auto"`` uses (its calibration slack is 0.25 bits). Both inputs
-        are scaled by 2**48 first (exact) so that no product a tensor core
-        might flush as subnormal is lost (|entries| <= 1, k <= 2**17: the
-        scaled sums stay below 2**113); the result is float64, scaled back.
-        Falls back to SGEMM (recorded in ``self.fallbacks``).
+        are scaled by 2**48 IN THEIR OWN PRECISION before the cast to float32
+        (:meth:`Engine.approx_operand`): CuPy compiles its kernels with
+        flush-to-zero, so a float64 square in [2**-149, 2**-126) cast first
+        would be flushed (``cvt.rn.ftz.f32.f64``) where the CPU keeps it, and
+        the GPU could pick another slice count than the CPU. Scaled, entries
+        down to 2**-149 are normal FP32 and no product a tensor core might
+        flush is lost (|entries| <= 1, k <= 2**17: the scaled sums stay below
+        2**113). Falls back to SGEMM on the same operands (recorded in
+        ``self.fallbacks``).
         """
         cp = self.xp
+        a32, b32 = self.approx_operand(a), self.approx_operand(b)
         try:
-            c = self._gemm_ex(cp.ascontiguousarray(a * 2.0**48, dtype=cp.float32),
-                              cp.ascontiguousarray(b * 2.0**48, dtype=cp.float32),
-                              _CUDA_R_32F, _COMPUTE_32F_FAST_16BF)
-            return c.astype(cp.float64) * 2.0**-96
+            c = self._gemm_ex(a32, b32, _CUDA_R_32F, _COMPUTE_32F_FAST_16BF)
         except Exception as exc:
             self.fallbacks["approx BF16 GemmEx"] = repr(exc)
-            return self.float_matmul(a, b)
+            c = cp.matmul(a32, b32.T)
+        return c.astype(cp.float64) * (1.0 / APPROX_PRESCALE**2)
 
     def _gemm_ex(self, a, b, in_type, compute):
         """``a @ b.T`` (row-major (m, k) and (p, k)) into a new float32 (m, p), TN."""

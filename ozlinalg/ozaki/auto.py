@@ -113,7 +113,9 @@ def squared_products(xp, engine, xa, xb, a=None, b=None):
     Returns ``(q, lost)``: ``q`` (float32 or float64) is positive wherever some
     term ``x_ik y_jk`` is nonzero, except where even float64 underflows: those
     entries are ``lost``, a boolean mask (``None`` when there are none). One fast
-    GEMM (``engine.approx_matmul`` of the float32 squares); if it has zeros, one
+    GEMM (``engine.approx_matmul`` of the squares: the engine scales them in
+    float64 before its float32 cast, so that a flush-to-zero GPU and the CPU
+    see the same numbers); if it has zeros, one
     more of the nonzero patterns (exact counts) tells structural zeros from
     underflow, and only then a float64 GEMM
     recomputes the underflowed entries. ``a``, ``b``: the operands before
@@ -121,7 +123,7 @@ def squared_products(xp, engine, xa, xb, a=None, b=None):
     that normalization itself flushed to zero (a subnormal in a row whose
     maximum is large) is lost, not absent.
     """
-    q = engine.approx_matmul((xa * xa).astype(xp.float32), (xb * xb).astype(xp.float32))
+    q = engine.approx_matmul(xa * xa, xb * xb)
     zero = q <= 0
     if not bool(zero.any()):
         return q, None

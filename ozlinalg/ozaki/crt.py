@@ -317,10 +317,10 @@ def _accurate_shifts(xp, logw, log2P):
     return mu, nu
 
 
-def _bound_operand(xp, engine, x):
+def _bound_operand(xp, engine, x, operand):
     """``-ceil(128 |x|)`` in the engine's slice storage, shape (1, rows, k)."""
     rows, k = x.shape
-    out = engine.empty_slices(1, rows, k, "crt")
+    out = engine.empty_slices(1, rows, k, "crt", operand)
 
     def block(r0, r1):
         out[0, r0:r1] = -xp.ceil(xp.abs(x[r0:r1]) * 128.0)
@@ -543,11 +543,15 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
         log2p_ref = crt_constants(n_ref).log2P
         logw = None
         if scaling == "accurate":
-            ba = _bound_operand(xp, engine, xa)
-            bb = _bound_operand(xp, engine, xb)
+            ba = _bound_operand(xp, engine, xa, "a")
+            bb = _bound_operand(xp, engine, xb, "b")
+    # One workspace for every product of this block: an engine keeps its output
+    # buffer (and any padded copy of the operands) there instead of remaking them
+    # per modulus.
+    ws = engine.workspace(m, p)
     if scaling == "accurate":
         with _timer(timers, "int8"):
-            w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128)
+            w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=ws)
         del ba, bb
     with _timer(timers, "split"):
         if scaling == "accurate":
@@ -556,7 +560,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
             counts["engine_calls"] += calls
             logw = _ceil_log2_safe(xp, w)
             logw = xp.where(w > 0, logw, -xp.inf)
-            del w
+            del w  # a buffer of ws: consumed before the next product
 
         def shifts(log2P):
             if scaling == "fast":
@@ -600,8 +604,10 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
             ra, rb = mu >= 12.0, nu >= 12.0
         bits_a = int(float(mu.max())) + 2 if mu.size else 1
         bits_b = int(float(nu.max())) + 2 if nu.size else 1
-        da = engine.empty_slices(nmod, m, k, "crt")
-        db = engine.empty_slices(nmod, p, k, "crt")
+        # The engine's layout for products ("a"/"b"): on the GPU the residues are
+        # stored padded once, so no modulus's GEMM copies them.
+        da = engine.empty_slices(nmod, m, k, "crt", "a")
+        db = engine.empty_slices(nmod, p, k, "crt", "b")
         _integerize_into(xp, engine, xa, mu, ra, consts.moduli, bits_a, da)
         _integerize_into(xp, engine, xb, nu, rb, consts.moduli, bits_b, db)
         del xa, xb
@@ -610,7 +616,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
     acc = (make(consts) if make is not None else None) or CRTAccumulator(xp, engine, consts)
     for t in range(nmod):
         with _timer(timers, "int8"):
-            prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128)
+            prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128, ws=ws)
         counts["int8_gemms"] += 1
         counts["engine_calls"] += calls
         with _timer(timers, "acc"):

@@ -257,19 +257,21 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
 def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4):
     """Upper estimate of the working memory (bytes) of one tile of the emulation.
 
-    ``(16 + b s) (mt + pt) k + 32 mt pt``: normalized copies and their
-    temporaries (16 per input entry), s slices of ``b = slice_bytes`` per entry
-    (the engine's ``slice_bytes``: 4 for the CPU's float32 slices, 1 for INT8
-    on the GPU), and four
+    ``16 (mt + pt) k + b s (mt' + pt') k' + 32 mt pt``: normalized copies and
+    their temporaries (16 per input entry), s slices of ``b = slice_bytes`` per
+    entry (the engine's ``slice_bytes``: 4 for the CPU's float32 slices, 1 for
+    INT8 on the GPU), counted as the GPU engine stores them, rows padded to a
+    multiple of 4 and k to a multiple of 16 (``mt'``, ``pt'``, ``k'``), and four
     mt x pt buffers (FP64 accumulator, group accumulator, engine result, float32
     run). Ozaki scheme II (``crt``, s = moduli) also holds the scaled integer
     operands and their residue digits (48 more bytes per input entry) and its
     CRT limbs and quotient (48 more per output entry). Inputs and the result
     are not included.
     """
+    slices = slice_bytes * s * (-(-mt // 4) * 4 + -(-pt // 4) * 4) * (-(-k // 16) * 16)
     if crt:
-        return (64 + slice_bytes * s) * (mt + pt) * k + 80 * mt * pt
-    return (16 + slice_bytes * s) * (mt + pt) * k + 32 * mt * pt
+        return 64 * (mt + pt) * k + slices + 80 * mt * pt
+    return 16 * (mt + pt) * k + slices + 32 * mt * pt
 
 
 def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4):
