@@ -3,14 +3,18 @@
 The GPU session has minutes of device time; a crash in the report code would
 waste them. Here ``cupy`` is :func:`host_cuda.host_cupy_for_scripts` and its
 engine the GPU engine on the emulated cuBLASLt, so every part of the script
-(environment, smoke check, raw INT8 rate, the table, the targets) runs and
-writes its report. The figures are meaningless, the code paths are not.
+(environment, smoke check, raw INT8 rate, the table, the targets, the owed
+run's driver) runs and writes its report; a fake ``nvmath`` stands in for
+cuBLAS's FP64 emulation so that the baseline's path detection runs too. The
+figures are meaningless, the code paths are not.
 """
 import importlib.util
 import json
 import os
 import sys
+import types
 
+import numpy as np
 import pytest
 from host_cuda import host_cupy_for_scripts
 from test_engine_cublaslt import HostEngine
@@ -35,6 +39,58 @@ def gpu_check(monkeypatch):
     return mod, eng
 
 
+def fake_nvmath(monkeypatch, tmp_path, emulates):
+    """An ``nvmath`` whose "emulated" Matmul is native DGEMM (``emulates=False``:
+    cuBLAS's fallback) or differs from it by one ulp and logs an IMMA kernel."""
+    log_file = {}
+    level = {"now": 0}
+
+    class Algo:
+        algorithm_id = 7
+
+    class Matmul:
+        def __init__(self, a, b, options=None):
+            self.a, self.b = np.asarray(a), np.asarray(b)
+            self.ct = options["compute_type"]
+            self.logger = options.get("logger")
+
+        def plan(self):
+            self.logger.info(f"The compute type is {self.ct}.")
+            if level["now"]:
+                kernel = "sm90_xmma_gemm_i8i8_imma" if emulates and self.ct == 79 else "dgemm"
+                with open(log_file["path"], "a") as fh:
+                    fh.write("[cublasLt][trace][cublasLtMatmul] computeType="
+                             f"{'COMPUTE_64F_EMULATED_FIXEDPOINT' if self.ct == 79 else 'COMPUTE_64F'}"
+                             f" kernel={kernel}\n")
+            return [Algo()]
+
+        def execute(self):
+            c = self.a @ self.b
+            if emulates and self.ct == 79:
+                c = np.nextafter(c, np.inf)
+            return c
+
+        def free(self):
+            pass
+
+    ct = types.SimpleNamespace(COMPUTE_64F=70, COMPUTE_64F_EMULATED_FIXEDPOINT=79)
+    lt = types.SimpleNamespace(
+        logger_open_file=lambda path: log_file.update(path=path),
+        logger_set_level=lambda n: level.update(now=n), get_version=lambda: 130200)
+    nv = types.ModuleType("nvmath")
+    nv.__version__ = "fake"
+    nv.linalg = types.ModuleType("nvmath.linalg")
+    nv.linalg.advanced = types.ModuleType("nvmath.linalg.advanced")
+    nv.linalg.advanced.Matmul = Matmul
+    nv.linalg.advanced.MatmulComputeType = ct
+    nv.bindings = types.ModuleType("nvmath.bindings")
+    nv.bindings.cublasLt = lt
+    for name, mod in (("nvmath", nv), ("nvmath.linalg", nv.linalg),
+                      ("nvmath.linalg.advanced", nv.linalg.advanced),
+                      ("nvmath.bindings", nv.bindings), ("nvmath.bindings.cublasLt", lt)):
+        monkeypatch.setitem(sys.modules, name, mod)
+
+
 def test_dry_run_writes_every_section(tmp_path, gpu_check, capsys):
     mod, eng = gpu_check
     out = tmp_path / "gpu.md"
@@ -47,7 +103,9 @@ def test_dry_run_writes_every_section(tmp_path, gpu_check, capsys):
     approx = data["smoke"].pop("approx_matmul (BF16)")
     assert approx["max rel err"] < 2.0**-7  # the host has no BF16 GemmEx: the SGEMM fallback
     assert "approx BF16 GemmEx" in approx["fallbacks"]
+    data["smoke"].pop("cupy int8@int8 exact (expected False)", None)
     assert all(v["exact"] for v in data["smoke"].values())
+    assert {"40x36x200", "24x20x1000"} <= set(data["smoke"])  # odd k: unaligned slices
     assert data["int8_tops"]["64"] > 0
     methods = [r["method"] for r in data["rows"]]
     assert methods[0].startswith("native") and set(mod.METHODS) <= set(methods)
@@ -55,9 +113,87 @@ def test_dry_run_writes_every_section(tmp_path, gpu_check, capsys):
         assert "note" not in row, row  # nothing FAILED
         assert row["max_err"] < 1e-12
     ours = [r for r in data["rows"] if r["method"] in mod.METHODS]
-    assert all(0 <= r["non_gemm"] <= 1 and r["int8_eff"] > 0 for r in ours)
+    assert all(0 <= r["non_gemm"] <= 1 and r["gemm_tops"] > 0 for r in ours)
+    assert all(r["int8_eff"] > 0 for r in ours if r["method"] != "splitfp")
+    assert "int8_eff" not in next(r for r in ours if r["method"] == "splitfp")
     # Errors may only be the expected absence of nvmath (cuBLAS emulation unavailable).
     assert data["errors"] == []
+    assert data["cublas_emulation"]["status"].startswith("unavailable")
     assert eng.lt.calls > 0  # the smoke check and the raw rate ran on the GPU engine
     assert "| 8192 | hybrid-ef | tflops | >= 30.0 | not measured |" in text
     assert "## Engine fallbacks" in text
+
+
+def test_splitfp_gemm_rate_counts_its_inner_blocks(gpu_check):
+    mod, _ = gpu_check
+    prof = types.SimpleNamespace(slices=[6], time_split=0.1, time_int8=1.0,
+                                 time_accumulate=0.1, time_other=0.0, time_total=1.2,
+                                 int8_gemms=21 * 8, engine_calls=21 * 8)
+    row = {}
+    mod._profile_fields(row, prof, 8192, "splitfp", 1000.0, 1024)
+    # 21 products per inner block of 1024, 8 blocks: 21 * 2 * 8192**3 operations.
+    assert row["gemm_tops"] == pytest.approx(21 * 2.0 * 8192**3 / 1e12)
+    assert "int8_eff" not in row
+    row = {}
+    mod._profile_fields(row, prof, 8192, "hybrid-ef", 1000.0, 1024)
+    assert row["int8_eff"] == pytest.approx(row["gemm_tops"] / 1000.0)
+
+
+@pytest.mark.parametrize("emulates", [False, True])
+def test_cublas_emulation_row_says_which_path(tmp_path, gpu_check, monkeypatch, emulates):
+    mod, _ = gpu_check
+    fake_nvmath(monkeypatch, tmp_path, emulates)
+    out = tmp_path / "gpu.md"
+    mod.main(["--sizes", "64", "--skip-tests", "--methods", "cublas-emu,native",
+              "--out", str(out)])
+    data = json.loads((tmp_path / "gpu.json").read_text())
+    assert data["errors"] == []
+    native, emu = data["rows"]
+    assert native["method"].startswith("native")
+    ev = emu["path_evidence"]
+    assert ev["bit-identical to cuBLASLt COMPUTE_64F"] is (not emulates)
+    if emulates:
+        assert emu["method"] == "cuBLAS FP64 emulation (emulated: INT8 kernels in its log)"
+        assert {"i8i8", "imma"} <= set(ev["INT8 kernel words in cuBLASLt log"])
+    else:
+        assert "NOT emulated" in emu["method"]
+        # The request's own compute type, echoed by the log, is not evidence.
+        assert ev["INT8 kernel words in cuBLASLt log"] == "none"
+    assert any("atmul" in line for line in emu["cublaslt_log_excerpt"])
+    assert emu["method"] in out.read_text()
+
+
+def test_owed_run_runs_every_part_within_the_deadline(tmp_path, gpu_check, monkeypatch):
+    mod, _ = gpu_check
+    ran = []
+
+    def in_process(args, timeout):  # the parts' own arguments, at a host-sized n
+        ran.append(list(args))
+        mod.main(args + ["--sizes", "64", "--skip-tests"])
+        return "exit 0"
+
+    done = mod.run_owed(str(tmp_path), 10_000, runner=in_process)
+    assert [name for name, _ in done] == ["quick", "8192", "16384"]
+    assert all(status.startswith("exit 0") for _, status in done)
+    assert ran[0][0] == "--quick" and "--methods" in ran[2]
+    for name in ("quick", "8192", "16384"):
+        data = json.loads((tmp_path / f"gpu-{name}.json").read_text())
+        assert data["rows"] and data["errors"] == [], name
+        assert data["env"]["estimate_s"] > 0
+    methods = {r["method"] for r in json.loads((tmp_path / "gpu-16384.json").read_text())["rows"]}
+    assert methods == {"native DGEMM (cupy)", "crt", "hybrid-ef"}  # no nvmath here
+    # A part whose estimate does not fit is not started; later, smaller ones may be.
+    done = dict(mod.run_owed(str(tmp_path / "short"), 100, runner=in_process))
+    assert done["quick"].startswith("not started") and done["16384"].startswith("exit 0")
+
+
+def test_owed_run_fits_a_ten_minute_call(gpu_check):
+    mod, _ = gpu_check
+    total = 0.0
+    for _, args in mod.OWED_PARTS:
+        ns = mod.build_parser().parse_args(args)
+        sizes = [int(v) for v in ns.sizes.split(",")] if ns.sizes else [2048, 4096]
+        methods = ns.methods.split(",") if ns.methods else list(mod.BASELINES + mod.METHODS)
+        total += mod.estimate_seconds(sizes, methods,
+                                      None if ns.skip_tests else mod.TESTS_TIMEOUT_S)
+    assert total < 480 < 600  # the default deadline, inside one 10-minute call
