@@ -731,3 +731,31 @@ class TestFlushToZero:
             np.testing.assert_array_equal(to_numpy(q_gpu), q_cpu)
         else:  # BF16 tensor cores: a few bits
             np.testing.assert_allclose(to_numpy(q_gpu), q_cpu, rtol=2.0**-7)
+
+
+def test_native_getrf_keeps_cupys_singular_warning_quiet(monkeypatch):
+    # cupyx.scipy.linalg.lu_factor (CuPy 14.2) warns "Diagonal number %d is exactly
+    # zero. Singular matrix." as a plain RuntimeWarning; the CPU path never warns,
+    # and the zero pivot is reported through info.
+    import sys
+    import types
+    import warnings
+
+    from ozlinalg.lapack._common import native_getrf
+
+    cp = host_cupy()
+
+    def lu_factor(a, check_finite=True):
+        warnings.warn("Diagonal number 2 is exactly zero. Singular matrix.", RuntimeWarning,
+                      stacklevel=2)
+        lu = cp.asarray(np.asarray(a))
+        lu[1, 1] = 0.0
+        return lu, cp.asarray(np.array([0, 1], np.int32))
+
+    for name in ("cupyx", "cupyx.scipy", "cupyx.scipy.linalg"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules["cupyx.scipy.linalg"].lu_factor = lu_factor
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lu, piv, info = native_getrf(cp, cp.asarray(np.array([[1.0, 2.0], [2.0, 4.0]])))
+    assert info == 2 and list(piv) == [0, 1]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The owed GPU run, one command on the device machine (docs/gpu.md):
+#   run(command="bash benchmarks/gpu_owed.sh", carry=[".whl"], timeout_s=600)
+# Installs the carried wheels (benchmarks/gpu_wheels.sh made them), then runs
+# benchmarks/gpu_check.py --owed: parts quick, 8192, 16384, each in its own
+# process, none started past the 480 s deadline; reports gpu-<part>.md/.json and
+# this log (gpu-owed.log) under $OUT, 7 files.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+{
+  echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1)"
+  python3 --version
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+  else
+    echo "no .whl/: nvmath-python and python-flint must already be installed"
+    export PYTHONPATH=$PWD
+  fi
+  if ! python3 -c "from nvmath.bindings import cublasLt; print('cublasLt', cublasLt.get_version())"; then
+    echo "nvmath-python does not import with the image's cuda-core/cuda-pathfinder: .whl/extra"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site-extra .whl/extra/*.whl && export PYTHONPATH=/tmp/site-extra:$PYTHONPATH
+    python3 -c "from nvmath.bindings import cublasLt; print('cublasLt', cublasLt.get_version())"
+  fi
+  python3 benchmarks/gpu_check.py --owed --out-dir "$OUT" --deadline "${DEADLINE:-480}"
+} 2>&1 | tee "$OUT/gpu-owed.log"
