@@ -343,12 +343,12 @@ class CublasEmulation:
     ``plan(a, b)`` plans once (``COMPUTE_64F_EMULATED_FIXEDPOINT``, or
     ``COMPUTE_64F`` with ``native=True``: the control on the same cuBLASLt
     path) and runs the first ``execute()``; the caller times the next ones.
-    Planning and that first execute run with cuBLASLt's logger on (level 2:
-    the calls that launch kernels, into a file), and nvmath's own log is
+    Planning and that first execute run with cuBLASLt's logger on (level 5,
+    API trace: every call with its parameters, into a file), and nvmath's own log is
     kept; :func:`classify_emulation` reads them.
     """
 
-    LOG_LEVEL = 2
+    LOG_LEVEL = 5
 
     def __init__(self):
         from nvmath.linalg.advanced import Matmul, MatmulComputeType
@@ -546,15 +546,17 @@ def part_bench(rep, sizes, methods, budget_s, emu):
             try:
                 if name == "native":
                     row["method"] = "native DGEMM (cupy)"
-                    row["time"], c = _timed(cp, lambda: cp.matmul(a, b), reps)
+                    row["time"], c = _timed(cp, lambda a=a, b=b: cp.matmul(a, b), reps)
                     native_row = row
                 elif name == "cublas-emu":
                     _emulation_row(cp, emu, a, b, reps, row, ref, ri, ci, native_row)
                     c = None
                 else:
+                    def ours(a=a, b=b, mm=name):
+                        return ozlinalg.matmul(a, b, method=mm, slices="auto")
+
                     with ozlinalg.options(memory_limit=limit):
-                        fn = (lambda mm=name: ozlinalg.matmul(a, b, method=mm, slices="auto"))
-                        row["time"], c = _timed(cp, fn, reps)
+                        row["time"], c = _timed(cp, ours, reps)
                 if c is not None:
                     row["max_err"], row["med_err"] = ref.errors(cp.asnumpy(c[ri][:, ci]))
                     c = None

@@ -109,12 +109,10 @@ class DevArray(np.ndarray):
                                            else x for x in inputs], **kwargs)
             return res.view(DevArray) if isinstance(res, np.ndarray) else res
         plain = []
-        f32 = False
         for x in inputs:
             if isinstance(x, np.ndarray):
                 base = x.view(np.ndarray)
                 if base.dtype == _F32:
-                    f32 = True
                     base = flush_f32(base.copy())
                 plain.append(base)
             else:

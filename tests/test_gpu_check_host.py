@@ -57,11 +57,12 @@ def fake_nvmath(monkeypatch, tmp_path, emulates):
         def plan(self):
             self.logger.info(f"The compute type is {self.ct}.")
             if level["now"]:
-                kernel = "sm90_xmma_gemm_i8i8_imma" if emulates and self.ct == 79 else "dgemm"
+                emu = self.ct == 79
+                kernel = "sm90_xmma_gemm_i8i8_imma" if emulates and emu else "dgemm"
+                name = "COMPUTE_64F_EMULATED_FIXEDPOINT" if emu else "COMPUTE_64F"
                 with open(log_file["path"], "a") as fh:
-                    fh.write("[cublasLt][trace][cublasLtMatmul] computeType="
-                             f"{'COMPUTE_64F_EMULATED_FIXEDPOINT' if self.ct == 79 else 'COMPUTE_64F'}"
-                             f" kernel={kernel}\n")
+                    fh.write(f"[cublasLt][trace][cublasLtMatmul] computeType={name} "
+                             f"kernel={kernel}\n")
             return [Algo()]
 
         def execute(self):
