@@ -729,8 +729,8 @@ class TestFlushToZero:
         q_gpu, _ = squared_products(cp, engine, dev[0], dev[1])
         if isinstance(engine, HostEngine):  # the same FP32 numbers through the same SGEMM
             np.testing.assert_array_equal(to_numpy(q_gpu), q_cpu)
-        else:  # BF16 tensor cores: a few bits
-            np.testing.assert_allclose(to_numpy(q_gpu), q_cpu, rtol=2.0**-7)
+        else:  # BF16 tensor cores: inputs rounded to 8 bits, products within ~2**-7
+            np.testing.assert_allclose(to_numpy(q_gpu), q_cpu, rtol=2.0**-6)
 
 
 def test_native_getrf_keeps_cupys_singular_warning_quiet(monkeypatch):

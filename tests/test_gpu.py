@@ -126,6 +126,6 @@ def test_approx_matmul_bf16_estimate(rng):
     want = a @ b.T
     assert "approx BF16 GemmEx" not in eng.fallbacks, eng.fallbacks
     assert q.dtype == np.float64
-    np.testing.assert_allclose(q, want, rtol=2.0**-7)
+    np.testing.assert_allclose(q, want, rtol=2.0**-6)  # BF16 inputs: products within ~2**-7
     assert q[0, 0] > 0 and q[1, 1] > 0
 

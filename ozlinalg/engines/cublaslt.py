@@ -438,9 +438,10 @@ class CuPyEngine(Engine):
         estimates), as float64.
 
         On BF16 tensor cores with FP32 accumulation (``COMPUTE_32F_FAST_16BF``),
-        ~10x an FP32 SGEMM's rate on Hopper: relative error below 2**-8 per entry
-        of a sum of nonnegative terms, i.e. < 0.006 bits in the log2 that
-        ``slices="auto"`` uses (its calibration slack is 0.25 bits). Both inputs
+        ~10x an FP32 SGEMM's rate on Hopper: inputs rounded to BF16's 8 bits, so
+        each product (and a sum of nonnegative ones) is within about 2**-7, i.e.
+        ~0.01 bits in the log2 that ``slices="auto"`` uses (its calibration slack
+        is 0.25 bits). Both inputs
         are scaled by 2**48 IN THEIR OWN PRECISION before the cast to float32
         (:meth:`Engine.approx_operand`): CuPy compiles its kernels with
         flush-to-zero, so a float64 square in [2**-149, 2**-126) cast first
