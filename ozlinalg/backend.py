@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import sys
 import threading
 
 import numpy as np
@@ -160,6 +161,10 @@ def _install():
                     continue
                 setattr(mod, name, _make_shim(key, original, target))
                 _INSTALLED[key] = (mod, name, original)
+        if "dask.array" in sys.modules:  # dask's linalg and `@` (ozlinalg/dask/_route.py)
+            from .dask._route import install as install_dask
+
+            install_dask(_INSTALLED)
 
 
 def installed() -> list:

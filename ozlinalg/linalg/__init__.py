@@ -20,6 +20,10 @@ lstsq                QR (full rank), native fallback when rank deficient
 matmul               :func:`ozlinalg.matmul` (not in scipy.linalg)
 ==================  ===================================================
 
+Every function also takes dask arrays and then returns a lazy dask array
+(:mod:`ozlinalg.dask`: blocked graphs whose block products run emulated on
+the workers).
+
 The NumPy-compatible functions (``numpy.linalg`` semantics, stacked inputs)
 are in :mod:`ozlinalg.numpy_linalg`.
 """
@@ -28,6 +32,14 @@ from ._decomp_cholesky import cho_factor, cho_solve, cholesky
 from ._decomp_lu import lu, lu_factor, lu_solve
 from ._decomp_qr import qr
 from ._validation import LinAlgError, LinAlgWarning
+
+# isort: split
+# Dask arrays in, dask arrays out (issue 14; ozlinalg.dask, imported on first use)
+from .._dask_dispatch import dask_aware
+
+(lu_factor, lu_solve, lu, cho_factor, cho_solve, cholesky, qr, solve, solve_triangular, inv,
+ det, lstsq) = map(dask_aware, (lu_factor, lu_solve, lu, cho_factor, cho_solve, cholesky, qr,
+                                solve, solve_triangular, inv, det, lstsq))
 
 __all__ = [
     "lu_factor", "lu_solve", "lu",

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from .._array import array_namespace, fp_errstate
+from .._dask_dispatch import is_dask_collection
 from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
@@ -83,7 +84,8 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     Returns
     -------
     c : ndarray of float64 (complex128 for complex input)
-        The product, on the device of the inputs.
+        The product, on the device of the inputs; a lazy dask array when `a`
+        or `b` is one (:func:`ozlinalg.dask.matmul`).
 
     Notes
     -----
@@ -105,6 +107,10 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     >>> bool(np.allclose(ozlinalg.matmul(a, b), a @ b, rtol=1e-14, atol=1e-14))
     True
     """
+    if is_dask_collection(a) or is_dask_collection(b):  # lazy: ozlinalg.dask builds the graph
+        from ..dask import matmul as dask_matmul
+
+        return dask_matmul(a, b, slices=slices, method=method, balance=balance)
     xp = array_namespace(a, b)
     a = _as_float64(xp, a, "a")
     b = _as_float64(xp, b, "b")

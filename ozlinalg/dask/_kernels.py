@@ -1,0 +1,337 @@
+"""Block functions: what one task computes on a worker.
+
+Each function takes and returns NumPy (or CuPy) blocks, is pure (no state, no
+side effects: Dask may run it twice, or again on another worker after a
+failure), and does its BLAS-3 work through ozlinalg's single-node routines
+under the options that :class:`~ozlinalg.dask._tasks.OzTask` puts in force.
+"""
+from __future__ import annotations
+
+import warnings
+from functools import reduce
+
+import numpy as np
+
+from .._array import array_namespace
+from .._exceptions import LinAlgError, LinAlgWarning
+from ..lapack import geqrf, getrf, potrf, trsm
+from ..lapack._common import Runner, conj_t, first_zero_diagonal, swaps_to_rows
+from ..lapack.geqrf import _larft, _unit_lower
+from ..linalg._validation import emulating, lapack_kw
+from ..ozaki.gemm import matmul
+
+# --------------------------------------------------------------------------
+# products
+
+
+def op(x, t):
+    """``x`` (t = 0), ``x.T`` (1) or ``x^H`` (2)."""
+    if t == 0:
+        return x
+    return conj_t(x) if t == 2 else x.T
+
+
+def product(x, y, tx=0, ty=0):
+    """Emulated ``op(x) @ op(y)`` of two blocks."""
+    return matmul(op(x, tx), op(y, ty))
+
+
+def matmul_block(x, y):
+    """Emulated block product in the layout of dask's blockwise matmul: the
+    contracted block axis is kept as a length-1 axis before the last one."""
+    return matmul(x, y)[..., None, :]
+
+
+def sum_blocks(parts, axis=None, keepdims=False, dtype=None):
+    """FP64 sum of the partial block products (``dask.array.reduction``'s
+    chunk and aggregate step, without concatenation)."""
+    out = reduce(np.add, parts) if isinstance(parts, list) else parts
+    return out if keepdims else out.squeeze(axis[0])
+
+
+def minus_sum(target, *parts):
+    """``target - (p_0 + p_1 + ...)``: the partial products summed in FP64 first."""
+    if not parts:
+        return target
+    return target - reduce(np.add, parts)
+
+
+# --------------------------------------------------------------------------
+# validation and assembly
+
+
+def check_finite_block(x):
+    """The block itself, or SciPy's ValueError for Inf / NaN entries."""
+    xp = array_namespace(x)
+    if x.size and x.dtype.kind in "fc" and not bool(xp.isfinite(x).all()):
+        raise ValueError("array must not contain infs or NaNs")
+    return x
+
+
+def rows(x, r0, r1):
+    return x[r0:r1]
+
+
+def stack(*blocks):
+    xp = array_namespace(*blocks)
+    return xp.concatenate(blocks, axis=0)
+
+
+def eye_block(rows_, cols, r0, c0, dtype):
+    """Block ``[r0:r0+rows, c0:c0+cols]`` of the identity."""
+    out = np.zeros((rows_, cols), dtype=dtype)
+    d = np.arange(max(r0, c0), min(r0 + rows_, c0 + cols))
+    out[d - r0, d - c0] = 1
+    return out
+
+
+def zeros_block(rows_, cols, dtype):
+    return np.zeros((rows_, cols), dtype=dtype)
+
+
+def tril_block(x, k=0, unit=False):
+    xp = array_namespace(x)
+    out = xp.tril(x, k)
+    if unit:
+        n = min(out.shape)
+        out[xp.arange(n), xp.arange(n)] = 1
+    return out
+
+
+def triu_block(x, k=0):
+    return array_namespace(x).triu(x, k)
+
+
+def astype(x, dtype):
+    return x.astype(dtype, copy=False)
+
+
+# --------------------------------------------------------------------------
+# LU with partial pivoting over a whole column panel
+
+
+def lu_panel(offset, on_zero, *blocks):
+    """Factor the column panel (the blocks of one block column from the
+    diagonal down, stacked) with partial pivoting over all its rows.
+
+    Returns ``(lu, moves, piv)``: the factored panel in LAPACK's format, the
+    row interchanges as ``(dst, src)`` index arrays relative to the panel's
+    first row (``rows[dst] = rows[src]``), and LAPACK's pivots (relative). A zero pivot (1-based global index)
+    raises :class:`LinAlgError` when ``on_zero == "raise"`` (as
+    :func:`scipy.linalg.solve`), warns when ``"warn"`` (as
+    :func:`scipy.linalg.lu_factor`), passes when ``"ignore"`` (``det``).
+    """
+    panel = stack(*blocks) if len(blocks) > 1 else blocks[0]
+    b = panel.shape[1]
+    with emulating():
+        lu, piv = getrf(panel, warn=False, check_finite=False, **lapack_kw(b))
+    xp = array_namespace(lu)
+    z = first_zero_diagonal(xp, lu[:b, :b])
+    if z >= 0 and on_zero != "ignore":
+        if on_zero == "raise":
+            raise LinAlgError("Matrix is singular.")
+        warnings.warn(f"Diagonal number {offset + z + 1} is exactly zero. Singular matrix.",
+                      LinAlgWarning, stacklevel=2)
+    piv = piv.get() if hasattr(piv, "get") else np.asarray(piv)
+    return lu, swaps_to_rows(piv, 0), piv
+
+
+def moves_from_piv(piv, offset):
+    """``(dst, src)`` of one block of a global 0-based pivot vector (LAPACK's
+    ``ipiv``, as :func:`scipy.linalg.lu_factor` returns it), relative to ``offset``."""
+    piv = piv.get() if hasattr(piv, "get") else np.asarray(piv)
+    return swaps_to_rows(piv.astype(np.intp) - offset, 0)
+
+
+def inverse_moves(moves):
+    dst, src = moves
+    return src, dst
+
+
+def rows_to_top(moves, block, lo):
+    """The rows of ``block`` (panel rows ``lo ...``) that move into the top
+    block: ``(positions in the top block, rows)``. Usually few or none (a row
+    of a lower block can only move into the top block, see :func:`lower_after`)."""
+    dst, src = moves
+    sel = (src >= lo) & (src < lo + block.shape[0])
+    return dst[sel], block[src[sel] - lo]
+
+
+def top_after(moves, top, *picks):
+    """The top block after the interchanges: its own rows, and those picked
+    from the blocks below by :func:`rows_to_top`."""
+    dst, src = moves
+    nt = top.shape[0]
+    out = top.copy()
+    own = (dst < nt) & (src < nt)
+    out[dst[own]] = top[src[own]]
+    for pos, vals in picks:
+        if len(pos):
+            out[pos] = vals
+    return out
+
+
+def lower_after(moves, block, top, lo):
+    """A block below the top one after the interchanges. Its rows can only
+    receive rows of the top block: LAPACK's interchanges ``i <-> piv[i]`` with
+    ``piv[i] >= i`` carry into a lower row only what sits in row ``i`` of the
+    top block at that moment, which by induction came from the top block."""
+    dst, src = moves
+    hi = lo + block.shape[0]
+    sel = (dst >= lo) & (dst < hi)
+    if not bool(sel.any()):
+        return block
+    if bool((src[sel] >= top.shape[0]).any()):  # pragma: no cover - invariant above
+        raise AssertionError("ozlinalg.dask: row interchange outside the top block")
+    out = block.copy()
+    out[dst[sel] - lo] = top[src[sel]]
+    return out
+
+
+def lu_trsm(diag, moves, top, *picks):
+    """``U_kj = L_kk^{-1} (P A)_kj``: the top block after the interchanges,
+    solved with the unit lower triangle of the factored diagonal block."""
+    rhs = top_after(moves, top, *picks)
+    with emulating():
+        return trsm(diag, rhs, lower=True, unit_diagonal=True, check_finite=False,
+                    **lapack_kw(diag.shape[0]))
+
+
+def lu_update(moves, block, top, lo, left, upper):
+    """Trailing update ``(P A)_ij - L_ik U_kj`` (one emulated product)."""
+    return lower_after(moves, block, top, lo) - matmul(left, upper)
+
+
+def perm_from_moves(n, *moves_and_offsets):
+    """Global row order ``perm`` (``(P^T A) = A[perm]``) from every step's moves."""
+    perm = np.arange(n)
+    for off, (dst, src) in zip(moves_and_offsets[::2], moves_and_offsets[1::2]):
+        perm[off + dst] = perm[off + src]
+    return perm
+
+
+def perm_block(perm, r0, r1, c0, c1, dtype):
+    """Block of the permutation matrix ``P`` with ``A = P L U``."""
+    out = np.zeros((r1 - r0, c1 - c0), dtype=dtype)
+    cols = np.arange(c0, c1)
+    rws = perm[cols]
+    sel = (rws >= r0) & (rws < r1)
+    out[rws[sel] - r0, cols[sel] - c0] = 1
+    return out
+
+
+# --------------------------------------------------------------------------
+# triangular solves
+
+
+def trsm_block(diag, lower, trans, unit, target, *parts):
+    """``op(T_ii)^{-1} (target - sum(parts))`` for one block of the solution."""
+    rhs = minus_sum(target, *parts)
+    with emulating():
+        return trsm(diag, rhs, lower=lower, trans=trans, unit_diagonal=unit,
+                    check_finite=False, **lapack_kw(diag.shape[0]))
+
+
+# --------------------------------------------------------------------------
+# Cholesky
+
+
+def hermitian_from(x, lower):
+    """The Hermitian matrix whose ``lower`` (or upper) triangle ``x`` holds."""
+    xp = array_namespace(x)
+    t = xp.tril(x, -1) if lower else xp.triu(x, 1)
+    d = xp.diagonal(x).real if x.dtype.kind == "c" else xp.diagonal(x)
+    return t + conj_t(t) + xp.diag(d).astype(x.dtype, copy=False)
+
+
+def chol_diag(offset, lower, a_ii, *parts):
+    """``L_ii = chol(A_ii - sum_p L_ip L_ip^H)``, from the stored triangle of ``A_ii``."""
+    target = minus_sum(hermitian_from(a_ii, lower), *parts)
+    try:
+        with emulating():
+            return potrf(target, lower=True, check_finite=False, **lapack_kw(target.shape[0]))
+    except LinAlgError as exc:
+        minor = str(exc).split("-th")[0]
+        if not minor.isdigit():  # pragma: no cover
+            raise
+        raise LinAlgError(f"{int(minor) + offset}-th leading minor of the array is not "
+                          "positive definite") from None
+
+
+def chol_offdiag(l_jj, a_ij, transposed, *parts):
+    """``L_ij = (A_ij - sum_p L_ip L_jp^H) L_jj^{-H}``; ``transposed``: the
+    block is read from the upper triangle (``A_ij = A_ji^H``)."""
+    target = minus_sum(conj_t(a_ij) if transposed else a_ij, *parts)
+    # x L_jj^H = t  <=>  L_jj x^H = t^H
+    with emulating():
+        xh = trsm(l_jj, conj_t(target), lower=True, check_finite=False,
+                  **lapack_kw(l_jj.shape[0]))
+    return conj_t(xh)
+
+
+# --------------------------------------------------------------------------
+# QR
+
+
+def qr_block(x):
+    """Economic Householder QR of one block: ``(q, r)``."""
+    from ..linalg import qr
+
+    return qr(x, mode="economic", check_finite=False)
+
+
+def qr_panel(*blocks):
+    """Householder QR of a column panel: ``(r_top, v, t)``: the panel's top
+    block of R and its reflectors ``H = I - V T V^H`` (compact WY, LAPACK
+    ``geqrf`` + ``larft``)."""
+    panel = stack(*blocks) if len(blocks) > 1 else blocks[0]
+    top = blocks[0].shape[0]
+    xp = array_namespace(panel)
+    b = panel.shape[1]
+    k = min(panel.shape)
+    with emulating():
+        f, tau = geqrf(panel, check_finite=False, **lapack_kw(k))
+    v = _unit_lower(xp, f[:, :k])
+    t = _larft(Runner(xp, None, None), v, tau)
+    return xp.triu(f[:top, :b]), v, t
+
+
+def reflector_w(t, trans, *parts):
+    """``op(T) @ (V^H C)`` with the projections ``V_i^H C_ij`` summed in FP64."""
+    return matmul(op(t, trans), reduce(np.add, parts))
+
+
+def reflector_update(c, v, w):
+    """``C_ij - V_i W_j`` (one emulated product)."""
+    return c - matmul(v, w)
+
+
+def item(pair, i, dtype=None):
+    """Entry ``i`` of a task's tuple result, as an array."""
+    out = np.asarray(pair[i])
+    return out if dtype is None else out.astype(dtype)
+
+
+def lstsq_rank_s(r):
+    """``(rank, s)`` of ``R`` (so of ``A``): singular values and the rank at
+    LAPACK's default threshold, natively (``R`` is n x n)."""
+    xp = array_namespace(r)
+    s = xp.linalg.svd(r, compute_uv=False)
+    tol = (s[0] if s.size else 0) * max(r.shape) * np.finfo(float).eps
+    return int((s > tol).sum()), s
+
+
+
+def global_piv(piv, offset):
+    """A panel's 0-based pivots made global (LAPACK's ``ipiv``, as SciPy returns it)."""
+    return (piv + offset).astype(np.int32)
+
+
+def det_from_lu(lu, *pivs):
+    """``det(a)`` from the factors: the product of U's diagonal, its sign
+    flipped once per row interchange (LAPACK's ``getrf`` convention)."""
+    xp = array_namespace(lu)
+    piv = np.concatenate([np.asarray(p) for p in pivs])
+    swaps = int((piv != np.arange(piv.size)).sum())
+    d = xp.prod(xp.diagonal(lu))
+    return -d if swaps % 2 else d

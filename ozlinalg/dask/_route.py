@@ -1,0 +1,176 @@
+"""Existing dask code, one change: ``with ozlinalg.backend():`` around the code
+that builds the graph.
+
+Inside a backend block, :func:`ozlinalg.backend` also patches (once, when dask
+is already imported) the dask functions listed in :data:`ROUTES`. A patched
+function builds ozlinalg's graph (:mod:`ozlinalg.dask`) when
+
+* a backend block is active in the current context (graph construction runs
+  in the caller's thread, so the ContextVar is visible there; the options in
+  force are captured into the tasks, which is what makes it safe for the
+  workers, which never see the context);
+* every array argument is a dask array with NumPy chunks (or a NumPy array)
+  of a dtype the emulation takes (``@`` / matmul: float32/64, complex64/128
+  only, so integer products stay exact integers as in NumPy);
+* the matrix order is at least the block's ``min_size``;
+
+and otherwise calls dask's original. Results keep dask's conventions (what
+dask's own function returns: ``lu`` gives ``p, l, u``, ``qr`` the reduced
+``q, r``, ``lstsq`` its four arrays, ``@`` NumPy's result dtype).
+
+Why this route and not the others the issue names: Dask's array-backend
+entry points (``dask.config.set({"array.backend": ...})``, ``to_backend``)
+choose how chunks are CREATED (``da.ones``, ``da.random``); ``da.linalg.solve``
+and ``@`` build the same graph whatever the backend. A chunk conversion to an
+emulating chunk type would run dask's own graphs with emulated block
+products, but dask's ``lu`` pivots only inside diagonal blocks (not partial
+pivoting across block rows), its scipy calls on blocks (``lu``,
+``cholesky``, ``solve_triangular``) would stay native, and chunks of a foreign
+type leak into every result. The ``with`` block replaces the whole graph by
+ozlinalg's (real partial pivoting, readable task names, options in every
+task) and changes nothing else: the arrays stay NumPy-chunked dask arrays.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import warnings
+
+import numpy as np
+
+__all__ = ["ROUTES", "install"]
+
+
+def _ozd():
+    from .. import dask as ozd
+
+    return ozd
+
+
+def _solve(a, b, sym_pos=None, assume_a="gen"):
+    if sym_pos is not None:
+        warnings.warn("The sym_pos keyword is deprecated and should be replaced by using "
+                      "``assume_a = 'pos'``.``sym_pos`` will be removed in a future version.",
+                      category=FutureWarning, stacklevel=3)
+        if sym_pos:
+            assume_a = "pos"
+    if assume_a not in ("gen", "pos"):
+        return None
+    return _ozd().solve(a, b, assume_a=assume_a, check_finite=False)
+
+
+def _lu(a):
+    return _ozd().lu(a, check_finite=False)
+
+
+def _cholesky(a, lower=False):
+    return _ozd().cholesky(a, lower=lower, check_finite=False)
+
+
+def _qr(a):
+    return _ozd().qr(a, mode="economic", check_finite=False)
+
+
+def _tsqr(data, compute_svd=False, _max_vchunk_size=None):
+    if compute_svd or data.ndim != 2 or data.numblocks[1] != 1:
+        return None
+    return _ozd().qr(data, mode="economic", check_finite=False)
+
+
+def _solve_triangular(a, b, lower=False):
+    return _ozd().solve_triangular(a, b, lower=lower, check_finite=False)
+
+
+def _inv(a):
+    return _ozd().inv(a, check_finite=False)
+
+
+def _lstsq(a, b):
+    ozd = _ozd()
+    x, _, rank, s = ozd.lstsq(a, b, check_finite=False)
+    r = b - ozd.matmul(a, x)
+    residuals = (abs(r) ** 2).sum(axis=0, keepdims=b.ndim == 1)
+    return x, residuals, rank, s
+
+
+def _matmul(a, b):
+    dt = np.result_type(a.dtype, b.dtype)
+    if dt.kind not in "fc" or dt.itemsize not in (4, 8, 16):
+        return None
+    return _ozd().matmul(a, b).astype(dt)
+
+
+#: module -> {function name: adapter with dask's signature}; an adapter
+#: returning None hands the call back to dask's original.
+ROUTES = {
+    "dask.array.linalg": {"solve": _solve, "lu": _lu, "cholesky": _cholesky, "qr": _qr,
+                          "tsqr": _tsqr, "solve_triangular": _solve_triangular,
+                          "inv": _inv, "lstsq": _lstsq},
+    "dask.array.routines": {"matmul": _matmul},   # ``a @ b`` and ``np.matmul`` look it up here
+    "dask.array": {"matmul": _matmul},
+}
+
+
+def _ok(x):
+    """A dask array with NumPy chunks, or a NumPy array, of an emulable dtype."""
+    from ..backend import _ok_dtype
+    from ._validate import is_dask_array
+
+    if is_dask_array(x):
+        return type(x._meta) is np.ndarray and _ok_dtype(x.dtype)
+    return type(x) is np.ndarray and _ok_dtype(x.dtype)
+
+
+def _make_shim(qualname, original, adapter):
+    from ..backend import _ACTIVE, _INSIDE
+    from ._validate import is_dask_array
+
+    @functools.wraps(original)
+    def shim(*args, **kwargs):
+        if _ACTIVE.get() is None or _INSIDE.get():
+            return original(*args, **kwargs)
+        arrays = [x for x in (*args, *kwargs.values()) if hasattr(x, "dtype")]
+        if not any(is_dask_array(x) for x in arrays) or not all(_ok(x) for x in arrays):
+            return original(*args, **kwargs)
+        from .._options import get_options
+
+        order = max((min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0] for x in arrays
+                     if x.ndim), default=0)
+        if order < get_options().min_size:
+            return original(*args, **kwargs)
+        token = _INSIDE.set(True)
+        try:
+            out = adapter(*args, **kwargs)
+        finally:
+            _INSIDE.reset(token)
+        return original(*args, **kwargs) if out is None else out
+
+    shim.__wrapped__ = original
+    shim._ozlinalg_shim = True
+    shim._ozlinalg_target = f"ozlinalg.dask._route:{adapter.__name__}"
+    shim.__qualname__ = qualname
+    return shim
+
+
+def install(installed):
+    """Patch the attributes of :data:`ROUTES` not yet in ``installed`` (the
+    backend's registry, ``"module.name" -> (module, name, original)``; the
+    caller holds its lock). Does nothing unless dask.array is already imported."""
+    import sys
+
+    if "dask.array" not in sys.modules:
+        return
+    for mod_name, funcs in ROUTES.items():
+        mod = importlib.import_module(mod_name)
+        for name, adapter in funcs.items():
+            key = f"{mod_name}.{name}"
+            if key in installed:
+                continue
+            original = getattr(mod, name, None)
+            if original is None:
+                continue
+            if getattr(original, "_ozlinalg_shim", False):
+                installed[key] = (mod, name, original.__wrapped__)
+                continue
+            setattr(mod, name, _make_shim(key, original, adapter))
+            installed[key] = (mod, name, original)

@@ -1,0 +1,102 @@
+"""How a graph carries ozlinalg's options to the workers, and the small graph helpers.
+
+Options live in a :class:`contextvars.ContextVar` (:func:`ozlinalg.options`),
+which does not cross into Dask's worker threads or processes. Every block
+function of an ozlinalg graph is therefore wrapped in an :class:`OzTask` that
+holds the :class:`ozlinalg.Options` captured when the graph was built and puts
+them in force around the call on the worker: a task never sees the worker's
+defaults. The captured options are part of the graph's token, so graphs built
+under different options never share keys (or cached results).
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import numpy as np
+
+from .._options import Options, get_options, options
+
+__all__ = ["OzTask", "capture", "task_name", "new_array", "block_keys", "offsets"]
+
+
+class OzTask:
+    """A block function and the options it runs under (picklable, pure).
+
+    ``OzTask(func, opts)(*args)`` calls ``func(*args)`` inside
+    ``ozlinalg.options(**opts)``. The function must be importable (a module
+    level function of ozlinalg), so the task pickles by reference to any worker.
+    """
+
+    __slots__ = ("func", "options")
+
+    def __init__(self, func, opts: Options):
+        if not isinstance(opts, Options):
+            raise TypeError(f"OzTask needs an ozlinalg.Options, got {type(opts).__name__}")
+        self.func = func
+        self.options = opts
+
+    def __call__(self, *args):
+        with options(**{f.name: getattr(self.options, f.name)
+                        for f in dataclasses.fields(self.options)}):
+            return self.func(*args)
+
+    def __reduce__(self):
+        return (OzTask, (self.func, self.options))
+
+    def __repr__(self):
+        return f"OzTask({self.func.__name__}, {self.options!r})"
+
+    @property
+    def __name__(self):  # dask's task-stream / profiler labels
+        return self.func.__name__
+
+
+def capture(order, **explicit) -> Options:
+    """The options a graph's tasks run under, read now (when the graph is built).
+
+    ``explicit`` holds keyword arguments of the call (``slices=...``,
+    ``method=...``) that override the context; ``None`` values are ignored.
+    ``Options.min_size`` is applied here, to ``order`` (the order of the whole
+    problem, as :func:`ozlinalg.linalg` applies it to the user's matrix): below
+    it the tasks keep it (their blocks are smaller still, so they run in
+    native FP64); from it on the tasks get ``min_size=0``, so that every block
+    product of a large problem is emulated whatever the chunk size.
+    """
+    opts = get_options()
+    changes = {k: v for k, v in explicit.items() if v is not None}
+    if changes:
+        with options(**changes):  # validates the values as ozlinalg.options does
+            opts = get_options()
+    if order >= opts.min_size:
+        opts = opts.replace(min_size=0)
+    return opts
+
+
+def task_name(prefix, token):
+    """Key prefix of a task family, e.g. ``oz-lu-panel-<token>``: the dashboard
+    and the task stream show it as ``oz-lu-panel``."""
+    return f"oz-{prefix}-{token}"
+
+
+def offsets(chunks):
+    """Start offsets of the chunks along one axis, with the total at the end."""
+    return np.concatenate([[0], np.cumsum(chunks)]).astype(int).tolist()
+
+
+def block_keys(x):
+    """``{(i, j): key}`` (2-D) or ``{(i,): key}`` (1-D) of a dask array's blocks."""
+    return {idx: (x.name,) + idx for idx in np.ndindex(*x.numblocks)}
+
+
+def new_array(dsk, name, dependencies, shape, chunks, dtype):
+    """A dask array whose blocks are ``(name, *index)`` in ``dsk``."""
+    from dask.array.core import Array
+    from dask.highlevelgraph import HighLevelGraph
+
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=dependencies)
+    meta = np.empty((0,) * len(shape), dtype=dtype)
+    return Array(graph, name, shape=shape, chunks=chunks, meta=meta)
+
+
+getitem = operator.getitem

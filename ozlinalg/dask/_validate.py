@@ -1,0 +1,64 @@
+"""Argument checks for dask inputs, done when the graph is built (shapes, dtypes)
+or inside the tasks (values: finiteness), never by computing anything early."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _kernels as K
+
+__all__ = ["is_dask_array", "as_dask", "check_dtype", "work_dtype", "result_dtype",
+           "finite", "square_blocks"]
+
+
+def is_dask_array(x) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    return type(x).__module__.startswith("dask.") and hasattr(x, "__dask_graph__") \
+        and hasattr(x, "chunks")
+
+
+def as_dask(*arrays):
+    """Dask arrays for ``arrays``; non-dask operands become one-chunk dask
+    arrays (their chunks are matched to the other operand's by the caller)."""
+    import dask.array as da
+
+    return tuple(x if is_dask_array(x) else da.from_array(np.asarray(x), chunks=-1)
+                 for x in arrays)
+
+
+def check_dtype(x, fname, argname="a"):
+    k = x.dtype.kind
+    if k not in "biufc" or (k == "f" and x.dtype.itemsize > 8) \
+            or (k == "c" and x.dtype.itemsize > 16):
+        raise TypeError(f"{fname}: {argname} has unsupported dtype {x.dtype}")
+
+
+def work_dtype(*arrays):
+    """complex128 if any input is complex, else float64 (the computing dtype)."""
+    return np.dtype(np.complex128 if any(x.dtype.kind == "c" for x in arrays)
+                    else np.float64)
+
+
+def result_dtype(*arrays):
+    """SciPy's rule, as :func:`ozlinalg.linalg._validation.result_dtype`."""
+    from ..linalg._validation import result_dtype as rd
+
+    return np.dtype(rd(np, *arrays))
+
+
+def finite(x, check_finite):
+    """``x``, with every block checked for Inf / NaN when its task runs."""
+    from dask.base import tokenize
+
+    if not check_finite or x.dtype.kind not in "fc":
+        return x
+    return x.map_blocks(K.check_finite_block, dtype=x.dtype,
+                        name=f"oz-check-finite-{tokenize(x)}")
+
+
+def square_blocks(a, fname):
+    """``a`` (square) with equal row and column chunks, so diagonal blocks are square."""
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"{fname}: expected a square matrix, got shape {a.shape}")
+    if a.chunks[1] != a.chunks[0]:
+        a = a.rechunk({1: a.chunks[0]})
+    return a
