@@ -259,25 +259,14 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     l_ = new_array(dsk2, ln, [a], a.shape, a.chunks, wt)
     u = new_array(dsk2, un, [a], a.shape, a.chunks, wt)
     l_, u = (l_.astype(dt), u.astype(dt)) if dt != wt else (l_, u)
-    if p_indices:
-        pi = task_name("lu-perm", token)
-        dsk2[pi, 0] = perm
-        p = new_array(dsk2, pi, [a], (a.shape[0],), ((a.shape[0],),), np.intp)
-    else:
-        p = new_array(dsk2, pn, [a], a.shape, a.chunks, dt)
     if permute_l:
-        if p_indices:
-            return l_[_inverse_perm_array(p)], u
-        return _pl(p, l_), u
-    return p, l_, u
+        from ._matmul import matmul
 
-
-def _pl(p, l_):
-    from ._matmul import matmul
-
-    # P is a permutation: the emulated product is exact here (one 1 per row).
-    return matmul(p, l_)
-
-
-def _inverse_perm_array(perm):
-    return perm.map_blocks(np.argsort, dtype=perm.dtype)
+        # P L: P is a permutation matrix, so the emulated product is exact.
+        pl = matmul(new_array(dsk2, pn, [a], a.shape, a.chunks, wt), l_)
+        return (pl.astype(dt) if dt != wt else pl), u
+    if p_indices:   # SciPy's: a == l[p] @ u, the inverse of the row order
+        pi = task_name("lu-perm", token)
+        dsk2[pi, 0] = (np.argsort, perm)
+        return new_array(dsk2, pi, [a], (a.shape[0],), ((a.shape[0],),), np.intp), l_, u
+    return new_array(dsk2, pn, [a], a.shape, a.chunks, dt), l_, u
