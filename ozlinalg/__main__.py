@@ -3,7 +3,8 @@
 Subcommands
 -----------
 compare   time and accuracy of every emulated-GEMM method against native FP64
-          on one problem (the default job; CPU, or the GPU when CuPy finds one)
+          on one problem (the default job; CPU, or the GPU when CuPy finds one;
+          --dask N: on a local dask.distributed cluster of N workers)
 solve     solve A x = b from .npy files (or an embedded problem) by blocked LU
           on the emulated GEMM, with the residual beside native LAPACK's
 accuracy  sweep phi x slices x methods against the exact reference
@@ -50,6 +51,10 @@ def _best_time(fn, sync, repeat):
 def cmd_compare(args):
     from .testing import random_matrix
 
+    if args.dask:  # issue 14: a local dask.distributed cluster of N workers
+        from .dask._cli import compare
+
+        return compare(args)
     xp, dev = _device(args.device)
     sync = (lambda: xp.cuda.Device().synchronize()) if dev == "gpu" else (lambda: None)
     rng = np.random.default_rng(args.seed)
@@ -146,6 +151,10 @@ def cmd_solve(args):
         if b_h.shape[0] != a_h.shape[0]:
             raise SystemExit(f"ozlinalg solve: b has shape {b_h.shape}, A {a_h.shape}")
         source = f"{args.a} {a_h.shape}, {args.b} {b_h.shape}"
+    if args.dask:  # issue 14: a local dask.distributed cluster of N workers
+        from .dask._cli import solve
+
+        return solve(args, np.asarray(a_h, dtype=float), np.asarray(b_h, dtype=float), source)
     a, b = xp.asarray(a_h, dtype=float), xp.asarray(b_h, dtype=float)
     kw = dict(slices=args.slices, method=args.method, block_size=args.block_size, crossover=0)
     with ozlinalg.profile() as prof:
@@ -198,6 +207,13 @@ def _progress(it, desc):
     return tqdm(it, desc=desc, disable=not sys.stderr.isatty(), leave=False)
 
 
+def _dask_args(p):
+    p.add_argument("--dask", type=int, default=0, metavar="N",
+                   help="run on a local dask.distributed cluster of N worker processes")
+    p.add_argument("--dask-chunk", type=int, default=None, metavar="C",
+                   help="chunk (block) size of the dask arrays (default: n / 2)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m ozlinalg", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd")
@@ -214,6 +230,7 @@ def main(argv=None):
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--json", action="store_true")
     c.add_argument("--plot", metavar="PNG", help="also draw time ratio and error bars")
+    _dask_args(c)
     c.set_defaults(func=cmd_compare)
     sv = sub.add_parser("solve", help="solve A x = b (.npy files, or an embedded problem)")
     sv.add_argument("a", nargs="?", help="A.npy (square)")
@@ -227,6 +244,7 @@ def main(argv=None):
     sv.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
     sv.add_argument("--seed", type=int, default=0)
     sv.add_argument("--json", action="store_true")
+    _dask_args(sv)
     sv.set_defaults(func=cmd_solve)
     sub.add_parser("accuracy", add_help=False,
                    help="accuracy sweep against the exact reference (see accuracy --help)")
