@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import resource
 
-__all__ = ["local_client", "worker_stats", "stats_delta"]
+__all__ = ["local_client", "worker_stats", "stats_delta", "reset_peaks"]
 
 
 @contextlib.contextmanager
@@ -31,6 +30,35 @@ def local_client(n_workers, memory_limit="auto", threads_per_worker=1):
         yield client
 
 
+def _peak_rss():
+    """The process's peak resident set size since the last :func:`_reset_peak`
+    (Linux ``VmHWM``; ``ru_maxrss`` would also count the pre-exec parent)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return -1
+
+
+def _reset_peak(dask_worker=None):
+    import gc
+
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")   # resets VmHWM to the current RSS
+    except OSError:  # pragma: no cover - not Linux
+        pass
+
+
+def reset_peaks(client):
+    """Collect garbage and restart the peak-RSS count on every worker."""
+    client.run(_reset_peak)
+
+
 def _worker_stats(dask_worker):
     """Counters of one worker process (run there by ``client.run``)."""
     spilled = sum(v for (label, unit), v in
@@ -38,7 +66,7 @@ def _worker_stats(dask_worker):
                   if unit == "bytes" and "disk-write" in str(label))
     incoming = sum(t.get("total", 0) for t in dask_worker.transfer_incoming_log)
     return dict(
-        peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux: kB
+        peak_rss=_peak_rss(),
         rss=dask_worker.monitor.get_process_memory(),
         sent_bytes=int(dask_worker.transfer_outgoing_bytes_total),
         received_bytes=int(incoming),
