@@ -130,6 +130,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     rank-deficient `a` gives a meaningless ``x`` (check ``rank``).
     """
     import dask.array as da
+    from dask.base import tokenize
 
     from ._matmul import matmul
 
@@ -157,7 +158,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         x = matmul(q, y)
     rs = r.rechunk(-1).map_blocks(K.lstsq_rank_s, dtype=object, meta=np.empty((), object),
                                   drop_axis=[0, 1],
-                                  name=task_name("lstsq-rank-s", r.name.rsplit("-", 1)[-1]))
+                                  name=task_name("lstsq-rank-s", tokenize(r)))
     rank = rs.map_blocks(K.item, 0, dtype=int, meta=np.empty((), int))
     rdt = np.dtype(np.float32 if dt in (np.float32, np.complex64) else np.float64)
     s = da.map_blocks(K.item, rs, 1, rdt, dtype=rdt, new_axis=0,

@@ -51,7 +51,7 @@ def _factor(a, lower, check_finite, fname):
     a = finite(a, check_finite).astype(wt)
     opts = capture(a.shape[0])
     dsk, name = potrf_graph(a, lower, opts)
-    out = task_name("chol-" + ("lower" if lower else "upper"), name.rsplit("-", 1)[1])
+    out = name + ("-lower" if lower else "-upper")
     for i in range(a.numblocks[0]):
         for j in range(a.numblocks[0]):
             r, c = a.chunks[0][i], a.chunks[0][j]

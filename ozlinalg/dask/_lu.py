@@ -72,7 +72,7 @@ def getrf_graph(a, opts, on_zero):
         moves = (name + "-moves", k)
         dsk[moves] = (getitem, panel, 1)
         move_keys.append(moves)
-        factored = (name + "-factored", k)
+        factored = (name + "-factors-of-panel", k)
         dsk[factored] = (getitem, panel, 0)
         lo = {i: off[i] - off[k] for i in range(k, nb)}
         for i in range(k, nb):

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._options import Options, get_options, options
 
-__all__ = ["OzTask", "capture", "task_name", "new_array", "block_keys", "offsets"]
+__all__ = ["OzTask", "TaskName", "capture", "task_name", "new_array", "block_keys", "offsets"]
 
 
 class OzTask:
@@ -73,10 +73,32 @@ def capture(order, **explicit) -> Options:
     return opts
 
 
+class TaskName(str):
+    """Key prefix of a task family: ``oz-<what>-<token>``.
+
+    ``name + "-panel"`` gives ``oz-<what>-panel-<token>``: the readable part
+    grows BEFORE the token, because dask's dashboard, task stream and progress
+    bars label a task by the part before the first token-like word
+    (``dask.utils.key_split``), so this one shows as ``oz-<what>-panel``.
+    """
+
+    __slots__ = ("stem", "token")
+
+    def __new__(cls, stem, token):
+        self = super().__new__(cls, f"{stem}-{token}")
+        self.stem, self.token = stem, token
+        return self
+
+    def __add__(self, suffix):
+        return TaskName(self.stem + suffix, self.token)
+
+    def __reduce__(self):
+        return (TaskName, (self.stem, self.token))
+
+
 def task_name(prefix, token):
-    """Key prefix of a task family, e.g. ``oz-lu-panel-<token>``: the dashboard
-    and the task stream show it as ``oz-lu-panel``."""
-    return f"oz-{prefix}-{token}"
+    """:class:`TaskName` ``oz-<prefix>-<token>``."""
+    return TaskName(f"oz-{prefix}", token)
 
 
 def offsets(chunks):
