@@ -40,8 +40,6 @@ import os
 import sys
 import time
 
-import numpy as np
-
 
 def _warm(dask_worker=None):
     import scipy.linalg  # noqa: F401
@@ -83,7 +81,7 @@ def _accuracy(op, a, b, out, check_rows=4, check_cols=256):
 
         a_h, b_h, c = dask.compute(a[:check_rows], b[:, :check_cols],
                                    out[:check_rows, :check_cols])
-        return "max rel err (exact ref, %dx%d)" % (check_rows, check_cols), float(
+        return f"max rel err (exact ref, {check_rows}x{check_cols})", float(
             ExactReference(a_h, b_h).relative_errors(c).max())
     r = a @ out - b    # dask's native products: a check, not the timed part
     num, an, xn, bn = dask.compute(abs(r).max(), abs(a).sum(axis=1).max(), abs(out).max(),

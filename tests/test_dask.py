@@ -55,7 +55,8 @@ def oz_layers(x):
 # ----------------------------------------------------------------- import
 
 def test_import_ozlinalg_does_not_import_dask():
-    code = "import sys, ozlinalg, ozlinalg.linalg; print(any(m == 'dask' or m.startswith('dask.') for m in sys.modules))"
+    code = ("import sys, ozlinalg, ozlinalg.linalg; "
+            "print(any(m == 'dask' or m.startswith('dask.') for m in sys.modules))")
     env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)

@@ -9,7 +9,15 @@ from ._lu import getrf_graph, getrs_graph
 from ._qr import qr
 from ._tasks import capture, new_array, task_name
 from ._triangular import solve_triangular
-from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, work_dtype
+from ._validate import (
+    as_dask,
+    check_dtype,
+    finite,
+    result_dtype,
+    square_blocks,
+    system,
+    work_dtype,
+)
 
 __all__ = ["solve", "inv", "det", "lstsq"]
 
@@ -35,37 +43,29 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     from dask.base import tokenize
 
     a, b = as_dask(a, b)
-    check_dtype(a, "ozlinalg.linalg.solve")
-    check_dtype(b, "ozlinalg.linalg.solve", "b")
     kind = "gen" if assume_a is None else assume_a
     if kind not in _KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
-    a = square_blocks(a, "ozlinalg.linalg.solve")
-    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+    if b.ndim not in (1, 2) or a.ndim != 2 or b.shape[0] != a.shape[0]:
         raise ValueError("Input b has to have same number of rows as input a")
     if transposed and (a.dtype.kind == "c" or b.dtype.kind == "c"):
         raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
                                   "a^H x = b for complex matrices.")
-    dt, wt = result_dtype(a, b), work_dtype(a, b)
-    a = finite(a, check_finite).astype(wt)
-    b = finite(b, check_finite).astype(wt)
+    a, b, vec, dt, wt = system(a, b, "ozlinalg.linalg.solve", check_finite)
     if kind in ("upper triangular", "lower triangular"):
-        return solve_triangular(a, b, trans=1 if transposed else 0,
-                                lower=kind == "lower triangular", check_finite=False
-                                ).astype(dt)
-    if kind in ("pos", "positive definite"):
+        x = solve_triangular(a, b, trans=1 if transposed else 0,
+                             lower=kind == "lower triangular", check_finite=False)
+    elif kind in ("pos", "positive definite"):
         x = cho_solve(cho_factor(a, lower=lower, check_finite=False), b, check_finite=False)
-        return x.astype(dt)
-    if kind in ("sym", "symmetric", "her", "hermitian"):
-        a = _complete(a, lower, hermitian=kind in ("her", "hermitian"))
-    opts = capture(a.shape[0])
-    dsk, final, piv, _ = getrf_graph(a, opts, "raise")
-    lu_ = new_array(dsk, final, [a], a.shape, a.chunks, wt)
-    p = new_array(dsk, piv, [a], (a.shape[0],), (a.chunks[0],), np.int32)
-    vec = b.ndim == 1
-    bb = (b[:, None] if vec else b).rechunk({0: a.chunks[0]})
-    t = 1 if transposed else 0
-    x = getrs_graph(lu_, p, bb, t, opts, tokenize(lu_, p, bb, t, opts))
+    else:
+        if kind in ("sym", "symmetric", "her", "hermitian"):
+            a = _complete(a, lower, hermitian=kind in ("her", "hermitian"))
+        opts = capture(a.shape[0])
+        dsk, final, piv, _ = getrf_graph(a, opts, "raise")
+        lu_ = new_array(dsk, final, [a], a.shape, a.chunks, wt)
+        p = new_array(dsk, piv, [a], (a.shape[0],), (a.chunks[0],), np.int32)
+        t = 1 if transposed else 0
+        x = getrs_graph(lu_, p, b, t, opts, tokenize(lu_, p, b, t, opts))
     x = x[:, 0] if vec else x
     return x.astype(dt) if dt != wt else x
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import _kernels as K
 from ._tasks import OzTask, block_keys, capture, new_array, task_name
 from ._triangular import trsm_graph
-from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, work_dtype
+from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, system, work_dtype
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "potrf_graph"]
 
@@ -83,31 +83,21 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """Solve ``a x = b`` from :func:`cho_factor`'s output: two block triangular solves."""
-    from dask.base import tokenize
 
     c, lower = c_and_lower
-    c, b = as_dask(c, b)
-    check_dtype(b, "ozlinalg.linalg.cho_solve", "b")
-    c = square_blocks(c, "ozlinalg.linalg.cho_solve")
-    if b.ndim not in (1, 2) or b.shape[0] != c.shape[0]:
-        raise ValueError(f"shapes of c {c.shape} and b {b.shape} are incompatible")
-    dt, wt = result_dtype(c, b), work_dtype(c, b)
-    c = finite(c, check_finite).astype(wt)
-    b = finite(b, check_finite).astype(wt)
+    c, b, vec, dt, wt = system(c, b, "ozlinalg.linalg.cho_solve", check_finite, "c")
     x = _potrs(c, bool(lower), b, capture(c.shape[0]))
+    x = x[:, 0] if vec else x
     return x.astype(dt) if dt != wt else x
 
 
-def _potrs(c, lower, b, opts, c_keys=None):
-    """``x`` with ``(L L^H) x = b`` (``lower``) or ``(U^H U) x = b``."""
+def _potrs(c, lower, b, opts):
+    """``x`` with ``(L L^H) x = b`` (``lower``) or ``(U^H U) x = b`` (2-D ``b``
+    with the row chunks of ``c``)."""
     from dask.base import tokenize
 
-    vec = b.ndim == 1
-    if vec:
-        b = b[:, None]
-    b = b.rechunk({0: c.chunks[0]})
     name = task_name("cho-solve", tokenize(c, lower, b, opts))
-    kc = c_keys or block_keys(c)
+    kc = block_keys(c)
     kb = block_keys(b)
     dsk = {}
     nb, nc = c.numblocks[0], b.numblocks[1]
@@ -119,5 +109,4 @@ def _potrs(c, lower, b, opts, c_keys=None):
                    2 if lower else 0, False, opts)
     for (i, j), key in x.items():
         dsk[name, i, j] = key
-    out = new_array(dsk, name, [c, b], b.shape, b.chunks, c.dtype)
-    return out[:, 0] if vec else out
+    return new_array(dsk, name, [c, b], b.shape, b.chunks, c.dtype)

@@ -116,8 +116,8 @@ def lu_panel(offset, on_zero, *blocks):
 
     Returns ``(lu, moves, piv)``: the factored panel in LAPACK's format, the
     row interchanges as ``(dst, src)`` index arrays relative to the panel's
-    first row (``rows[dst] = rows[src]``), and LAPACK's pivots (relative). A zero pivot (1-based global index)
-    raises :class:`LinAlgError` when ``on_zero == "raise"`` (as
+    first row (``rows[dst] = rows[src]``), and LAPACK's pivots (relative). A
+    zero pivot (1-based global index) raises :class:`LinAlgError` when ``on_zero == "raise"`` (as
     :func:`scipy.linalg.solve`), warns when ``"warn"`` (as
     :func:`scipy.linalg.lu_factor`), passes when ``"ignore"`` (``det``).
     """

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..lapack._common import trans_code
 from . import _kernels as K
 from ._tasks import OzTask, block_keys, capture, getitem, new_array, offsets, task_name
 from ._triangular import trsm_graph
-from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, work_dtype
+from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, system, work_dtype
 
 __all__ = ["lu_factor", "lu_solve", "lu", "getrf_graph", "swap_column"]
 
@@ -153,23 +154,11 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     from dask.base import tokenize
 
     lu_, piv = lu_and_piv
-    lu_, piv, b = as_dask(lu_, piv, b)
-    check_dtype(b, "ozlinalg.linalg.lu_solve", "b")
-    lu_ = square_blocks(lu_, "ozlinalg.linalg.lu_solve")
-    if b.ndim not in (1, 2) or b.shape[0] != lu_.shape[0]:
-        raise ValueError(f"shapes of lu {lu_.shape} and b {b.shape} are incompatible")
+    t = trans_code(trans, "lu_solve")
+    lu_, b, vec, dt, wt = system(lu_, b, "ozlinalg.linalg.lu_solve", check_finite, "lu")
+    (piv,) = as_dask(piv)
     if piv.shape != (lu_.shape[0],):
         raise ValueError(f"piv must have shape ({lu_.shape[0]},), got {piv.shape}")
-    t = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
-    if t not in (0, 1, 2) or isinstance(t, bool):
-        raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
-    dt, wt = result_dtype(lu_, b), work_dtype(lu_, b)
-    lu_ = finite(lu_, check_finite).astype(wt)
-    b = finite(b, check_finite).astype(wt)
-    vec = b.ndim == 1
-    if vec:
-        b = b[:, None]
-    b = b.rechunk({0: lu_.chunks[0]})
     piv = piv.rechunk(lu_.chunks[0])
     opts = capture(lu_.shape[0])
     x = getrs_graph(lu_, piv, b, t, opts, tokenize(lu_, piv, b, t, opts))

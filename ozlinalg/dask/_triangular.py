@@ -2,9 +2,10 @@
 with emulated block products and options carried in the tasks)."""
 from __future__ import annotations
 
+from ..lapack._common import trans_code
 from . import _kernels as K
 from ._tasks import OzTask, block_keys, capture, new_array, task_name
-from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, work_dtype
+from ._validate import system
 
 __all__ = ["solve_triangular", "trsm_graph"]
 
@@ -51,22 +52,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     """
     from dask.base import tokenize
 
-    a, b = as_dask(a, b)
-    check_dtype(a, "ozlinalg.linalg.solve_triangular")
-    check_dtype(b, "ozlinalg.linalg.solve_triangular", "b")
-    a = square_blocks(a, "ozlinalg.linalg.solve_triangular")
-    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
-        raise ValueError(f"shapes of a {a.shape} and b {b.shape} are incompatible")
-    t = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
-    if t not in (0, 1, 2) or isinstance(t, bool):
-        raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
-    dt, wt = result_dtype(a, b), work_dtype(a, b)
-    a = finite(a, check_finite).astype(wt)
-    b = finite(b, check_finite).astype(wt)
-    vec = b.ndim == 1
-    if vec:
-        b = b[:, None]
-    b = b.rechunk({0: a.chunks[0]})
+    t = trans_code(trans, "solve_triangular")
+    a, b, vec, dt, wt = system(a, b, "ozlinalg.linalg.solve_triangular", check_finite)
     opts = capture(a.shape[0])
     token = tokenize(a, b, t, lower, unit_diagonal, opts)
     name = task_name("trsm", token)

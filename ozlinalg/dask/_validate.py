@@ -7,7 +7,7 @@ import numpy as np
 from . import _kernels as K
 
 __all__ = ["is_dask_array", "as_dask", "check_dtype", "work_dtype", "result_dtype",
-           "finite", "square_blocks"]
+           "finite", "square_blocks", "system"]
 
 
 def is_dask_array(x) -> bool:
@@ -62,3 +62,22 @@ def square_blocks(a, fname):
     if a.chunks[1] != a.chunks[0]:
         a = a.rechunk({1: a.chunks[0]})
     return a
+
+
+def system(a, b, fname, check_finite, argname="a"):
+    """Validate a square ``a`` and a right-hand side ``b`` (1-D or 2-D) of a
+    solve; returns ``(a, b2, vec, dt, wt)``: both in the computing dtype ``wt``
+    (finiteness checked in the tasks), ``b2`` 2-D with the row chunks of ``a``,
+    ``vec`` whether ``b`` was 1-D, ``dt`` the result dtype."""
+    a, b = as_dask(a, b)
+    check_dtype(a, fname, argname)
+    check_dtype(b, fname, "b")
+    a = square_blocks(a, fname)
+    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+        raise ValueError(f"shapes of {argname} {a.shape} and b {b.shape} are incompatible")
+    dt, wt = result_dtype(a, b), work_dtype(a, b)
+    a = finite(a, check_finite).astype(wt)
+    b = finite(b, check_finite).astype(wt)
+    vec = b.ndim == 1
+    b2 = (b[:, None] if vec else b).rechunk({0: a.chunks[0]})
+    return a, b2, vec, dt, wt
