@@ -98,7 +98,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
 
 def det(a, overwrite_a=False, check_finite=True):
     """Determinant of a square dask array (:func:`scipy.linalg.det`'s API), a
-    0-d dask array, from the blocked LU (one task gathers the factors)."""
+    0-d dask array, from the blocked LU (one task gathers the diagonal blocks)."""
     from dask.base import tokenize
 
     (a,) = as_dask(a)
@@ -111,9 +111,10 @@ def det(a, overwrite_a=False, check_finite=True):
     lu_ = new_array(dsk, final, [a], a.shape, a.chunks, wt)
     p = new_array(dsk, piv, [a], (a.shape[0],), (a.chunks[0],), np.int32)
     name = task_name("det", tokenize(lu_, p))
-    lu1 = lu_.rechunk(-1)
-    d = {(name,): (K.det_from_lu, (lu1.name, 0, 0), *[(p.name, k) for k in range(p.numblocks[0])])}
-    out = new_array(d, name, [lu1, p], (), (), wt)
+    nb = p.numblocks[0]
+    d = {(name,): (K.det_from_lu, [(lu_.name, k, k) for k in range(nb)],
+                   [(p.name, k) for k in range(nb)])}
+    out = new_array(d, name, [lu_, p], (), (), wt)
     return out.astype(dt) if dt != wt else out
 
 

@@ -327,11 +327,12 @@ def global_piv(piv, offset):
     return (piv + offset).astype(np.int32)
 
 
-def det_from_lu(lu, *pivs):
-    """``det(a)`` from the factors: the product of U's diagonal, its sign
-    flipped once per row interchange (LAPACK's ``getrf`` convention)."""
-    xp = array_namespace(lu)
+def det_from_lu(diag_blocks, pivs):
+    """``det(a)`` from the diagonal blocks of the factors: the product of U's
+    diagonal, its sign flipped once per row interchange (LAPACK's ``getrf``
+    convention, as :func:`scipy.linalg.det`)."""
+    xp = array_namespace(*diag_blocks)
+    d = xp.prod(xp.concatenate([xp.diagonal(b) for b in diag_blocks]))
     piv = np.concatenate([np.asarray(p) for p in pivs])
     swaps = int((piv != np.arange(piv.size)).sum())
-    d = xp.prod(xp.diagonal(lu))
     return -d if swaps % 2 else d

@@ -129,8 +129,12 @@ def _make_shim(qualname, original, adapter):
     def shim(*args, **kwargs):
         if _ACTIVE.get() is None or _INSIDE.get():
             return original(*args, **kwargs)
-        arrays = [x for x in (*args, *kwargs.values()) if hasattr(x, "dtype")]
-        if not any(is_dask_array(x) for x in arrays) or not all(_ok(x) for x in arrays):
+        values = (*args, *kwargs.values())
+        arrays = [x for x in values if hasattr(x, "dtype")]
+        plain = all(hasattr(x, "dtype") or x is None or isinstance(x, (bool, int, float, str))
+                    for x in values)
+        if not plain or not any(is_dask_array(x) for x in arrays) \
+                or not all(_ok(x) for x in arrays):
             return original(*args, **kwargs)
         from .._options import get_options
 
