@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -407,24 +408,27 @@ def _options_seen(opts, scheduler=None, client=None):
 
 
 def _emulated_evidence(rng, compute):
-    """Results computed by ``compute`` under options the workers do not have:
-    (matmul bit-identical to the single-node emulation, LU solve error)."""
+    """Results computed by ``compute`` under options the workers do not have
+    (3 bitmask slices): (matmul bit-identical to the single-node emulation,
+    its max error against the exact reference, native FP64's, LU solve error)."""
     a_h, b_h = random_matrix(rng, 48, 48, 1.0), random_matrix(rng, 48, 2, 1.0)
     a = da.from_array(a_h, chunks=(16, 48))
     with ozlinalg.options(slices=3, method="bitmask-ef", balance=False):
         c, x = ozlinalg.matmul(a, b_h), ozlinalg.linalg.solve(a.rechunk(16), b_h)
         single = ozlinalg.matmul(a_h, b_h)
     c, x = compute(c, x)
-    return bool(np.array_equal(c, single)), rel(x, sla.solve(a_h, b_h)), rel(c, a_h @ b_h)
+    ref = ExactReference(a_h, b_h)
+    return (bool(np.array_equal(c, single)), float(ref.relative_errors(c).max()),
+            float(ref.relative_errors(a_h @ b_h).max()), rel(x, sla.solve(a_h, b_h)))
 
 
 def _check_travel(rng, seen, compute):
     opts = ozlinalg.Options(method="crt", slices=9, memory_limit=12345, min_size=0)
     assert seen(opts) == opts
-    same, solve_err, mm_err = _emulated_evidence(rng, compute)
-    assert same                         # each block ran the same emulation as here
-    assert mm_err > 1e-6                 # 3 bitmask slices: the emulation's error ...
-    assert solve_err > 1e-6              # ... not native FP64's (~1e-16)
+    same, mm_err, native_err, solve_err = _emulated_evidence(rng, compute)
+    assert same                          # each block ran the same emulation as here
+    assert mm_err > 1e-6 > 1e4 * native_err   # the 3-slice emulation's error, not FP64's
+    assert solve_err > 1e-6              # the LU's products were emulated too
 
 
 class TestOptionsTravel:
@@ -451,6 +455,27 @@ class TestOptionsTravel:
             c = client.persist(ozlinalg.matmul(a, a))
             distributed.wait(c)
             assert len({w for ws in client.who_has(c).values() for w in ws}) == 2
+
+    @pytest.mark.slow
+    def test_a_worker_killed_mid_factorization_is_recovered_by_dask(self, rng):
+        """Tasks are pure: when a worker process dies, dask reruns what it held
+        elsewhere (the nanny restarts it) and the result is still right."""
+        distributed = pytest.importorskip("distributed")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                               dashboard_address=None, silence_logs=50)
+        a_h, b_h = rng.standard_normal((512, 512)), rng.standard_normal(512)
+        with cluster, distributed.Client(cluster) as client:
+            fut = client.compute(ozlinalg.linalg.solve(da.from_array(a_h, chunks=64), b_h))
+            while not fut.done() and not any("oz-lu-update" in str(k) for ks in
+                                             client.processing().values() for k in ks):
+                time.sleep(0.05)
+            victim = sorted(client.scheduler_info()["workers"])[0]
+            assert fut.status == "pending"
+            client.run(os._exit, 1, workers=[victim], wait=False)
+            x = fut.result(timeout=300)
+        np.testing.assert_allclose(x, sla.solve(a_h, b_h), rtol=1e-9, atol=1e-11)
 
     def test_explicit_keywords_win_over_the_context(self, rng):
         a_h = random_matrix(rng, 30, 30, 1.0)
