@@ -46,7 +46,12 @@ def swap_column(dsk, name, k, j, cur, moves, lo, nblocks, top_task=None, lower_t
 
 
 def getrf_graph(a, opts, on_zero):
-    """Right-looking blocked LU with partial pivoting; returns ``(dsk, keys, perm_key)``.
+    """Right-looking blocked LU with partial pivoting.
+
+    Returns ``(dsk, factors, piv, perm)``: the tasks, the key prefixes of the
+    factor blocks ``(factors, i, j)`` (LAPACK's format) and of the global
+    pivot blocks ``(piv, k)``, and the key of the row order ``perm``.
+
 
     Step ``k``: (1) ``oz-lu-panel``: the whole column panel (block rows
     ``k..N-1`` of block column ``k``) is gathered into one task and factored
