@@ -52,7 +52,6 @@ def getrf_graph(a, opts, on_zero):
     factor blocks ``(factors, i, j)`` (LAPACK's format) and of the global
     pivot blocks ``(piv, k)``, and the key of the row order ``perm``.
 
-
     Step ``k``: (1) ``oz-lu-panel``: the whole column panel (block rows
     ``k..N-1`` of block column ``k``) is gathered into one task and factored
     with partial pivoting over all its rows (ozlinalg's blocked ``getrf``,
