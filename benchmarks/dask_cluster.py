@@ -165,7 +165,12 @@ def main(argv=None):
                     help="ozlinalg.options(memory_limit=...) for the block products, e.g. 64MiB")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--table", nargs="+", metavar="JSON",
+                    help="only print the table of rows saved by earlier runs")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table([r for f in args.table for r in json.load(open(f))["rows"]]))
+        return
 
     from ozlinalg.dask._cluster import local_client
 
