@@ -122,12 +122,12 @@ def _ok(x):
 
 
 def _make_shim(qualname, original, adapter):
-    from ..backend import _ACTIVE, _INSIDE
+    from ..backend import backend as _backend
     from ._validate import is_dask_array
 
     @functools.wraps(original)
     def shim(*args, **kwargs):
-        if _ACTIVE.get() is None or _INSIDE.get():
+        if not _backend.active():
             return original(*args, **kwargs)
         values = (*args, *kwargs.values())
         arrays = [x for x in values if hasattr(x, "dtype")]
@@ -142,11 +142,8 @@ def _make_shim(qualname, original, adapter):
                      if x.ndim), default=0)
         if order < get_options().min_size:
             return original(*args, **kwargs)
-        token = _INSIDE.set(True)
-        try:
-            out = adapter(*args, **kwargs)
-        finally:
-            _INSIDE.reset(token)
+        # (no re-entrancy guard needed: the graph builders call no patched dask function)
+        out = adapter(*args, **kwargs)
         return original(*args, **kwargs) if out is None else out
 
     shim.__wrapped__ = original
