@@ -151,7 +151,7 @@ def inverse_moves(moves):
 def rows_to_top(moves, block, lo):
     """The rows of ``block`` (panel rows ``lo ...``) that move into the top
     block: ``(positions in the top block, rows)``. Usually few or none (a row
-    of a lower block can only move into the top block, see :func:`lower_after`)."""
+    of a lower block can only move into the top block, see :func:`rows_from_top`)."""
     dst, src = moves
     sel = (src >= lo) & (src < lo + block.shape[0])
     return dst[sel], block[src[sel] - lo]
@@ -171,20 +171,31 @@ def top_after(moves, top, *picks):
     return out
 
 
-def lower_after(moves, block, top, lo):
-    """A block below the top one after the interchanges. Its rows can only
-    receive rows of the top block: LAPACK's interchanges ``i <-> piv[i]`` with
-    ``piv[i] >= i`` carry into a lower row only what sits in row ``i`` of the
-    top block at that moment, which by induction came from the top block."""
+def rows_from_top(moves, top, lo, size):
+    """The rows of the top block that move into the block of panel rows
+    ``lo .. lo+size``: ``(positions in that block, rows)``.
+
+    A block below the top one can only receive rows of the top block: LAPACK's
+    interchanges ``i <-> piv[i]`` with ``piv[i] >= i`` carry into a lower row
+    only what sits in row ``i`` of the top block at that moment, which by
+    induction came from the top block. So these few rows are all a lower block
+    needs from the top one.
+    """
     dst, src = moves
-    hi = lo + block.shape[0]
-    sel = (dst >= lo) & (dst < hi)
-    if not bool(sel.any()):
-        return block
+    sel = (dst >= lo) & (dst < lo + size)
     if bool((src[sel] >= top.shape[0]).any()):  # pragma: no cover - invariant above
         raise AssertionError("ozlinalg.dask: row interchange outside the top block")
+    return dst[sel] - lo, top[src[sel]]
+
+
+def lower_after(block, drop):
+    """A block below the top one after the interchanges (``drop``: what
+    :func:`rows_from_top` gave for it)."""
+    pos, vals = drop
+    if not len(pos):
+        return block
     out = block.copy()
-    out[dst[sel] - lo] = top[src[sel]]
+    out[pos] = vals
     return out
 
 
@@ -197,9 +208,9 @@ def lu_trsm(diag, moves, top, *picks):
                     **lapack_kw(diag.shape[0]))
 
 
-def lu_update(moves, block, top, lo, left, upper):
+def lu_update(block, drop, left, upper):
     """Trailing update ``(P A)_ij - L_ik U_kj`` (one emulated product)."""
-    return lower_after(moves, block, top, lo) - matmul(left, upper)
+    return lower_after(block, drop) - matmul(left, upper)
 
 
 def perm_from_moves(n, *moves_and_offsets):

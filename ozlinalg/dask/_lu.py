@@ -12,18 +12,21 @@ from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks
 __all__ = ["lu_factor", "lu_solve", "lu", "getrf_graph", "swap_column"]
 
 
-def swap_column(dsk, name, k, j, cur, moves, lo, nblocks, top_task=None, lower_task=None):
+def swap_column(dsk, name, k, j, cur, moves, lo, heights, top_task=None, lower_task=None):
     """Tasks applying step ``k``'s row interchanges (``moves``, relative to
     block row ``k``) to block column ``j``; updates ``cur`` to the new keys.
 
-    ``lo[i]`` is the offset of block row ``i`` relative to block row ``k``.
-    Rows of a block below ``k`` can only be exchanged with rows of block ``k``
-    (:func:`~ozlinalg.dask._kernels.lower_after`), so each lower block sends the
-    few rows that move up (``-pick``) and receives rows of block ``k``
-    (``-swap``); block ``k`` gathers the picks. ``top_task(top, picks)`` and
-    ``lower_task(i, block, top)`` (optional) return the key of a task that
-    does more than the swap (LU's ``U_kj`` solve and trailing update).
+    ``lo[i]`` is the offset of block row ``i`` relative to block row ``k``,
+    ``heights[i]`` its number of rows. Rows of a block below ``k`` can only be
+    exchanged with rows of block ``k`` (:func:`~ozlinalg.dask._kernels.rows_from_top`),
+    so only those rows travel: each lower block sends the rows that move up
+    (``-pick``) and receives the rows of block ``k`` that move down into it
+    (``-drop``), usually none or a handful each; block ``k`` gathers the picks.
+    ``top_task(top, picks)`` and ``lower_task(i, block, drop)`` (optional)
+    return the key of a task that does more than the swap (LU's ``U_kj``
+    solve and trailing update).
     """
+    nblocks = len(heights)
     picks = []
     for i in range(k + 1, nblocks):
         key = (name + "-pick", k, i, j)
@@ -36,11 +39,13 @@ def swap_column(dsk, name, k, j, cur, moves, lo, nblocks, top_task=None, lower_t
     else:
         top = top_task(top_old, picks)
     for i in range(k + 1, nblocks):
+        drop = (name + "-drop", k, i, j)
+        dsk[drop] = (K.rows_from_top, moves, top_old, lo[i], heights[i])
         if lower_task is None:
             key = (name + "-swap", k, i, j)
-            dsk[key] = (K.lower_after, moves, cur[i, j], top_old, lo[i])
+            dsk[key] = (K.lower_after, cur[i, j], drop)
         else:
-            key = lower_task(i, cur[i, j], top_old)
+            key = lower_task(i, cur[i, j], drop)
         cur[i, j] = key
     cur[k, j] = top
 
@@ -87,20 +92,19 @@ def getrf_graph(a, opts, on_zero):
         diag = cur[k, k]
         for j in range(nb):
             if j < k:
-                swap_column(dsk, name, k, j, cur, moves, lo, nb)
+                swap_column(dsk, name, k, j, cur, moves, lo, a.chunks[0])
             elif j > k:
                 def u_task(top_old, picks, j=j, k=k, diag=diag, moves=moves):
                     key = (name + "-u", k, j)
                     dsk[key] = (trsm_t, diag, moves, top_old, *picks)
                     return key
 
-                def update_task(i, block, top_old, j=j, k=k, moves=moves, lo=lo):
+                def update_task(i, block, drop, j=j, k=k):
                     key = (name + "-update", k, i, j)
-                    dsk[key] = (update_t, moves, block, top_old, lo[i], cur[i, k],
-                                (name + "-u", k, j))
+                    dsk[key] = (update_t, block, drop, cur[i, k], (name + "-u", k, j))
                     return key
 
-                swap_column(dsk, name, k, j, cur, moves, lo, nb, u_task, update_task)
+                swap_column(dsk, name, k, j, cur, moves, lo, a.chunks[0], u_task, update_task)
     perm = (name + "-perm",)
     dsk[perm] = (K.perm_from_moves, a.shape[0],
                  *[x for k in range(nb) for x in (off[k], move_keys[k])])
@@ -193,7 +197,8 @@ def getrs_graph(lu_, piv, b, t, opts, token):
             mv = moves(k, inverse)
             lo = {i: off[i] - off[k] for i in range(k, nb)}
             for j in range(nc):
-                swap_column(dsk, name + ("-inv" if inverse else ""), k, j, cur, mv, lo, nb)
+                swap_column(dsk, name + ("-inv" if inverse else ""), k, j, cur, mv, lo,
+                            lu_.chunks[0])
 
     tri = lambda i, p: kl[i, p]  # noqa: E731
     if t == 0:
