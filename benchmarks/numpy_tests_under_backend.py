@@ -7,8 +7,8 @@ Usage::
 Runs ``numpy/linalg/tests/test_linalg.py`` of the installed NumPy twice with
 pytest: once plainly (the baseline) and once with a plugin whose
 ``pytest_runtest_call`` hook wraps each test's call phase in
-``ozlinalg.backend(min_size=...)`` (default 0: emulation forced at every size)
-and ``ozlinalg.profile()``. Prints passed / failed / skipped / xfailed for
+``ozlinalg.backend(strategy="eager", min_size=...)`` (default 0: emulation
+forced at every size) and ``ozlinalg.profile()``. Prints passed / failed / skipped / xfailed for
 both runs, the tests whose outcome differs, and how many tests actually
 reached the emulation (at least one emulated GEMM inside the test).
 """
@@ -73,7 +73,7 @@ def main(argv=None):
     path = os.path.join(os.path.dirname(np.linalg.__file__), "tests", "test_linalg.py")
     extra = ["-k", args.k] if args.k else []
     base = run(path, None, extra)
-    under = run(path, {"min_size": args.min_size}, extra)
+    under = run(path, {"strategy": "eager", "min_size": args.min_size}, extra)
 
     def counts(rec):
         return Counter(rec.outcomes.values())

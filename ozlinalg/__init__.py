@@ -15,7 +15,7 @@ from .ozaki.gemm import matmul
 # issue #5: scipy/numpy-compatible namespaces, solve, backend, wrapper type
 from . import linalg
 from ._wrapper import OzArray, asarray
-from .backend import backend
+from .backend import backend, install, uninstall
 from .linalg import _numpy_api as numpy_linalg
 from .linalg import solve
 
@@ -35,6 +35,8 @@ __all__ = [
     "numpy_linalg",
     "solve",
     "backend",
+    "install",
+    "uninstall",
     "OzArray",
     "asarray",
 ]

@@ -8,6 +8,9 @@ compare   time and accuracy of every emulated-GEMM method against native FP64
 solve     solve A x = b from .npy files (or an embedded problem) by blocked LU
           on the emulated GEMM, with the residual beside native LAPACK's
 accuracy  sweep phi x slices x methods against the exact reference
+run       run a Python program with numpy.linalg / scipy.linalg routed to the
+          emulation from its first import on (``run script.py [args]``,
+          ``run -m module [args]``; see ``run --help``)
 """
 from __future__ import annotations
 
@@ -248,7 +251,14 @@ def main(argv=None):
     sv.set_defaults(func=cmd_solve)
     sub.add_parser("accuracy", add_help=False,
                    help="accuracy sweep against the exact reference (see accuracy --help)")
+    sub.add_parser("run", add_help=False,
+                   help="run script.py / -m module with numpy.linalg and scipy.linalg routed "
+                        "to the emulation (see run --help)")
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "run":
+        from ._launcher import main as run_main
+
+        return run_main(argv[1:])
     if argv and argv[0] == "accuracy":
         from .sweep import main as sweep_main
 
@@ -260,4 +270,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import operator
 from dataclasses import dataclass
 
-__all__ = ["Options", "options", "get_options"]
+__all__ = ["Options", "options", "get_options", "STRATEGIES"]
+
+#: Values of ``Options.strategy`` (see :class:`Options`).
+STRATEGIES = ("eager", "performant")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,17 @@ class Options:
     complex_scheme : {"4m", "4m-fused", "3m"}
         How complex products are built from real emulated ones (see
         :mod:`ozlinalg.ozaki.complex`).
+    strategy : {"eager", "performant"}
+        Which calls routed by :func:`ozlinalg.backend` / :func:`ozlinalg.install`
+        are emulated. ``"eager"`` (the library default): every call whose
+        matrix order is at least `min_size`. ``"performant"`` (what
+        ``backend()`` and ``install()`` use unless told otherwise): only calls
+        whose order reaches the engine's measured crossover for the operation
+        (:meth:`ozlinalg.engines.Engine.crossover`), where emulation is
+        expected to be at least as fast as native FP64; the rest run natively.
+        Calls made by name (``ozlinalg.matmul``, ``ozlinalg.linalg.*``) are
+        emulated at or above `min_size` whatever the strategy: the caller
+        asked for emulation.
     """
 
     method: str = "hybrid-ef"
@@ -50,6 +65,13 @@ class Options:
     memory_limit: object = None
     complex_scheme: str = "4m"
     balance: object = "auto"
+    strategy: str = "eager"
+
+    def __post_init__(self):
+        # Per-instance cache of the backend's routing thresholds
+        # ({(array module, op): order or None}), filled by ozlinalg.backend.
+        # Not a field: it takes no part in equality, repr or replace().
+        object.__setattr__(self, "_route", {})
 
     def replace(self, **changes) -> Options:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -62,11 +84,58 @@ _DEFAULTS = Options()  # frozen, so sharing it as the ContextVar default is safe
 _OPTIONS: contextvars.ContextVar[Options] = contextvars.ContextVar(
     "ozlinalg_options", default=_DEFAULTS  # noqa: B039
 )
+#: What a context without an ``options()`` block sees: ``_DEFAULTS``, or the
+#: options of :func:`ozlinalg.install` (process-wide, so that threads started
+#: later, whose context is empty, see them too).
+_process_options: Options = _DEFAULTS
 
 
 def get_options() -> Options:
     """The options in force in the current context."""
-    return _OPTIONS.get()
+    return _OPTIONS.get(_process_options)
+
+
+def set_process_options(opts: Options | None) -> None:
+    """Make ``opts`` what every context without an ``options()`` block sees
+    (``None``: the library defaults). Used by :func:`ozlinalg.install`."""
+    global _process_options
+    _process_options = _DEFAULTS if opts is None else opts
+
+
+def validate(overrides: dict) -> dict:
+    """Check option values (names are checked by :meth:`Options.replace`);
+    returns `overrides` with canonical values."""
+    from .ozaki.params import validate_method, validate_slices
+
+    if "method" in overrides:
+        overrides["method"] = validate_method(overrides["method"])
+    if "slices" in overrides:
+        validate_slices(overrides["slices"])
+    if "balance" in overrides:
+        from .ozaki.balance import min_shift_for
+
+        min_shift_for(overrides["balance"])  # validates
+    if overrides.get("memory_limit") is not None:
+        lim = overrides["memory_limit"]
+        if isinstance(lim, bool) or not isinstance(lim, int) or lim <= 0:
+            raise ValueError(
+                f"ozlinalg.options: memory_limit must be a positive number of bytes or "
+                f"None (the engine's default), got {lim!r}")
+    if "strategy" in overrides and overrides["strategy"] not in STRATEGIES:
+        raise ValueError(f"ozlinalg.options: strategy must be one of {STRATEGIES}, "
+                         f"got {overrides['strategy']!r}")
+    if "min_size" in overrides:
+        m = overrides["min_size"]
+        try:
+            if isinstance(m, bool):
+                raise TypeError
+            overrides["min_size"] = operator.index(m)
+        except TypeError:
+            raise TypeError(f"ozlinalg.options: min_size must be an integer, "
+                            f"got {type(m).__name__}") from None
+        if overrides["min_size"] < 0:
+            raise ValueError(f"ozlinalg.options: min_size must be >= 0, got {m!r}")
+    return overrides
 
 
 class options:
@@ -79,23 +148,7 @@ class options:
     """
 
     def __init__(self, **overrides):
-        from .ozaki.params import validate_method, validate_slices
-
-        if "method" in overrides:
-            overrides["method"] = validate_method(overrides["method"])
-        if "slices" in overrides:
-            validate_slices(overrides["slices"])
-        if "balance" in overrides:
-            from .ozaki.balance import min_shift_for
-
-            min_shift_for(overrides["balance"])  # validates
-        if overrides.get("memory_limit") is not None:
-            lim = overrides["memory_limit"]
-            if isinstance(lim, bool) or not isinstance(lim, int) or lim <= 0:
-                raise ValueError(
-                    f"ozlinalg.options: memory_limit must be a positive number of bytes or "
-                    f"None (the engine's default), got {lim!r}")
-        self._overrides = overrides
+        self._overrides = validate(overrides)
         get_options().replace(**overrides)  # validates the names now
         self._token = None
 

@@ -11,8 +11,10 @@ import contextvars
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-__all__ = ["Profile", "profile", "active_profiles", "record_native_flops"]
+__all__ = ["Profile", "profile", "active_profiles", "record_native_flops", "Route",
+           "record_route"]
 
 _ACTIVE: contextvars.ContextVar[tuple] = contextvars.ContextVar(
     "ozlinalg_profiles", default=()
@@ -34,6 +36,19 @@ class CallRecord:
     time_accumulate: float
     time_total: float
     device: str
+
+
+class Route(NamedTuple):
+    """One kind of routing decision of :func:`ozlinalg.backend` (a key of
+    :attr:`Profile.routing`)."""
+
+    function: str  # the routed name, e.g. "numpy.linalg.solve"
+    op: str  # the operation whose crossover decided: matmul, getrf, potrf, geqrf
+    order: int  # the matrix order the decision was made on
+    engine: str  # the engine that would emulate it, e.g. "cpu-sgemm"
+    emulated: bool
+    reason: str  # "eager", "at or above crossover N", "below crossover N",
+    #              "no crossover (never faster)", "below min_size N"
 
 
 @dataclass
@@ -65,6 +80,11 @@ class Profile:
         natively (factorization panels, fallbacks below the size threshold).
     calls : list of CallRecord
         One record per emulated call.
+    routing : collections.Counter
+        Decisions of :func:`ozlinalg.backend` on the calls it screened:
+        :class:`Route` (function, op, order, engine, emulated, reason) -> number
+        of calls. Calls that are not routable (other array types, dtypes,
+        nested inside ozlinalg) are not counted.
     """
 
     emulated_gemm_calls: int = 0
@@ -81,6 +101,18 @@ class Profile:
     native_flops: float = 0.0
     native_calls: Counter = field(default_factory=Counter)
     calls: list = field(default_factory=list)
+    routing: Counter = field(default_factory=Counter)
+
+    @property
+    def routed_emulated(self) -> int:
+        """Calls :func:`ozlinalg.backend` sent to the emulation."""
+        return sum(c for r, c in self.routing.items() if r.emulated)
+
+    @property
+    def routed_native(self) -> int:
+        """Routable calls :func:`ozlinalg.backend` ran natively (below the
+        crossover or ``min_size``)."""
+        return sum(c for r, c in self.routing.items() if not r.emulated)
 
     @property
     def time_total(self) -> float:
@@ -124,6 +156,14 @@ class Profile:
             f"({100 * self.time_split / tot:.1f}% / {100 * self.time_int8 / tot:.1f}% / "
             f"{100 * self.time_accumulate / tot:.1f}% / {100 * self.time_other / tot:.1f}%)",
         ]
+        if self.routing:
+            lines.append(f"backend routing     : {self.routed_emulated} emulated, "
+                         f"{self.routed_native} native")
+            for r, c in sorted(self.routing.items(), key=lambda rc: (rc[0].function,
+                                                                     rc[0].order)):
+                lines.append(f"  {c:>7} x {r.function} (order {r.order}, {r.op} on "
+                             f"{r.engine}): {'emulated' if r.emulated else 'native'}, "
+                             f"{r.reason}")
         if self.native_flops:
             lines.append(
                 f"emulated flop share : {100 * self.emulated_flop_share:.1f}% "
@@ -180,6 +220,12 @@ def active_profiles() -> tuple:
 def record_call(rec: CallRecord) -> None:
     for p in _ACTIVE.get():
         p._add_call(rec)
+
+
+def record_route(route: Route) -> None:
+    """Count one routing decision of :func:`ozlinalg.backend`."""
+    for p in _ACTIVE.get():
+        p.routing[route] += 1
 
 
 def record_native_flops(flops: float, what: str = "native") -> None:

@@ -1,21 +1,28 @@
-"""``with ozlinalg.backend():``: route existing ``numpy.linalg`` / ``scipy.linalg``
-(and ``cupy.linalg`` / ``cupyx.scipy.linalg``) calls to the emulation.
+"""``with ozlinalg.backend():`` and ``ozlinalg.install()``: route existing
+``numpy.linalg`` / ``scipy.linalg`` (and ``cupy.linalg`` / ``cupyx.scipy.linalg``)
+calls to the emulation.
 
 NEP 18 cannot intercept ``np.linalg.solve(ndarray, ndarray)``: exact ndarrays
-take NumPy's C fast path and never consult ``__array_function__``. So the first
-time a backend block is entered, shims are installed ONCE (under a lock) on
-the module attributes listed in :data:`ROUTES`. A shim routes a call to
-ozlinalg only when
+take NumPy's C fast path and never consult ``__array_function__``. So shims are
+installed ONCE (under a lock) on the module attributes listed in
+:data:`ROUTES`, by the first :func:`backend` block or by :func:`install`. A
+shim routes a call to ozlinalg only when
 
-* a :func:`backend` block is active in the *current context* (a
+* routing is active: a :func:`backend` block in the *current context* (a
   :class:`contextvars.ContextVar`, set on enter and reset with its token on
-  exit, like :func:`numpy.errstate`: other threads, asyncio tasks and code
-  outside the block are unaffected);
+  exit, like :func:`numpy.errstate`), or else the process-wide state of
+  :func:`install` (a module global: every thread and task whose context has
+  no block of its own, including threads started later, sees it);
 * every array argument is a plain ``numpy.ndarray`` (exact type) or a
   ``cupy.ndarray`` of a dtype the emulation takes (float64, float32,
   integers, bool, complex64, complex128; float16, long double and others
   fall through);
-* the matrix order is at least the block's ``min_size``;
+* the strategy says so (``Options.strategy``): ``"eager"`` emulates every call
+  whose matrix order is at least ``min_size``; ``"performant"`` (the default of
+  ``backend()`` and ``install()``) only calls whose order also reaches the
+  engine's measured crossover for the operation
+  (:meth:`ozlinalg.engines.Engine.crossover`, operation from :data:`OPS`);
+  the decision is counted in :attr:`ozlinalg.Profile.routing`;
 * the call is not already inside an ozlinalg routine (re-entrancy guard:
   ozlinalg's own native panels call ``scipy.linalg`` and must stay native).
 
@@ -23,6 +30,11 @@ Otherwise the saved original runs, unchanged: subclasses and other array
 types keep their own ``__array_function__`` dispatch, and functions ozlinalg
 lacks are never patched. Each shim carries ``__wrapped__`` (the original);
 :func:`installed` lists the patched names.
+
+Installing before the user's imports is what makes names bound at import
+(``from scipy.linalg import cholesky``) routable: they are bound to the shim.
+The launcher ``python -m ozlinalg run script.py`` (:mod:`ozlinalg._run`) does
+that for a whole program.
 """
 from __future__ import annotations
 
@@ -31,13 +43,17 @@ import functools
 import importlib
 import sys
 import threading
+import weakref
 
 import numpy as np
 
-from ._options import get_options
+from . import _options as _optmod
+from . import _profile
 from ._options import options as _options
+from ._profile import Route
+from .engines import base as _engines
 
-__all__ = ["backend", "installed", "uninstall", "ROUTES"]
+__all__ = ["backend", "install", "uninstall", "installed", "ROUTES", "OPS"]
 
 #: module -> {function name: ozlinalg implementation "module:function"}
 ROUTES = {
@@ -52,11 +68,38 @@ ROUTES = {
         "lu_factor", "lu_solve", "solve_triangular")},
 }
 
+#: function name -> the operation whose crossover decides it under the
+#: "performant" strategy (:data:`ozlinalg.engines.base.CROSSOVER_OPS`): the LU
+#: family and triangular solves (the blocked TRSM of ``getrs``) count as
+#: ``getrf``, the Cholesky family as ``potrf``, QR and least squares as
+#: ``geqrf``, products as ``matmul``. Names missing here count as ``matmul``.
+OPS = {
+    **dict.fromkeys(("solve", "inv", "det", "slogdet", "lu_factor", "lu_solve", "lu",
+                     "solve_triangular"), "getrf"),
+    **dict.fromkeys(("cholesky", "cho_factor", "cho_solve"), "potrf"),
+    **dict.fromkeys(("qr", "lstsq"), "geqrf"),
+    "multi_dot": "matmul",
+}
+
+
+class _State:
+    """What routing is active with: the options of the block (or of install())."""
+
+    __slots__ = ("options", "process_wide")
+
+    def __init__(self, options, process_wide=False):
+        self.options = options
+        self.process_wide = process_wide
+
+
+#: Set inside an ozlinalg routine that a shim called: nested calls run natively.
+_SUSPENDED = _State(None)
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ozlinalg_backend", default=None)
-_INSIDE: contextvars.ContextVar = contextvars.ContextVar("ozlinalg_backend_inside",
-                                                         default=False)
+#: The state of install(): what a context without a backend() block sees.
+_process_state: _State | None = None
 _LOCK = threading.Lock()
 _INSTALLED: dict = {}  # "module.name" -> (module, name, original)
+_MISSING = object()
 
 
 # --------------------------------------------------------------------------
@@ -76,42 +119,122 @@ def _ok_dtype(dt) -> bool:
 
 
 def _screen(args, kwargs):
-    """``(routable, order)``: are all array arguments plain ndarrays of a dtype
-    the emulation takes?
+    """``(routable, order, xp_name)``: are all array arguments plain ndarrays of
+    a dtype the emulation takes?
 
-    ``order`` is the largest trailing dimension seen (for ``min_size``).
-    Tuples and lists are searched one level down (``lu_solve((lu, piv), b)``,
-    ``multi_dot([a, b, c])``).
+    ``order`` is the largest trailing dimension seen (for ``min_size`` and the
+    crossover), ``xp_name`` the array module ("numpy" or "cupy") whose engine
+    would run the call. Tuples and lists are searched one level down
+    (``lu_solve((lu, piv), b)``, ``multi_dot([a, b, c])``).
     """
     cpnd = _cupy_ndarray()
     found = False
     order = 0
-    stack = list(args) + list(kwargs.values())
-    depth = {id(x): 0 for x in stack}
+    xp_name = "numpy"
+    stack = [(x, 0) for x in args] + [(x, 0) for x in kwargs.values()]
     while stack:
-        x = stack.pop()
+        x, depth = stack.pop()
         t = type(x)
         if t is np.ndarray or (cpnd is not None and t is cpnd):
             if not _ok_dtype(x.dtype):
-                return False, 0
+                return False, 0, None
             found = True
+            if t is not np.ndarray:
+                xp_name = "cupy"
             if x.ndim:
                 order = max(order, min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0])
         elif t in (tuple, list):
-            if depth.get(id(x), 0) >= 1:
-                continue
-            for y in x:
-                depth[id(y)] = depth.get(id(x), 0) + 1
-                stack.append(y)
+            if depth == 0:
+                stack.extend((y, 1) for y in x)
         elif x is None or t in (bool, int, float, str):
             continue
         elif hasattr(x, "__array_function__") or hasattr(x, "__array__") \
                 or hasattr(x, "__cuda_array_interface__"):
-            return False, 0  # another array type: its own dispatch decides
-    return found, order
+            return False, 0, None  # another array type: its own dispatch decides
+    return found, order, xp_name
 
 
-def _make_shim(qualname, original, target):
+# --------------------------------------------------------------------------
+# the decision
+
+def _limit(opts, xp_name, op):
+    """The smallest order emulated for `op` on `xp_name` arrays under `opts`,
+    or ``None`` (never); cached on the Options instance."""
+    route = opts._route
+    key = (xp_name, op)
+    lim = route.get(key, _MISSING)
+    if lim is _MISSING:
+        if opts.strategy == "eager":
+            lim = int(opts.min_size)
+        else:
+            cross = _engine_crossover(xp_name, op)
+            lim = None if cross is None else max(int(cross), int(opts.min_size))
+        with _LOCK:
+            if not route:
+                _remember_cache(opts)
+            route[key] = lim
+            if xp_name == "numpy":
+                route[op] = lim  # the shims' fast path looks up NumPy by op alone
+    return lim
+
+
+#: id(Options) -> weak reference, for every Options whose ``_route`` cache
+#: holds thresholds: a replaced engine (register_engine) empties them all.
+_CACHES: dict = {}
+
+
+def _remember_cache(opts):
+    key = id(opts)
+    _CACHES[key] = weakref.ref(opts, lambda _ref, key=key: _CACHES.pop(key, None))
+
+
+def _forget_thresholds():
+    with _LOCK:
+        for ref in list(_CACHES.values()):
+            opts = ref()
+            if opts is not None:
+                opts._route.clear()
+        _CACHES.clear()
+
+
+_engines._ON_REGISTER.append(_forget_thresholds)
+
+
+def _engine_for(xp_name):
+    xp = np if xp_name == "numpy" else importlib.import_module(xp_name)
+    return _engines.get_engine(xp)
+
+
+def _engine_crossover(xp_name, op):
+    try:
+        return _engine_for(xp_name).crossover(op)
+    except RuntimeError:  # no engine for these arrays: never emulate
+        return None
+
+
+def _decide(opts, xp_name, op, order):
+    """``(emulate, reason)`` for a routable call of matrix order `order`."""
+    lim = _limit(opts, xp_name, op)
+    if opts.strategy == "eager":
+        return (True, "eager") if order >= lim else (False, f"below min_size {lim}")
+    if lim is None:
+        return False, "no crossover (never faster)"
+    if order >= lim:
+        return True, f"at or above crossover {lim}"
+    if order < opts.min_size:
+        return False, f"below min_size {opts.min_size}"
+    return False, f"below crossover {lim}"
+
+
+def _record(qualname, op, order, xp_name, emulate, reason):
+    try:
+        engine = _engine_for(xp_name).name
+    except RuntimeError:
+        engine = "none"
+    _profile.record_route(Route(qualname, op, int(order), engine, emulate, reason))
+
+
+def _make_shim(qualname, original, target, op):
     mod_name, fn_name = target.split(":")
     impl_cache = []
 
@@ -120,26 +243,54 @@ def _make_shim(qualname, original, target):
             impl_cache.append(getattr(importlib.import_module(mod_name), fn_name))
         return impl_cache[0]
 
-    @functools.wraps(original)
-    def shim(*args, **kwargs):
-        state = _ACTIVE.get()
-        if state is None or _INSIDE.get():
+    # Locals of the closure: the fast path below reads no module globals but
+    # the two process-wide defaults.
+    active_get = _ACTIVE.get
+    options_get = _optmod._OPTIONS.get
+    profiles_get = _profile._ACTIVE.get
+    ndarray = np.ndarray
+    suspended = _SUSPENDED
+    missing = _MISSING
+
+    def routed(args, kwargs, opts):
+        ok, order, xp_name = _screen(args, kwargs)
+        if not ok:
             return original(*args, **kwargs)
-        ok, order = _screen(args, kwargs)
-        if not ok or order < get_options().min_size:
+        emulate, reason = _decide(opts, xp_name, op, order)
+        if profiles_get():
+            _record(qualname, op, order, xp_name, emulate, reason)
+        if not emulate:
             return original(*args, **kwargs)
-        token = _INSIDE.set(True)
+        token = _ACTIVE.set(suspended)
         try:
             return impl()(*args, **kwargs)
         finally:
-            _INSIDE.reset(token)
+            _ACTIVE.reset(token)
+
+    @functools.wraps(original)
+    def shim(*args, **kwargs):
+        state = active_get(_process_state)
+        if state is None or state is suspended:
+            return original(*args, **kwargs)
+        opts = options_get(_optmod._process_options)
+        # Fast path (the common small call on the host): the first argument is
+        # an ndarray and the op never pays on the NumPy engine under these
+        # options, so nothing else needs looking at.
+        if args and type(args[0]) is ndarray and opts._route.get(op, missing) is None \
+                and not profiles_get():
+            return original(*args, **kwargs)
+        return routed(args, kwargs, opts)
 
     shim.__wrapped__ = original
     shim._ozlinalg_shim = True
     shim._ozlinalg_target = target
+    shim._ozlinalg_op = op
     shim.__qualname__ = qualname
     return shim
 
+
+# --------------------------------------------------------------------------
+# installing the shims
 
 def _install():
     """Patch the module attributes of :data:`ROUTES` (once; thread-safe)."""
@@ -159,7 +310,7 @@ def _install():
                 if getattr(original, "_ozlinalg_shim", False):  # e.g. after a reload
                     _INSTALLED[key] = (mod, name, original.__wrapped__)
                     continue
-                setattr(mod, name, _make_shim(key, original, target))
+                setattr(mod, name, _make_shim(key, original, target, OPS.get(name, "matmul")))
                 _INSTALLED[key] = (mod, name, original)
         if "dask.array" in sys.modules:  # dask's linalg and `@` (ozlinalg/dask/_route.py)
             from .dask._route import install as install_dask
@@ -173,25 +324,83 @@ def installed() -> list:
         return sorted(_INSTALLED)
 
 
-def uninstall() -> None:
-    """Restore the original functions (for tests and clean shutdown).
+def install(**opts):
+    """Route ``numpy.linalg`` / ``scipy.linalg`` calls for the whole program.
 
-    Safe only when no other thread is inside a :func:`backend` block; the
-    next block installs the shims again.
+    Call it at program start, before the modules that use NumPy/SciPy are
+    imported: it installs the shims on the module attributes, so a later
+    ``from scipy.linalg import cholesky`` binds the shim, and it makes routing
+    active process-wide, as if the whole program, every thread included, ran
+    inside ``with ozlinalg.backend(**opts):``. ``python -m ozlinalg run
+    script.py`` does this for a script. Calling it again replaces the options.
+
+    Parameters
+    ----------
+    **opts
+        Options as for :func:`ozlinalg.options`; ``strategy`` defaults to
+        ``"performant"`` (emulate only where the engine's crossover says it
+        pays). They become the process-wide defaults: every context without
+        an :func:`ozlinalg.options` or :func:`backend` block of its own,
+        including threads started later, sees them; such blocks still
+        override them locally.
+
+    Returns
+    -------
+    Options
+        The process-wide options now in force.
+
+    See Also
+    --------
+    uninstall : the inverse.
+    backend : the same routing inside a block.
+
+    Notes
+    -----
+    Routing state lives in two places: a :class:`contextvars.ContextVar` set
+    by :func:`backend` blocks (thread- and task-local), and a module global
+    set here, which a shim consults when its context has no value. A new
+    thread starts with an empty context, so it sees the process-wide state:
+    that is how threads started later are routed. The options work the same
+    way (:func:`ozlinalg.get_options` falls back to the process-wide options).
+
+    Examples
+    --------
+    >>> import numpy as np, ozlinalg
+    >>> _ = ozlinalg.install(strategy="eager", min_size=0)
+    >>> from numpy.linalg import solve     # bound after install: the shim
+    >>> with ozlinalg.profile() as prof:
+    ...     x = solve(np.eye(3) * 2, np.ones(3))
+    >>> prof.routed_emulated
+    1
+    >>> ozlinalg.uninstall()
     """
+    global _process_state
+    opts.setdefault("strategy", "performant")
+    merged = _optmod._DEFAULTS.replace(**_optmod.validate(dict(opts)))
+    _install()
     with _LOCK:
+        _optmod.set_process_options(merged)
+        _process_state = _State(merged, process_wide=True)
+    return merged
+
+
+def uninstall() -> None:
+    """Undo :func:`install` and restore the original functions.
+
+    Routing stops process-wide, the process-wide options return to the library
+    defaults, and the module attributes get their original functions back.
+    Names bound to a shim earlier keep it; a shim with no routing active calls
+    the original. Safe only when no other thread is inside a :func:`backend`
+    block; the next block (or :func:`install`) installs the shims again.
+    """
+    global _process_state
+    with _LOCK:
+        _process_state = None
+        _optmod.set_process_options(None)
         for mod, name, original in _INSTALLED.values():
             if getattr(getattr(mod, name, None), "_ozlinalg_shim", False):
                 setattr(mod, name, original)
         _INSTALLED.clear()
-
-
-class _State:
-    __slots__ = ("overrides", "min_size")
-
-    def __init__(self, overrides, min_size):
-        self.overrides = overrides
-        self.min_size = min_size
 
 
 class backend:
@@ -199,17 +408,22 @@ class backend:
 
     A context manager and a decorator. Inside the block, calls such as
     ``np.linalg.solve(a, b)`` or ``scipy.linalg.lu_factor(a)`` on plain real
-    or complex ndarrays run on the emulated DGEMM (:mod:`ozlinalg.numpy_linalg`,
-    :mod:`ozlinalg.linalg`); everything else runs the original.
+    or complex ndarrays are screened: by default ("performant") they run on the
+    emulated DGEMM (:mod:`ozlinalg.numpy_linalg`, :mod:`ozlinalg.linalg`) only
+    where the engine's measured crossover says emulation is at least as fast
+    as native FP64, and natively otherwise; ``strategy="eager"`` emulates every
+    call of order at least ``min_size``. Everything else runs the original.
 
     Parameters
     ----------
     **opts
         Options in force inside the block, as :func:`ozlinalg.options`:
-        ``method``, ``slices``, ``min_size`` (calls whose matrix order is
-        below it run natively; inside ozlinalg it is the order below which a
-        factorization runs in native LAPACK), ``max_slices``,
-        ``memory_limit``. Unset options are inherited from the enclosing
+        ``strategy`` (``"performant"`` unless given or inherited from an
+        enclosing block or :func:`install`; ``"eager"`` for tests and accuracy
+        studies), ``method``, ``slices``, ``min_size`` (calls whose matrix order
+        is below it run natively; inside ozlinalg it is the order below which
+        a factorization runs in native LAPACK), ``max_slices``,
+        ``memory_limit``, ... Unset options are inherited from the enclosing
         context.
 
     Raises
@@ -224,18 +438,25 @@ class backend:
     The state lives in a :class:`contextvars.ContextVar` (set on enter,
     reset with its token on exit), so blocks nest (the inner options win
     until it exits), threads and asyncio tasks are isolated, and a worker
-    thread started inside a block starts with an empty context (not routed)
-    unless it is given ``contextvars.copy_context().run``. See
-    docs/backend.md for what can and cannot be routed.
+    thread started inside a block starts with an empty context (not routed,
+    unless :func:`install` routes the whole process) unless it is given
+    ``contextvars.copy_context().run``. Names bound before the shims were
+    installed (``from scipy.linalg import cholesky`` before the first block)
+    are not routed: use :func:`install` at program start or ``python -m
+    ozlinalg run``. See docs/backend.md.
 
     Examples
     --------
     >>> import numpy as np, ozlinalg
     >>> a = np.array([[4., 1.], [1., 3.]]); b = np.array([1., 2.])
-    >>> with ozlinalg.backend(min_size=0), ozlinalg.profile() as prof:
+    >>> with ozlinalg.backend(strategy="eager", min_size=0), ozlinalg.profile() as prof:
     ...     x = np.linalg.solve(a, b)
     >>> prof.emulated_gemm_calls > 0
     True
+    >>> with ozlinalg.backend(), ozlinalg.profile() as prof:  # performant: 2x2 never pays
+    ...     x = np.linalg.solve(a, b)
+    >>> prof.routed_native, prof.emulated_gemm_calls
+    (1, 0)
     """
 
     def __init__(self, **opts):
@@ -248,12 +469,13 @@ class backend:
         if self._token is not None:
             raise RuntimeError("this ozlinalg.backend() instance is already active")
         _install()
-        opt_cm = _options(**self._opts)
+        opts = self._opts
+        if "strategy" not in opts and not backend.active():
+            opts = dict(opts, strategy="performant")
+        opt_cm = _options(**opts)
         merged = opt_cm.__enter__()
         try:
-            overrides = {k: getattr(merged, k) for k in
-                         ("method", "slices", "min_size", "max_slices", "memory_limit")}
-            self._token = _ACTIVE.set(_State(overrides, int(merged.min_size)))
+            self._token = _ACTIVE.set(_State(merged))
         except BaseException:
             opt_cm.__exit__(None, None, None)
             raise
@@ -283,5 +505,7 @@ class backend:
 
     @staticmethod
     def active() -> bool:
-        """Whether a backend block is active in the current context."""
-        return _ACTIVE.get() is not None
+        """Whether routing is active in the current context (a block, or
+        :func:`install`)."""
+        state = _ACTIVE.get(_process_state)
+        return state is not None and state is not _SUSPENDED

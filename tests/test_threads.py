@@ -85,7 +85,8 @@ def test_backend_under_8_threads_and_asyncio():
         barrier.wait()
         shim = None
         if routed:
-            with ozlinalg.backend(min_size=0, slices=6 + i), ozlinalg.profile() as prof:
+            with ozlinalg.backend(strategy="eager", min_size=0, slices=6 + i), \
+                    ozlinalg.profile() as prof:
                 shim = np.linalg.solve
                 x = np.linalg.solve(a, b)
         else:
@@ -108,7 +109,7 @@ def test_backend_under_8_threads_and_asyncio():
     async def task(i):
         routed = i % 2 == 0
         if routed:
-            with ozlinalg.backend(min_size=0), ozlinalg.profile() as prof:
+            with ozlinalg.backend(strategy="eager", min_size=0), ozlinalg.profile() as prof:
                 for _ in range(2):
                     np.linalg.solve(a, b)
                     await asyncio.sleep(0)

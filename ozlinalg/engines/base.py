@@ -18,17 +18,25 @@ An engine owns the device-specific part of the emulated GEMM:
 * ``axpy(alpha, x, acc)``: ``acc += alpha * x`` in FP64, in place;
 * ``map_rows(fn, rows, k)``: run ``fn(r0, r1)`` over row blocks (threads on the
   CPU, one block on the GPU);
-* ``synchronize()``: wait for queued device work (timing).
+* ``synchronize()``: wait for queued device work (timing);
+* ``crossover(op)``: the matrix order from which emulating ``op`` on this
+  engine is expected to be at least as fast as native FP64 (``None``: at no
+  order), read by ``ozlinalg.backend()``'s "performant" strategy.
 
 ``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``,
 so every operand is row-major with the inner dimension last.
 """
 from __future__ import annotations
 
-__all__ = ["APPROX_PRESCALE", "Engine", "get_engine", "register_engine"]
+__all__ = ["APPROX_PRESCALE", "Engine", "get_engine", "register_engine", "CROSSOVER_OPS"]
 
 #: ``approx_matmul``'s prescale of each operand (exact; undone on the result).
 APPROX_PRESCALE = 2.0**48
+
+#: Operations with a crossover: the emulated GEMM and the three blocked
+#: factorizations (solves, inverses, determinants and triangular solves are
+#: counted with ``getrf``, ``cho_*`` with ``potrf``, ``lstsq`` with ``geqrf``).
+CROSSOVER_OPS = ("matmul", "getrf", "potrf", "geqrf")
 
 
 class Engine:
@@ -39,6 +47,21 @@ class Engine:
     max_inner = 1 << 17
     #: Bytes per slice entry (memory planning: ``ozaki.gemm.working_bytes``).
     slice_bytes = 4
+    #: ``{op: order}``: measured crossovers (see :meth:`crossover`); an op
+    #: that is missing never pays. Each engine's values come with the
+    #: benchmark command that measured them.
+    crossovers: dict = {}
+
+    def crossover(self, op: str):
+        """The matrix order from which emulating `op` on this engine is at least
+        as fast as native FP64, or ``None`` when it never is (as measured).
+
+        `op` is one of :data:`CROSSOVER_OPS`.
+        """
+        if op not in CROSSOVER_OPS:
+            raise ValueError(f"ozlinalg: unknown operation {op!r} for a crossover; "
+                             f"choose one of {CROSSOVER_OPS}")
+        return self.crossovers.get(op)
 
     def empty_slices(self, s, rows, k, kind, operand=None):  # pragma: no cover - interface
         raise NotImplementedError
@@ -97,11 +120,16 @@ class Engine:
 
 
 _ENGINES: dict = {}
+#: Called after :func:`register_engine`: caches of engine facts (the backend's
+#: crossover thresholds) drop what they hold.
+_ON_REGISTER: list = []
 
 
 def register_engine(key, factory) -> None:
     """Register an engine factory for an array module name ("numpy", "cupy")."""
     _ENGINES[key] = factory
+    for callback in list(_ON_REGISTER):
+        callback()
 
 
 def get_engine(xp) -> Engine:

@@ -240,6 +240,7 @@ def native_getrf(xp, a):
         return lu, piv.astype(np.int32, copy=False), int(info)
     from cupyx.scipy.linalg import lu_factor  # cuSOLVER getrf
 
+    lu_factor = unshimmed(lu_factor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LinAlgWarning)
         # CuPy 14 reports a zero pivot with a plain RuntimeWarning; info carries it
@@ -287,11 +288,19 @@ def native_trsm_left(xp, m, b, lower, unit):
     """Solve ``m x = b`` for a triangular block ``m`` (a view, maybe transposed)."""
     if xp is np:
         from scipy.linalg import solve_triangular
+    else:
+        from cupyx.scipy.linalg import solve_triangular
+    return unshimmed(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
+                                       check_finite=False)
 
-        return solve_triangular(m, b, lower=lower, unit_diagonal=unit, check_finite=False)
-    from cupyx.scipy.linalg import solve_triangular
 
-    return solve_triangular(m, b, lower=lower, unit_diagonal=unit, check_finite=False)
+def unshimmed(fn):
+    """`fn`, or the original behind it when it is an ``ozlinalg.backend`` shim:
+    a native panel must stay native even when the caller called ozlinalg by
+    name inside a backend block (where no re-entrancy guard is set)."""
+    while getattr(fn, "_ozlinalg_shim", False):
+        fn = fn.__wrapped__
+    return fn
 
 
 def first_zero_diagonal(xp, a):
