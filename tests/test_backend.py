@@ -444,6 +444,34 @@ class TestInstall:
             assert not ozlinalg.backend.active() and ozlinalg.backend.installed() == []
 
 
+class TestDocumentedDifferences:
+    """Rows of docs/backend.md's table of deliberate differences, checked on
+    both sides so the table stays true when either library changes."""
+
+    def test_read_only_b_is_never_written(self, rng):
+        low = np.tril(rng.standard_normal((6, 6))) + 6 * np.eye(6)
+        for solve in (scipy.linalg.solve_triangular, ozlinalg.linalg.solve_triangular):
+            b = np.ones(6)
+            b.flags.writeable = False
+            x = solve(low, b, lower=True, overwrite_b=True)  # no routing active here
+            np.testing.assert_allclose(low @ x, np.ones(6), rtol=1e-12)
+            if solve is ozlinalg.linalg.solve_triangular:
+                assert np.all(b == 1) and not np.shares_memory(x, b)
+            else:  # SciPy's f2py wrapper writes through the read-only flag
+                assert np.shares_memory(x, b) and not np.all(b == 1)
+
+    def test_lstsq_with_inf_raises_instead_of_hanging(self):
+        a = np.ones((6, 3))
+        a[0, 0], a[1, 1], a[2, 2] = np.inf, 2.0, 3.0
+        with pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
+            ozlinalg.linalg.lstsq(a, np.ones(6), check_finite=False)
+        with pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
+            ozlinalg.numpy_linalg.lstsq(a, np.ones(6))
+        with ozlinalg.backend(**EAGER), \
+                pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
+            np.linalg.lstsq(a, np.ones(6))  # routed: never reaches native gelsd
+
+
 def test_wrapper_array(a, rng):
     b = rng.standard_normal((8, 3))
     x = ozlinalg.asarray(a)

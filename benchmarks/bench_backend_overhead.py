@@ -1,0 +1,130 @@
+"""pytest-benchmark: tiny solves under the default ``ozlinalg.backend()`` against native.
+
+Under the default strategy ("performant") a call below the engine's crossover
+runs natively; what it pays is the shim's screening (ContextVar look-ups, the
+first argument's type, the cached crossover threshold). The budget (issue 12):
+a loop of 10^4 8x8 and 32x32 solves, ``np.linalg.solve`` and
+``scipy.linalg.solve``, within 1.2x of native.
+
+One group per (function, n) holds two benchmarks measured in the same run:
+``native`` (the original function, no backend) and ``backend`` (the same loop
+inside ``with ozlinalg.backend():``); pytest-benchmark's table prints each
+one's time relative to the faster (the ratio). Because timings on a shared
+machine drift between the two benchmarks, the ``backend`` benchmark also
+times both loops alternately, round by round, and stores
+``extra_info["ratio_interleaved"]`` (best backend round / best native round).
+Run it and print the ratios::
+
+    python benchmarks/bench_backend_overhead.py            # a markdown table
+
+or ``pytest benchmarks/bench_backend_overhead.py --benchmark-only``.
+Environment: ``OZLINALG_BENCH_SHIM_LOOP`` (calls per round, default 10000),
+``OZLINALG_BENCH_ROUNDS`` (default 3).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import ozlinalg
+
+LOOP = int(os.environ.get("OZLINALG_BENCH_SHIM_LOOP", "10000"))
+ROUNDS = int(os.environ.get("OZLINALG_BENCH_ROUNDS", "3"))
+FUNCS = {"np.linalg.solve": lambda: np.linalg.solve,
+         "scipy.linalg.solve": lambda: scipy.linalg.solve}
+CASES = [(f, n) for f in FUNCS for n in (8, 32)]
+
+
+def _problem(n):
+    rng = np.random.default_rng(n)
+    return rng.standard_normal((n, n)) + n * np.eye(n), rng.standard_normal(n)
+
+
+def _original(fn):
+    return fn.__wrapped__ if getattr(fn, "_ozlinalg_shim", False) else fn
+
+
+def _loop(fn, a, b):
+    for _ in range(LOOP):
+        fn(a, b)
+
+
+def _routed_loop(name, a, b):
+    # The module attribute, looked up the way user code does, inside the block.
+    fn = FUNCS[name]()
+    with ozlinalg.backend():
+        _loop(fn, a, b)
+
+
+def _interleaved_ratio(name, a, b):
+    native = _original(FUNCS[name]())
+    t_nat, t_bk = [], []
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        _loop(native, a, b)
+        t_nat.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        _routed_loop(name, a, b)
+        t_bk.append(time.perf_counter() - t0)
+    return min(t_bk) / min(t_nat), min(t_nat) / LOOP, min(t_bk) / LOOP
+
+
+@pytest.mark.parametrize("mode", ["native", "backend"])
+@pytest.mark.parametrize("name,n", CASES, ids=[f"{f}-{n}" for f, n in CASES])
+def bench_tiny_solves(benchmark, name, n, mode):
+    a, b = _problem(n)
+    with ozlinalg.backend():
+        FUNCS[name]()(a, b)  # installs the shims; fills the threshold cache
+    benchmark.group = f"{LOOP} x {name} {n}x{n}"
+    benchmark.extra_info.update(function=name, n=n, loop=LOOP, mode=mode)
+    if mode == "native":
+        native = _original(FUNCS[name]())
+        benchmark.pedantic(_loop, args=(native, a, b), rounds=ROUNDS, iterations=1,
+                           warmup_rounds=1)
+        return
+    with ozlinalg.backend(), ozlinalg.profile() as prof:
+        FUNCS[name]()(a, b)
+    # what the block decided: run natively, below the crossover
+    assert prof.routed_native == 1 and prof.emulated_gemm_calls == 0
+    benchmark.pedantic(_routed_loop, args=(name, a, b), rounds=ROUNDS, iterations=1,
+                       warmup_rounds=1)
+    ratio, t_nat, t_bk = _interleaved_ratio(name, a, b)
+    benchmark.extra_info.update(ratio_interleaved=ratio, native_us_per_call=t_nat * 1e6,
+                                backend_us_per_call=t_bk * 1e6)
+
+
+def main(argv=None):
+    """Run the benchmarks and print ratio tables (pytest-benchmark's and interleaved)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "bench.json")
+        rc = pytest.main([__file__, "-q", "-p", "no:cacheprovider", "--benchmark-only",
+                          f"--benchmark-json={out}", *(argv or [])])
+        if rc:
+            return rc
+        with open(out) as f:
+            data = json.load(f)
+    by = {}
+    for bm in data["benchmarks"]:
+        info = bm["extra_info"]
+        by.setdefault((info["function"], info["n"]), {})[info["mode"]] = bm
+    print(f"\n{LOOP} calls per round, best of {ROUNDS} rounds; load: {os.getloadavg()}")
+    print("| function | n | native us/call | backend us/call | ratio (benchmarks) "
+          "| ratio (interleaved) |")
+    print("|---|---|---|---|---|---|")
+    for (fn, n), modes in sorted(by.items()):
+        nat, bk = modes["native"]["stats"]["min"], modes["backend"]["stats"]["min"]
+        inter = modes["backend"]["extra_info"]["ratio_interleaved"]
+        print(f"| {fn} | {n} | {nat / LOOP * 1e6:.2f} | {bk / LOOP * 1e6:.2f} | "
+              f"{bk / nat:.3f} | {inter:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
