@@ -44,10 +44,6 @@ def _problem(n):
     return rng.standard_normal((n, n)) + n * np.eye(n), rng.standard_normal(n)
 
 
-def _original(fn):
-    return fn.__wrapped__ if getattr(fn, "_ozlinalg_shim", False) else fn
-
-
 def _loop(fn, a, b):
     for _ in range(LOOP):
         fn(a, b)
@@ -61,7 +57,7 @@ def _routed_loop(name, a, b):
 
 
 def _interleaved_ratio(name, a, b):
-    native = _original(FUNCS[name]())
+    native = ozlinalg.backend.original(FUNCS[name]())
     t_nat, t_bk = [], []
     for _ in range(ROUNDS):
         t0 = time.perf_counter()
@@ -82,7 +78,7 @@ def bench_tiny_solves(benchmark, name, n, mode):
     benchmark.group = f"{LOOP} x {name} {n}x{n}"
     benchmark.extra_info.update(function=name, n=n, loop=LOOP, mode=mode)
     if mode == "native":
-        native = _original(FUNCS[name]())
+        native = ozlinalg.backend.original(FUNCS[name]())
         benchmark.pedantic(_loop, args=(native, a, b), rounds=ROUNDS, iterations=1,
                            warmup_rounds=1)
         return
@@ -95,6 +91,37 @@ def bench_tiny_solves(benchmark, name, n, mode):
     ratio, t_nat, t_bk = _interleaved_ratio(name, a, b)
     benchmark.extra_info.update(ratio_interleaved=ratio, native_us_per_call=t_nat * 1e6,
                                 backend_us_per_call=t_bk * 1e6)
+
+
+def _noop(a, b):
+    return a
+
+
+@pytest.mark.parametrize("mode", ["direct", "shim"])
+def bench_shim_fast_path(benchmark, mode):
+    """The shim's own cost: a no-op function called directly, and through a
+    shim (the "performant" fast path: NumPy input, no crossover, no profile)."""
+    import sys
+
+    bk = sys.modules["ozlinalg.backend"]
+    fn = _noop if mode == "direct" else bk._make_shim(
+        "bench.noop", _noop, "ozlinalg.linalg._numpy_api:solve", "getrf")
+    a = np.ones((8, 8))
+    calls = 10 * LOOP
+    benchmark.group = f"{calls} x no-op, direct or through a shim"
+    benchmark.extra_info.update(function="no-op", n=8, loop=calls, mode=mode)
+
+    def loop():
+        for _ in range(calls):
+            fn(a, a)
+
+    with ozlinalg.backend():
+        fn(a, a)  # fills the threshold cache
+        with ozlinalg.profile() as prof:
+            fn(a, a)
+        if mode == "shim":
+            assert prof.routed_native == 1
+        benchmark.pedantic(loop, rounds=ROUNDS, iterations=1, warmup_rounds=1)
 
 
 def main(argv=None):
@@ -110,9 +137,12 @@ def main(argv=None):
             return rc
         with open(out) as f:
             data = json.load(f)
-    by = {}
+    by, shim = {}, {}
     for bm in data["benchmarks"]:
         info = bm["extra_info"]
+        if info["function"] == "no-op":
+            shim[info["mode"]] = bm["stats"]["min"] / info["loop"]
+            continue
         by.setdefault((info["function"], info["n"]), {})[info["mode"]] = bm
     print(f"\n{LOOP} calls per round, best of {ROUNDS} rounds; load: {os.getloadavg()}")
     print("| function | n | native us/call | backend us/call | ratio (benchmarks) "
@@ -123,6 +153,8 @@ def main(argv=None):
         inter = modes["backend"]["extra_info"]["ratio_interleaved"]
         print(f"| {fn} | {n} | {nat / LOOP * 1e6:.2f} | {bk / LOOP * 1e6:.2f} | "
               f"{bk / nat:.3f} | {inter:.3f} |")
+    print(f"\nshim fast path: {(shim['shim'] - shim['direct']) * 1e9:.0f} ns per call over a "
+          f"direct call ({shim['direct'] * 1e9:.0f} ns -> {shim['shim'] * 1e9:.0f} ns)")
     return 0
 
 

@@ -44,11 +44,7 @@ from ozlinalg.engines.base import CROSSOVER_OPS, get_engine
 
 
 def _native_funcs(xp):
-    def orig(f):
-        while getattr(f, "_ozlinalg_shim", False):
-            f = f.__wrapped__
-        return f
-
+    orig = ozlinalg.backend.original  # the native function even if a shim is installed
     if xp is np:
         import scipy.linalg as sla
 

@@ -102,7 +102,7 @@ _HELP = {
 
 def _parser():
     ap = argparse.ArgumentParser(
-        prog="python -m ozlinalg run",
+        prog="python -m ozlinalg run", allow_abbrev=False,
         usage="python -m ozlinalg run [options] (script.py | -m module) [args ...]",
         description="Run a Python program with ozlinalg's routing installed before it "
                     "imports anything (numpy.linalg / scipy.linalg calls go to the emulation "

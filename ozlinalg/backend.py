@@ -53,7 +53,7 @@ from ._options import options as _options
 from ._profile import Route
 from .engines import base as _engines
 
-__all__ = ["backend", "install", "uninstall", "installed", "ROUTES", "OPS"]
+__all__ = ["backend", "install", "uninstall", "installed", "original", "ROUTES", "OPS"]
 
 #: module -> {function name: ozlinalg implementation "module:function"}
 ROUTES = {
@@ -163,18 +163,19 @@ def _limit(opts, xp_name, op):
     route = opts._route
     key = (xp_name, op)
     lim = route.get(key, _MISSING)
-    if lim is _MISSING:
+    if lim is not _MISSING:
+        return lim
+    with _LOCK:  # against a concurrent engine replacement (_forget_thresholds)
         if opts.strategy == "eager":
             lim = int(opts.min_size)
         else:
             cross = _engine_crossover(xp_name, op)
             lim = None if cross is None else max(int(cross), int(opts.min_size))
-        with _LOCK:
-            if not route:
-                _remember_cache(opts)
-            route[key] = lim
-            if xp_name == "numpy":
-                route[op] = lim  # the shims' fast path looks up NumPy by op alone
+        if not route:
+            _remember_cache(opts)
+        route[key] = lim
+        if xp_name == "numpy":
+            route[op] = lim  # the shims' fast path looks up NumPy by op alone
     return lim
 
 
@@ -316,6 +317,14 @@ def _install():
             from .dask._route import install as install_dask
 
             install_dask(_INSTALLED)
+
+
+def original(fn):
+    """`fn` itself, or the original function behind it when it is a shim
+    (``ozlinalg.backend.original(np.linalg.solve)`` is NumPy's ``solve``)."""
+    while getattr(fn, "_ozlinalg_shim", False):
+        fn = fn.__wrapped__
+    return fn
 
 
 def installed() -> list:
@@ -502,6 +511,7 @@ class backend:
     # module-level helpers, reachable as ``ozlinalg.backend.installed()``
     installed = staticmethod(installed)
     uninstall = staticmethod(uninstall)
+    original = staticmethod(original)
 
     @staticmethod
     def active() -> bool:

@@ -417,10 +417,11 @@ class TestInstall:
         assert set(p3.slices) == {8}
 
     def test_uninstall_restores_everything(self, a, uninstalled):
-        original = np.linalg.solve.__wrapped__ if getattr(np.linalg.solve, "_ozlinalg_shim", 0) \
-            else np.linalg.solve
+        original = ozlinalg.backend.original(np.linalg.solve)
+        assert ozlinalg.backend.original(original) is original
         ozlinalg.install(strategy="eager", min_size=3)
         assert np.linalg.solve._ozlinalg_shim
+        assert ozlinalg.backend.original(np.linalg.solve) is original
         ozlinalg.uninstall()
         assert np.linalg.solve is original and scipy.linalg.cholesky.__module__.startswith(
             "scipy")

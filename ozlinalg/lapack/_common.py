@@ -240,7 +240,9 @@ def native_getrf(xp, a):
         return lu, piv.astype(np.int32, copy=False), int(info)
     from cupyx.scipy.linalg import lu_factor  # cuSOLVER getrf
 
-    lu_factor = unshimmed(lu_factor)
+    from ..backend import original  # a native panel stays native inside a backend block
+
+    lu_factor = original(lu_factor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LinAlgWarning)
         # CuPy 14 reports a zero pivot with a plain RuntimeWarning; info carries it
@@ -286,21 +288,17 @@ def native_geqrf(xp, a):
 
 def native_trsm_left(xp, m, b, lower, unit):
     """Solve ``m x = b`` for a triangular block ``m`` (a view, maybe transposed)."""
+    from ..backend import original  # a native panel stays native inside a backend block
+
     if xp is np:
         from scipy.linalg import solve_triangular
-    else:
-        from cupyx.scipy.linalg import solve_triangular
-    return unshimmed(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
-                                       check_finite=False)
 
+        return original(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
+                                          check_finite=False)
+    from cupyx.scipy.linalg import solve_triangular
 
-def unshimmed(fn):
-    """`fn`, or the original behind it when it is an ``ozlinalg.backend`` shim:
-    a native panel must stay native even when the caller called ozlinalg by
-    name inside a backend block (where no re-entrancy guard is set)."""
-    while getattr(fn, "_ozlinalg_shim", False):
-        fn = fn.__wrapped__
-    return fn
+    return original(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
+                                      check_finite=False)
 
 
 def first_zero_diagonal(xp, a):
