@@ -30,6 +30,10 @@ class CPUEngine(Engine):
     name = "cpu-sgemm"
     device = "cpu"
     xp = np
+    #: No crossover: emulation was slower than native FP64 for every operation
+    #: at every order measured, 128..2048 (``python benchmarks/crossover.py``;
+    #: the table is in docs/backend.md).
+    crossovers: dict = {}
 
     def __init__(self, threads: int | None = None):
         self.threads = threads or min(os.cpu_count() or 1, 8)
