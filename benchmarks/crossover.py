@@ -1,4 +1,4 @@
-"""Measure an engine's crossovers: from which matrix order emulation is at least as fast as native FP64.
+"""Measure an engine's crossovers: the order from which emulation is as fast as native FP64.
 
 Usage::
 
@@ -142,8 +142,8 @@ def main(argv=None):
             s = xp.asarray(a_h @ a_h.T / n + np.eye(n))
             for op in args.ops:
                 b = s if op == "potrf" else (a if op != "matmul" else xp.asarray(a_h.T.copy()))
-                tn = best(lambda op=op, b=b: nat[op](a, b), args.reps, sync, limits)
-                te = best(lambda op=op, b=b: emu[op](a, b), args.reps, sync, limits)
+                tn = best(lambda op=op, a=a, b=b: nat[op](a, b), args.reps, sync, limits)
+                te = best(lambda op=op, a=a, b=b: emu[op](a, b), args.reps, sync, limits)
                 ratios[op][n] = te / tn
                 rows.append(dict(op=op, n=n, native_s=tn, emulated_s=te, ratio=te / tn))
                 print(f"| {op} | {n} | {tn:.4f} | {te:.4f} | {te / tn:.1f} |", flush=True)
