@@ -82,7 +82,7 @@ def main(argv=None):
     keys = ["passed", "failed", "skipped", "xfailed", "xpassed"]
     print("\n=== numpy", np.__version__, path)
     print(f"{'':28s}" + "".join(f"{k:>9s}" for k in keys) + f"{'total':>9s}")
-    for name, c in (("native (no backend)", cb), (f"backend(min_size={args.min_size})", cu)):
+    for name, c in (("native (no backend)", cb), (f"backend(eager, min_size={args.min_size})", cu)):
         print(f"{name:28s}" + "".join(f"{c.get(k, 0):9d}" for k in keys)
               + f"{sum(c.values()):9d}")
     reached = sum(1 for v in under.emulated.values() if v)

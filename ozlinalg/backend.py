@@ -274,12 +274,15 @@ def _make_shim(qualname, original, target, op):
         if state is None or state is suspended:
             return original(*args, **kwargs)
         opts = options_get(_optmod._process_options)
-        # Fast path (the common small call on the host): the first argument is
-        # an ndarray and the op never pays on the NumPy engine under these
-        # options, so nothing else needs looking at.
-        if args and type(args[0]) is ndarray and opts._route.get(op, missing) is None \
-                and not profiles_get():
-            return original(*args, **kwargs)
+        # Fast path (the common call on the host): the op never pays on the
+        # NumPy engine under these options and the first argument is an
+        # ndarray (or a tuple / list starting with one: lu_solve((lu, piv), b),
+        # multi_dot([a, b])), so nothing else needs looking at.
+        if args and opts._route.get(op, missing) is None and not profiles_get():
+            a0 = args[0]
+            t = type(a0)
+            if t is ndarray or ((t is tuple or t is list) and a0 and type(a0[0]) is ndarray):
+                return original(*args, **kwargs)
         return routed(args, kwargs, opts)
 
     shim.__wrapped__ = original

@@ -329,6 +329,24 @@ class TestStrategy:
         np.testing.assert_array_equal(xb, xb_p)
         np.testing.assert_array_equal(xs, np.linalg.solve.__wrapped__(small, np.ones(10)))
 
+    def test_fast_path_takes_tuple_and_list_arguments(self, a):
+        # lu_solve((lu, piv), b) and multi_dot([a, b, c]) take the fast path
+        # too; with no crossover they are the native functions' results.
+        lu = scipy.linalg.lu_factor(a)
+        with ozlinalg.backend():
+            x = scipy.linalg.lu_solve(lu, np.ones(8))
+            m = np.linalg.multi_dot([a, a, a])
+            with ozlinalg.profile() as prof:
+                scipy.linalg.lu_solve(lu, np.ones(8))
+                np.linalg.multi_dot([a, a, a])
+        np.testing.assert_array_equal(x, scipy.linalg.lu_solve.__wrapped__(lu, np.ones(8)))
+        np.testing.assert_array_equal(m, np.linalg.multi_dot.__wrapped__([a, a, a]))
+        assert prof.routed_native == 2 and prof.emulated_gemm_calls == 0
+        with ozlinalg.backend(**EAGER), ozlinalg.profile() as prof:
+            scipy.linalg.lu_solve(lu, np.ones(8))
+            np.linalg.multi_dot([a, a, a])
+        assert prof.routed_emulated == 2
+
 
 class TestInstall:
     """``ozlinalg.install()``: routing for the whole program, whatever the
