@@ -166,22 +166,17 @@ class TestRouting:
         and a worker started inside a block starts with an empty context."""
         barrier = threading.Barrier(2)
 
-        def inside():
-            with ozlinalg.backend(**EAGER):
-                barrier.wait()
-                with ozlinalg.profile() as prof:
-                    for _ in range(3):
-                        np.linalg.solve(a, np.ones(8))
-                barrier.wait()
-            return prof.emulated_gemm_calls
-
-        def outside():
+        def outside():  # three solves while the other thread does the same
             barrier.wait()
             with ozlinalg.profile() as prof:
                 for _ in range(3):
                     np.linalg.solve(a, np.ones(8))
             barrier.wait()
             return prof.emulated_gemm_calls
+
+        def inside():
+            with ozlinalg.backend(**EAGER):
+                return outside()
 
         with ThreadPoolExecutor(2) as pool:
             fi, fo = pool.submit(inside), pool.submit(outside)
