@@ -53,7 +53,8 @@ from ._options import options as _options
 from ._profile import Route
 from .engines import base as _engines
 
-__all__ = ["backend", "install", "uninstall", "installed", "original", "ROUTES", "OPS"]
+__all__ = ["backend", "install", "uninstall", "installed", "original", "emulates", "ROUTES",
+           "OPS"]
 
 #: module -> {function name: ozlinalg implementation "module:function"}
 ROUTES = {
@@ -77,7 +78,7 @@ OPS = {
     **dict.fromkeys(("solve", "inv", "det", "slogdet", "lu_factor", "lu_solve", "lu",
                      "solve_triangular"), "getrf"),
     **dict.fromkeys(("cholesky", "cho_factor", "cho_solve"), "potrf"),
-    **dict.fromkeys(("qr", "lstsq"), "geqrf"),
+    **dict.fromkeys(("qr", "lstsq", "tsqr"), "geqrf"),
     "multi_dot": "matmul",
 }
 
@@ -233,6 +234,22 @@ def _record(qualname, op, order, xp_name, emulate, reason):
     except RuntimeError:
         engine = "none"
     _profile.record_route(Route(qualname, op, int(order), engine, emulate, reason))
+
+
+def emulates(function, order, *, xp="numpy", op=None) -> bool:
+    """Whether a routable call of `function` (``"module.name"``) on a matrix of
+    order `order` is emulated under the options in force: the strategy's
+    decision, counted in :attr:`ozlinalg.Profile.routing`.
+
+    For shims outside this module (the dask route): call it once the call is
+    known to be routable. `op` defaults to :data:`OPS` of the function's
+    name; `xp` names the array module whose engine would run it.
+    """
+    op = op or OPS.get(function.rpartition(".")[2], "matmul")
+    emulate, reason = _decide(_optmod.get_options(), xp, op, order)
+    if _profile._ACTIVE.get():
+        _record(function, op, order, xp, emulate, reason)
+    return emulate
 
 
 def _make_shim(qualname, original, target, op):
@@ -515,6 +532,7 @@ class backend:
     installed = staticmethod(installed)
     uninstall = staticmethod(uninstall)
     original = staticmethod(original)
+    emulates = staticmethod(emulates)
 
     @staticmethod
     def active() -> bool:

@@ -4,6 +4,7 @@ crossovers, ``ozlinalg.install()``, and the OzArray wrapper.
 Tests that need the backend to emulate ask for it: ``strategy="eager"``.
 The launcher (``python -m ozlinalg run``) is tested in test_launcher.py.
 """
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,6 +15,8 @@ import scipy.linalg
 import ozlinalg
 from ozlinalg.engines.base import CROSSOVER_OPS, Engine, get_engine, register_engine
 from ozlinalg.engines.cpu import CPUEngine
+
+ROUTES = sys.modules["ozlinalg.backend"].ROUTES
 
 EAGER = dict(strategy="eager", min_size=0)
 
@@ -122,7 +125,8 @@ class TestRouting:
             mod, _, fn = full.rpartition(".")
             shim = getattr(__import__(mod, fromlist=[fn]), fn)
             assert shim._ozlinalg_shim and callable(shim.__wrapped__)
-            assert shim._ozlinalg_op in CROSSOVER_OPS
+            if mod in ROUTES:  # (the dask route's shims decide through backend.emulates)
+                assert shim._ozlinalg_op in CROSSOVER_OPS
         assert np.linalg.solve.__wrapped__.__module__.startswith("numpy")
         with ozlinalg.backend():  # installing again is a no-op
             pass
@@ -341,6 +345,40 @@ class TestStrategy:
             scipy.linalg.lu_solve(lu, np.ones(8))
             np.linalg.multi_dot([a, a, a])
         assert prof.routed_emulated == 2
+
+
+    def test_emulates_is_the_shims_decision(self, cpu_crossovers):
+        with ozlinalg.backend(), ozlinalg.profile() as prof:
+            assert not ozlinalg.backend.emulates("numpy.linalg.solve", 4096)
+            cpu_crossovers({"getrf": 100})
+            assert ozlinalg.backend.emulates("somelib.lu", 100, op="getrf")
+            assert not ozlinalg.backend.emulates("somelib.lu", 99, op="getrf")
+        with ozlinalg.backend(strategy="eager", min_size=10):
+            assert ozlinalg.backend.emulates("somelib.qr", 10)
+            assert not ozlinalg.backend.emulates("somelib.qr", 9)
+        got = {(r.function, r.op, r.order, r.emulated) for r in prof.routing}
+        assert got == {("numpy.linalg.solve", "getrf", 4096, False),
+                       ("somelib.lu", "getrf", 100, True), ("somelib.lu", "getrf", 99, False)}
+
+    def test_dask_route_follows_the_strategy(self, rng):
+        da = pytest.importorskip("dask.array")
+        a = da.from_array(rng.standard_normal((40, 40)) + 40 * np.eye(40), chunks=20)
+
+        def oz_graph(x):
+            return any(name.startswith("oz-") for name in x.dask.layers)
+
+        try:
+            with ozlinalg.backend(), ozlinalg.profile() as prof:  # performant
+                x = da.linalg.solve(a, a[:, 0])
+            assert not oz_graph(x)  # dask's own graph: no crossover on this engine
+            got = {(r.function, r.emulated, r.reason) for r in prof.routing}
+            # (dask's own solve calls its lu, which the route screens too)
+            assert ("dask.array.linalg.solve", False, "no crossover (never faster)") in got
+            assert not any(emulated for _, emulated, _ in got)
+            with ozlinalg.backend(**EAGER):
+                assert oz_graph(da.linalg.solve(a, a[:, 0]))
+        finally:
+            ozlinalg.uninstall()
 
 
 class TestInstall:

@@ -12,7 +12,9 @@ function builds ozlinalg's graph (:mod:`ozlinalg.dask`) when
 * every array argument is a dask array with NumPy chunks (or a NumPy array)
   of a dtype the emulation takes (``@`` / matmul: float32/64, complex64/128
   only, so integer products stay exact integers as in NumPy);
-* the matrix order is at least the block's ``min_size``;
+* the backend's strategy selects it (:func:`ozlinalg.backend.emulates`: the
+  matrix order is at least the block's ``min_size`` and, under the default
+  "performant" strategy, the engine's crossover for the operation);
 
 and otherwise calls dask's original. Results keep dask's conventions (what
 dask's own function returns: ``lu`` gives ``p, l, u``, ``qr`` the reduced
@@ -136,11 +138,9 @@ def _make_shim(qualname, original, adapter):
         if not plain or not any(is_dask_array(x) for x in arrays) \
                 or not all(_ok(x) for x in arrays):
             return original(*args, **kwargs)
-        from .._options import get_options
-
         order = max((min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0] for x in arrays
                      if x.ndim), default=0)
-        if order < get_options().min_size:
+        if not _backend.emulates(qualname, order):  # the strategy: min_size, crossover
             return original(*args, **kwargs)
         # (no re-entrancy guard needed: the graph builders call no patched dask function)
         out = adapter(*args, **kwargs)
