@@ -7,7 +7,7 @@ from . import _kernels as K
 from ._cholesky import cho_factor, cho_solve
 from ._lu import getrf_graph, getrs_graph
 from ._qr import qr
-from ._tasks import capture, new_array, task_name
+from ._tasks import capture, filled, meta_like, new_array, task_name
 from ._triangular import solve_triangular
 from ._validate import (
     as_dask,
@@ -84,13 +84,10 @@ def _complete(a, lower, hermitian):
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     """Inverse of a square dask array (:func:`scipy.linalg.inv`'s API): :func:`solve`
     with the identity (chunked like `a`) as right-hand side."""
-    import dask.array as da
-
     (a,) = as_dask(a)
     check_dtype(a, "ozlinalg.linalg.inv")
     a = square_blocks(a, "ozlinalg.linalg.inv")
-    eye = da.eye(a.shape[0], chunks=max(a.chunks[0], default=1), dtype=a.dtype
-                 ).rechunk(a.chunks)
+    eye = filled("eye", a.shape, a.chunks, a.dtype, a, "eye")
     kind = assume_a if assume_a in ("pos", "positive definite", "upper triangular",
                                     "lower triangular") else "gen"
     return solve(a, eye, lower=lower, check_finite=check_finite, assume_a=kind)
@@ -160,13 +157,13 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     rs = r.rechunk(-1).map_blocks(K.lstsq_rank_s, dtype=object, meta=np.empty((), object),
                                   drop_axis=[0, 1],
                                   name=task_name("lstsq-rank-s", tokenize(r)))
-    rank = rs.map_blocks(K.item, 0, dtype=int, meta=np.empty((), int))
+    rank = rs.map_blocks(K.item, 0, dtype=np.intp, meta=meta_like(a, 0, np.intp))
     rdt = np.dtype(np.float32 if dt in (np.float32, np.complex64) else np.float64)
     s = da.map_blocks(K.item, rs, 1, rdt, dtype=rdt, new_axis=0,
-                      chunks=((min(m, n),),), meta=np.empty((0,), rdt))
+                      chunks=((min(m, n),),), meta=meta_like(a, 1, rdt))
     if m > n:
         res = b - matmul(a, x)
         residues = (abs(res) ** 2).sum(axis=0).astype(rdt)
     else:
-        residues = da.empty((0,), dtype=rdt)
+        residues = da.empty((0,), dtype=rdt, meta=meta_like(a, 1, rdt))
     return x.astype(dt), residues, rank, s

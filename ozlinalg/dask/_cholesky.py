@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import _kernels as K
-from ._tasks import OzTask, block_keys, capture, new_array, task_name
+from ._tasks import OzTask, block_keys, capture, chunk_namespace, new_array, task_name
 from ._triangular import trsm_graph
 from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, system, work_dtype
 
@@ -52,12 +52,13 @@ def _factor(a, lower, check_finite, fname):
     opts = capture(a.shape[0])
     dsk, name = potrf_graph(a, lower, opts)
     out = name + ("-lower" if lower else "-upper")
+    xp = chunk_namespace(a)
     for i in range(a.numblocks[0]):
         for j in range(a.numblocks[0]):
             r, c = a.chunks[0][i], a.chunks[0][j]
             li, lj = (i, j) if lower else (j, i)    # the block of L behind this one
             if li < lj:
-                dsk[out, i, j] = (K.zeros_block, r, c, wt)
+                dsk[out, i, j] = (K.zeros_block, r, c, wt, xp)
             else:
                 blk = (K.tril_block, (name, li, lj)) if i == j else (name, li, lj)
                 dsk[out, i, j] = blk if lower else (K.op, blk, 2)

@@ -1,24 +1,57 @@
 """Block functions: what one task computes on a worker.
 
-Each function takes and returns NumPy (or CuPy) blocks, is pure (no state, no
-side effects: Dask may run it twice, or again on another worker after a
-failure), and does its BLAS-3 work through ozlinalg's single-node routines
-under the options that :class:`~ozlinalg.dask._tasks.OzTask` puts in force.
+Each function takes and returns blocks of the chunks' array type (NumPy, or
+CuPy on GPU workers: the same code, the namespace taken from the blocks), is
+pure (no state, no side effects: Dask may run it twice, or again on another
+worker after a failure), and does its BLAS-3 work through ozlinalg's
+single-node routines under the options that
+:class:`~ozlinalg.dask._tasks.OzTask` puts in force; with CuPy blocks those
+run on the GPU engine of the worker's current device.
+
+Functions that make a block from nothing (identity, zeros, permutation,
+pivots) take the chunks' namespace by name (``xp``: ``"numpy"`` or
+``"cupy"``, :func:`namespace`), so their results live where the other
+blocks do. Row interchanges travel as small host index arrays and are moved to
+the device where a block is indexed with them.
 """
 from __future__ import annotations
 
+import importlib
+import operator
 import warnings
 from functools import reduce
 
 import numpy as np
 
-from .._array import array_namespace
+from .._array import array_namespace, to_numpy
 from .._exceptions import LinAlgError, LinAlgWarning
 from ..lapack import geqrf, getrf, potrf, trsm
 from ..lapack._common import Runner, conj_t, first_zero_diagonal, swaps_to_rows
 from ..lapack.geqrf import _larft, _unit_lower
 from ..linalg._validation import emulating, lapack_kw
 from ..ozaki.gemm import matmul
+
+# --------------------------------------------------------------------------
+# the chunks' namespace
+
+
+def namespace(name):
+    """The array module named ``name`` (``"numpy"``, ``"cupy"``): the namespace
+    of a graph's chunks, recorded by name when the graph is built (a module
+    does not travel in a task; its name does)."""
+    return np if name == "numpy" else importlib.import_module(name)
+
+
+def _index(xp, idx):
+    """A host index array where blocks of ``xp`` can be indexed with it."""
+    return idx if xp is np else xp.asarray(idx)
+
+
+def to_namespace(x, xp):
+    """Host array ``x`` as an array of namespace ``xp`` (by name)."""
+    mod = namespace(xp)
+    return x if mod is np else mod.asarray(x)
+
 
 # --------------------------------------------------------------------------
 # products
@@ -45,7 +78,7 @@ def matmul_block(x, y):
 def sum_blocks(parts, axis=None, keepdims=False, dtype=None):
     """FP64 sum of the partial block products (``dask.array.reduction``'s
     chunk and aggregate step, without concatenation)."""
-    out = reduce(np.add, parts) if isinstance(parts, list) else parts
+    out = reduce(operator.add, parts) if isinstance(parts, list) else parts
     return out if keepdims else out.squeeze(axis[0])
 
 
@@ -53,7 +86,7 @@ def minus_sum(target, *parts):
     """``target - (p_0 + p_1 + ...)``: the partial products summed in FP64 first."""
     if not parts:
         return target
-    return target - reduce(np.add, parts)
+    return target - reduce(operator.add, parts)
 
 
 # --------------------------------------------------------------------------
@@ -77,16 +110,17 @@ def stack(*blocks):
     return xp.concatenate(blocks, axis=0)
 
 
-def eye_block(rows_, cols, r0, c0, dtype):
+def eye_block(rows_, cols, r0, c0, dtype, xp="numpy"):
     """Block ``[r0:r0+rows, c0:c0+cols]`` of the identity."""
-    out = np.zeros((rows_, cols), dtype=dtype)
-    d = np.arange(max(r0, c0), min(r0 + rows_, c0 + cols))
+    mod = namespace(xp)
+    out = mod.zeros((rows_, cols), dtype=dtype)
+    d = mod.arange(max(r0, c0), min(r0 + rows_, c0 + cols))
     out[d - r0, d - c0] = 1
     return out
 
 
-def zeros_block(rows_, cols, dtype):
-    return np.zeros((rows_, cols), dtype=dtype)
+def zeros_block(rows_, cols, dtype, xp="numpy"):
+    return namespace(xp).zeros((rows_, cols), dtype=dtype)
 
 
 def tril_block(x, k=0, unit=False):
@@ -132,15 +166,14 @@ def lu_panel(offset, on_zero, *blocks):
             raise LinAlgError("Matrix is singular.")
         warnings.warn(f"Diagonal number {offset + z + 1} is exactly zero. Singular matrix.",
                       LinAlgWarning, stacklevel=2)
-    piv = piv.get() if hasattr(piv, "get") else np.asarray(piv)
+    piv = to_numpy(piv)
     return lu, swaps_to_rows(piv, 0), piv
 
 
 def moves_from_piv(piv, offset):
     """``(dst, src)`` of one block of a global 0-based pivot vector (LAPACK's
     ``ipiv``, as :func:`scipy.linalg.lu_factor` returns it), relative to ``offset``."""
-    piv = piv.get() if hasattr(piv, "get") else np.asarray(piv)
-    return swaps_to_rows(piv.astype(np.intp) - offset, 0)
+    return swaps_to_rows(to_numpy(piv).astype(np.intp) - offset, 0)
 
 
 def inverse_moves(moves):
@@ -154,20 +187,21 @@ def rows_to_top(moves, block, lo):
     of a lower block can only move into the top block, see :func:`rows_from_top`)."""
     dst, src = moves
     sel = (src >= lo) & (src < lo + block.shape[0])
-    return dst[sel], block[src[sel] - lo]
+    return dst[sel], block[_index(array_namespace(block), src[sel] - lo)]
 
 
 def top_after(moves, top, *picks):
     """The top block after the interchanges: its own rows, and those picked
     from the blocks below by :func:`rows_to_top`."""
     dst, src = moves
+    xp = array_namespace(top)
     nt = top.shape[0]
     out = top.copy()
     own = (dst < nt) & (src < nt)
-    out[dst[own]] = top[src[own]]
+    out[_index(xp, dst[own])] = top[_index(xp, src[own])]
     for pos, vals in picks:
         if len(pos):
-            out[pos] = vals
+            out[_index(xp, pos)] = vals
     return out
 
 
@@ -185,7 +219,7 @@ def rows_from_top(moves, top, lo, size):
     sel = (dst >= lo) & (dst < lo + size)
     if bool((src[sel] >= top.shape[0]).any()):  # pragma: no cover - invariant above
         raise AssertionError("ozlinalg.dask: row interchange outside the top block")
-    return dst[sel] - lo, top[src[sel]]
+    return dst[sel] - lo, top[_index(array_namespace(top), src[sel])]
 
 
 def lower_after(block, drop):
@@ -195,7 +229,7 @@ def lower_after(block, drop):
     if not len(pos):
         return block
     out = block.copy()
-    out[pos] = vals
+    out[_index(array_namespace(block), pos)] = vals
     return out
 
 
@@ -221,14 +255,19 @@ def perm_from_moves(n, *moves_and_offsets):
     return perm
 
 
-def perm_block(perm, r0, r1, c0, c1, dtype):
-    """Block of the permutation matrix ``P`` with ``A = P L U``."""
+def perm_block(perm, r0, r1, c0, c1, dtype, xp="numpy"):
+    """Block of the permutation matrix ``P`` with ``A = P L U`` (``perm``: host)."""
     out = np.zeros((r1 - r0, c1 - c0), dtype=dtype)
     cols = np.arange(c0, c1)
     rws = perm[cols]
     sel = (rws >= r0) & (rws < r1)
     out[rws[sel] - r0, cols[sel] - c0] = 1
-    return out
+    return to_namespace(out, xp)
+
+
+def perm_indices(perm, xp="numpy"):
+    """SciPy's ``p_indices`` (``a == l[p] @ u``): the inverse of the row order."""
+    return to_namespace(np.argsort(perm), xp)
 
 
 # --------------------------------------------------------------------------
@@ -309,7 +348,7 @@ def qr_panel(*blocks):
 
 def reflector_w(t, trans, *parts):
     """``op(T) @ (V^H C)`` with the projections ``V_i^H C_ij`` summed in FP64."""
-    return matmul(op(t, trans), reduce(np.add, parts))
+    return matmul(op(t, trans), reduce(operator.add, parts))
 
 
 def reflector_update(c, v, w):
@@ -318,24 +357,26 @@ def reflector_update(c, v, w):
 
 
 def item(pair, i, dtype=None):
-    """Entry ``i`` of a task's tuple result, as an array."""
-    out = np.asarray(pair[i])
+    """Entry ``i`` of a task's tuple result (an array of the chunks' namespace)."""
+    out = pair[i]
     return out if dtype is None else out.astype(dtype)
 
 
 def lstsq_rank_s(r):
     """``(rank, s)`` of ``R`` (so of ``A``): singular values and the rank at
-    LAPACK's default threshold, natively (``R`` is n x n)."""
+    LAPACK's default threshold, natively (``R`` is n x n); both arrays of
+    ``R``'s namespace (``rank`` 0-d), as dask's own ``lstsq`` gives them."""
     xp = array_namespace(r)
     s = xp.linalg.svd(r, compute_uv=False)
     tol = (s[0] if s.size else 0) * max(r.shape) * np.finfo(float).eps
-    return int((s > tol).sum()), s
+    return xp.asarray((s > tol).sum()), s
 
 
 
-def global_piv(piv, offset):
-    """A panel's 0-based pivots made global (LAPACK's ``ipiv``, as SciPy returns it)."""
-    return (piv + offset).astype(np.int32)
+def global_piv(piv, offset, xp="numpy"):
+    """A panel's 0-based pivots (host) made global (LAPACK's ``ipiv``, as SciPy
+    returns it), in the chunks' namespace (as ``cupyx.scipy.linalg.lu_factor``)."""
+    return to_namespace((piv + offset).astype(np.int32), xp)
 
 
 def det_from_lu(diag_blocks, pivs):
@@ -344,6 +385,6 @@ def det_from_lu(diag_blocks, pivs):
     convention, as :func:`scipy.linalg.det`)."""
     xp = array_namespace(*diag_blocks)
     d = xp.prod(xp.concatenate([xp.diagonal(b) for b in diag_blocks]))
-    piv = np.concatenate([np.asarray(p) for p in pivs])
+    piv = np.concatenate([to_numpy(p) for p in pivs])
     swaps = int((piv != np.arange(piv.size)).sum())
     return -d if swaps % 2 else d

@@ -5,7 +5,16 @@ import numpy as np
 
 from ..lapack._common import trans_code
 from . import _kernels as K
-from ._tasks import OzTask, block_keys, capture, getitem, new_array, offsets, task_name
+from ._tasks import (
+    OzTask,
+    block_keys,
+    capture,
+    chunk_namespace,
+    getitem,
+    new_array,
+    offsets,
+    task_name,
+)
 from ._triangular import trsm_graph
 from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, system, work_dtype
 
@@ -112,8 +121,9 @@ def getrf_graph(a, opts, on_zero):
     for (i, j), key in cur.items():
         dsk[final, i, j] = key
     piv = name + "-piv"
+    xp = chunk_namespace(a)
     for k in range(nb):
-        dsk[piv, k] = (K.global_piv, (getitem, (name + "-panel", k), 2), off[k])
+        dsk[piv, k] = (K.global_piv, (getitem, (name + "-panel", k), 2), off[k], xp)
     return dsk, final, piv, perm
 
 
@@ -237,6 +247,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     token = tokenize(lu_, permute_l, p_indices)
     off = offsets(a.chunks[0])
     nb = a.numblocks[0]
+    xp = chunk_namespace(a)
     dsk2 = {}
     ln, un, pn = (task_name(s, token) for s in ("lu-lower", "lu-upper", "lu-p"))
     for i in range(nb):
@@ -245,14 +256,15 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
             ri, cj = a.chunks[0][i], a.chunks[0][j]
             if i > j:
                 dsk2[ln, i, j] = src
-                dsk2[un, i, j] = (K.zeros_block, ri, cj, wt)
+                dsk2[un, i, j] = (K.zeros_block, ri, cj, wt, xp)
             elif i == j:
                 dsk2[ln, i, j] = (K.tril_block, src, -1, True)
                 dsk2[un, i, j] = (K.triu_block, src)
             else:
-                dsk2[ln, i, j] = (K.zeros_block, ri, cj, wt)
+                dsk2[ln, i, j] = (K.zeros_block, ri, cj, wt, xp)
                 dsk2[un, i, j] = src
-            dsk2[pn, i, j] = (K.perm_block, perm, off[i], off[i + 1], off[j], off[j + 1], dt)
+            dsk2[pn, i, j] = (K.perm_block, perm, off[i], off[i + 1], off[j], off[j + 1], dt,
+                              xp)
     dsk2.update(dsk)
     l_ = new_array(dsk2, ln, [a], a.shape, a.chunks, wt)
     u = new_array(dsk2, un, [a], a.shape, a.chunks, wt)
@@ -265,6 +277,6 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         return (pl.astype(dt) if dt != wt else pl), u
     if p_indices:   # SciPy's: a == l[p] @ u, the inverse of the row order
         pi = task_name("lu-perm", token)
-        dsk2[pi, 0] = (np.argsort, perm)
+        dsk2[pi, 0] = (K.perm_indices, perm, xp)
         return new_array(dsk2, pi, [a], (a.shape[0],), ((a.shape[0],),), np.intp), l_, u
     return new_array(dsk2, pn, [a], a.shape, a.chunks, dt), l_, u

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels as K
-from ._tasks import OzTask, capture, task_name
+from ._tasks import OzTask, capture, meta_like, task_name
 from ._validate import as_dask, check_dtype, work_dtype
 
 __all__ = ["matmul"]
@@ -25,7 +25,9 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     Returns
     -------
     c : dask.array.Array of float64 (complex128 for complex input)
-        Nothing is computed until ``c.compute()`` (or ``persist``).
+        Nothing is computed until ``c.compute()`` (or ``persist``). Its
+        chunks have the type of the operands' (NumPy, or CuPy: then every
+        block product runs on the GPU engine of the worker holding it).
 
     Notes
     -----
@@ -81,14 +83,13 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     rhs_ind = tuple(range(a.ndim - 2)) + (lhs_ind[-1], a.ndim)
     parts = da.blockwise(OzTask(K.matmul_block, opts), out_ind, a, lhs_ind, b, rhs_ind,
                          adjust_chunks={lhs_ind[-1]: 1}, dtype=dt, concatenate=False,
-                         name=task_name("matmul", token), meta=np.empty((0,) * (a.ndim + 1),
-                                                                         dtype=dt))
+                         name=task_name("matmul", token), meta=meta_like(a, a.ndim + 1, dt))
     if parts.shape[-2] == 1:
         out = parts.squeeze(-2)
     else:
         out = da.reduction(parts, K.sum_blocks, K.sum_blocks, axis=-2, dtype=dt,
                            concatenate=False, name=task_name("matmul-sum", token),
-                           meta=np.empty((0,) * a.ndim, dtype=dt))
+                           meta=meta_like(a, a.ndim, dt))
     if a_1d:
         out = out.squeeze(-2)
     if b_1d:

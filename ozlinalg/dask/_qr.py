@@ -3,7 +3,17 @@ Householder over block columns otherwise."""
 from __future__ import annotations
 
 from . import _kernels as K
-from ._tasks import OzTask, block_keys, capture, getitem, new_array, offsets, task_name
+from ._tasks import (
+    OzTask,
+    block_keys,
+    capture,
+    chunk_namespace,
+    filled,
+    getitem,
+    new_array,
+    offsets,
+    task_name,
+)
 from ._validate import as_dask, check_dtype, finite, result_dtype, work_dtype
 
 __all__ = ["qr", "tsqr"]
@@ -64,6 +74,7 @@ def householder_graph(a, opts, q_cols):
 
     token = tokenize(a, opts, q_cols)
     name = task_name("qr", token)
+    xp = chunk_namespace(a)
     rows_ = a.chunks[0]
     nbr, nbc = a.numblocks
     nk = min(nbr, nbc)
@@ -91,7 +102,7 @@ def householder_graph(a, opts, q_cols):
     r_name = name + "-r"
     for (i, j), key in cur.items():
         dsk[r_name, i, j] = key if key is not None else (K.zeros_block, rows_[i],
-                                                         a.chunks[1][j], a.dtype)
+                                                         a.chunks[1][j], a.dtype, xp)
     q_name = None
     if q_cols:
         q_name = name + "-q"
@@ -99,7 +110,7 @@ def householder_graph(a, opts, q_cols):
         qoff, roff = offsets(qchunks), offsets(rows_)
         qcur = {(i, j): (name + "-eye", i, j) for i in range(nbr) for j in range(len(qchunks))}
         for (i, j), key in qcur.items():
-            dsk[key] = (K.eye_block, rows_[i], qchunks[j], roff[i], qoff[j], a.dtype)
+            dsk[key] = (K.eye_block, rows_[i], qchunks[j], roff[i], qoff[j], a.dtype, xp)
         for k in range(nk - 1, -1, -1):
             for j in range(k, len(qchunks)):
                 _apply_reflector(dsk, name + "-form", k, j, qcur, nbr, proj_t, w_t, upd_t, 0,
@@ -168,8 +179,9 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     if mode != "economic" and m > r.shape[0]:   # SciPy: R is M x N
         import dask.array as da
 
-        r = da.concatenate([r, da.zeros((m - r.shape[0], n), chunks=(m - r.shape[0],
-                                                                     r.chunks[1]), dtype=wt)])
+        pad = filled("zeros", (m - r.shape[0], n), ((m - r.shape[0],), r.chunks[1]), wt, a,
+                     "qr-zeros")
+        r = da.concatenate([r, pad])
     if dt != wt:
         r = r.astype(dt)
         q = None if q is None else q.astype(dt)

@@ -17,7 +17,8 @@ import numpy as np
 
 from .._options import Options, get_options, options
 
-__all__ = ["OzTask", "TaskName", "capture", "task_name", "new_array", "block_keys", "offsets"]
+__all__ = ["OzTask", "TaskName", "capture", "task_name", "new_array", "block_keys", "offsets",
+           "chunk_namespace", "meta_like"]
 
 
 class OzTask:
@@ -111,14 +112,67 @@ def block_keys(x):
     return {idx: (x.name,) + idx for idx in np.ndindex(*x.numblocks)}
 
 
+def chunk_namespace(*arrays):
+    """Name of the array module of the chunks of ``arrays`` (dask arrays):
+    ``"numpy"`` or ``"cupy"``, the same for all (else ``TypeError``, as
+    :func:`ozlinalg._array.array_namespace` refuses to mix devices)."""
+    from .._array import is_cupy_array
+
+    names = set()
+    for x in arrays:
+        meta = x._meta
+        if type(meta) is np.ndarray:
+            names.add("numpy")
+        elif is_cupy_array(meta):
+            names.add("cupy")
+        else:
+            raise TypeError(f"ozlinalg.dask: chunks of type {type(meta).__module__}."
+                            f"{type(meta).__qualname__} are not supported (NumPy or CuPy "
+                            "chunks only)")
+    if len(names) > 1:
+        raise TypeError("ozlinalg.dask: cannot mix dask arrays of NumPy and CuPy chunks in one "
+                        "call; convert them first (x.map_blocks(cupy.asarray) / "
+                        "x.map_blocks(cupy.asnumpy))")
+    return names.pop() if names else "numpy"
+
+
+def meta_like(x, ndim, dtype):
+    """``meta`` of a dask array of ``ndim`` dimensions and ``dtype`` whose
+    chunks have the type of dask array ``x``'s chunks."""
+    from .._array import array_namespace
+
+    return array_namespace(x._meta).empty((0,) * ndim, dtype=dtype)
+
+
 def new_array(dsk, name, dependencies, shape, chunks, dtype):
-    """A dask array whose blocks are ``(name, *index)`` in ``dsk``."""
+    """A dask array whose blocks are ``(name, *index)`` in ``dsk``; its chunks
+    have the type of those of ``dependencies[0]`` (NumPy or CuPy)."""
     from dask.array.core import Array
     from dask.highlevelgraph import HighLevelGraph
 
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=dependencies)
-    meta = np.empty((0,) * len(shape), dtype=dtype)
+    meta = meta_like(dependencies[0], len(shape), dtype)
     return Array(graph, name, shape=shape, chunks=chunks, meta=meta)
+
+
+def filled(kind, shape, chunks, dtype, like, name):
+    """A dask array of zeros (``kind="zeros"``) or the identity (``"eye"``)
+    with chunks in the namespace of dask array ``like`` (created on the
+    workers, as ``da.zeros`` / ``da.eye`` do for NumPy chunks)."""
+    from dask.array.core import Array
+    from dask.base import tokenize
+
+    from . import _kernels as K
+
+    xp = chunk_namespace(like)
+    name = task_name(name, tokenize(kind, shape, chunks, dtype, xp))
+    ro, co = offsets(chunks[0]), offsets(chunks[1])
+    dsk = {}
+    for i, r in enumerate(chunks[0]):
+        for j, c in enumerate(chunks[1]):
+            dsk[name, i, j] = ((K.eye_block, r, c, ro[i], co[j], dtype, xp) if kind == "eye"
+                               else (K.zeros_block, r, c, dtype, xp))
+    return Array(dsk, name, shape=shape, chunks=chunks, meta=meta_like(like, 2, dtype))
 
 
 getitem = operator.getitem

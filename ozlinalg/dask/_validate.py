@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels as K
+from ._tasks import chunk_namespace
 
 __all__ = ["is_dask_array", "as_dask", "check_dtype", "work_dtype", "result_dtype",
            "finite", "square_blocks", "system"]
@@ -17,12 +18,19 @@ def is_dask_array(x) -> bool:
 
 
 def as_dask(*arrays):
-    """Dask arrays for ``arrays``; non-dask operands become one-chunk dask
-    arrays (their chunks are matched to the other operand's by the caller)."""
+    """Dask arrays for ``arrays``; non-dask operands (NumPy or CuPy arrays,
+    array_likes) become one-chunk dask arrays (their chunks are matched to the
+    other operand's by the caller). All must have chunks of one namespace
+    (NumPy or CuPy: ``TypeError`` otherwise, at build time)."""
     import dask.array as da
 
-    return tuple(x if is_dask_array(x) else da.from_array(np.asarray(x), chunks=-1)
-                 for x in arrays)
+    from .._array import is_cupy_array
+
+    out = tuple(x if is_dask_array(x) else
+                da.from_array(x if is_cupy_array(x) else np.asarray(x), chunks=-1)
+                for x in arrays)
+    chunk_namespace(*out)
+    return out
 
 
 def check_dtype(x, fname, argname="a"):
