@@ -42,20 +42,29 @@ The emulation is deliberately strict: any rule broken raises
 """
 from __future__ import annotations
 
+import collections
 import ctypes
+import functools
 import hashlib
 import itertools
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
 import types
 
 import numpy as np
 
-__all__ = ["HostCublasLt", "NotSupported", "compiler_available", "host_bindings", "host_cupy",
-           "host_cupy_for_scripts"]
+from ozlinalg.engines.base import Engine
+from ozlinalg.engines.cublaslt import CuPyEngine
+from ozlinalg.ozaki.split import split_rows
+
+__all__ = ["HostCublasLt", "HostDeviceArray", "HostEngine", "HostGPU", "NotSupported",
+           "compiler_available", "host_bindings", "host_cupy", "host_cupy_for_scripts",
+           "host_gpu_modules"]
 
 
 class NotSupported(RuntimeError):
@@ -141,13 +150,13 @@ def address(x):
     return int(np.asarray(x).__array_interface__["data"][0]) if not isinstance(x, int) else x
 
 
-def _aligned_empty(shape, dtype, align=256):
+def _aligned_empty(shape, dtype, align=256, cls=DevArray):
     dtype = np.dtype(dtype)
     shape = (int(shape),) if np.isscalar(shape) else tuple(int(n) for n in shape)
     count = int(np.prod(shape, dtype=np.int64))
     raw = np.empty(count * dtype.itemsize + align, dtype=np.uint8)
     off = (-raw.__array_interface__["data"][0]) % align
-    return raw[off:off + count * dtype.itemsize].view(dtype).reshape(shape).view(DevArray)
+    return raw[off:off + count * dtype.itemsize].view(dtype).reshape(shape).view(cls)
 
 
 def col_major_view(ptr, dtype, rows, cols, ld):
@@ -290,25 +299,26 @@ class HostRawKernel:
 # -- the cupy stand-in ------------------------------------------------------------------
 
 
-def host_cupy():
-    """A module that behaves like ``cupy`` for the engine, on host memory."""
-    mod = types.ModuleType("hostcupy")
+def host_cupy(cls=DevArray, name="hostcupy"):
+    """A module that behaves like ``cupy`` for the engine, on host memory
+    (its allocations are ``cls`` arrays, 256-byte aligned)."""
+    mod = types.ModuleType(name)
 
     def __getattr__(name):
         return getattr(np, name)
 
     def empty(shape, dtype=np.float64, order="C"):
-        return _aligned_empty(shape, dtype)
+        return _aligned_empty(shape, dtype, cls=cls)
 
     def zeros(shape, dtype=np.float64, order="C"):
-        out = _aligned_empty(shape, dtype)
+        out = _aligned_empty(shape, dtype, cls=cls)
         out[...] = 0
         return out
 
     def asarray(x, dtype=None):
         cast = dtype is not None and np.asarray(x).dtype != np.dtype(dtype)
         x = np.asarray(x, dtype=dtype)
-        out = _aligned_empty(x.shape, x.dtype)
+        out = _aligned_empty(x.shape, x.dtype, cls=cls)
         out.view(np.ndarray)[...] = x
         if cast:  # a device-side cast is a kernel: flush-to-zero (a copy is not)
             flush_f32(out.view(np.ndarray))
@@ -317,8 +327,8 @@ def host_cupy():
     def ascontiguousarray(x, dtype=None):
         if dtype is not None and np.asarray(x).dtype != np.dtype(dtype):
             return asarray(x, dtype)
-        x = np.asarray(x) if not isinstance(x, DevArray) else x
-        return x if (x.flags.c_contiguous and isinstance(x, DevArray)) else asarray(x)
+        x = np.asarray(x) if not isinstance(x, cls) else x
+        return x if (x.flags.c_contiguous and isinstance(x, cls)) else asarray(x)
 
     class _Stream:
         ptr = 0
@@ -348,9 +358,10 @@ def host_cupy():
     return mod
 
 
-def host_cupy_for_scripts():
-    """:func:`host_cupy` plus what benchmark scripts touch (random, device queries, pools)."""
-    mod = host_cupy()
+def host_cupy_for_scripts(**kwargs):
+    """:func:`host_cupy` (``kwargs``) plus what benchmark scripts touch (random,
+    device queries, pools)."""
+    mod = host_cupy(**kwargs)
     wrap = mod.asarray
 
     class _Random:
@@ -604,3 +615,313 @@ def host_bindings(lt=None):
                    Operation=_Enum(N=OP_N, T=OP_T))
     cuda_types = _Enum(CUDA_R_8I=R_8I, CUDA_R_32I=R_32I)
     return lambda: (lt, cublas, cuda_types)
+
+
+# -- the GPU engine on the stand-ins ----------------------------------------------------
+
+
+class HostEngine(CuPyEngine):
+    """CuPyEngine on the host stand-ins. The EF axpy is CuPy's ElementwiseKernel
+    code generation, which has no host equivalent: the generic ``acc += a x``
+    (the kernel's own bit-identity with it is tests/test_gpu.py's job)."""
+
+    axpy = Engine.axpy
+
+    def __init__(self, fused_split=True, lt=None, xp=None):
+        self.lt = lt or HostCublasLt()
+        super().__init__(xp=xp or host_cupy(), bindings=host_bindings(self.lt))
+        self.fused_split = fused_split
+        #: ``(m, p)`` of every emulated product formed on this engine (the driver
+        #: asks for one workspace per product, output tile and inner block).
+        self.products = collections.Counter()
+        self._count_lock = threading.Lock()
+
+    def workspace(self, m, p):
+        with self._count_lock:
+            self.products[m, p] += 1
+        return super().workspace(m, p)
+
+    # Without a host C++ compiler the RawKernel sources cannot run here: the
+    # generic code stands in for every fused kernel.
+    def split_rows(self, kind, x, s, width, out, scales):
+        if self.fused_split:
+            return super().split_rows(kind, x, s, width, out, scales)
+        return split_rows(np, kind, x, s, width, out, scales)
+
+    def crt_residues(self, *args):
+        return self.fused_split and super().crt_residues(*args)
+
+    def crt_accumulator(self, consts):
+        return super().crt_accumulator(consts) if self.fused_split else None
+
+
+# -- ``import cupy`` on the host: CuPy-like arrays that ozlinalg and dask dispatch on ----
+
+
+class HostDeviceArray(DevArray):
+    """The ``cupy.ndarray`` of :func:`host_gpu_modules`: host memory standing
+    for one device's.
+
+    Class name and module are CuPy's (``cupy.ndarray``), so that ozlinalg
+    (:func:`ozlinalg._array.array_namespace`) and dask (its lazy ``"cupy"``
+    registrations: concatenate, take, ...) treat these arrays as CuPy arrays
+    and run their CuPy code paths. Like CuPy's arrays they do not mix with
+    NumPy arrays: a NumPy function or ufunc given one of them and a NumPy array
+    (not a scalar) raises CuPy's ``TypeError``; NumPy functions given them
+    return them (as CuPy's functions return CuPy arrays, 0-d arrays for
+    reductions); ``.get()`` gives a NumPy copy. Unlike CuPy, ``np.asarray`` of
+    one silently gives a NumPy view (a subclass of ndarray cannot refuse it):
+    tests check the type of what comes back.
+    """
+
+    def get(self):
+        return np.array(self.view(np.ndarray))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _refuse_host(inputs, kwargs.get("out") or ())
+        return _as_device(super().__array_ufunc__(ufunc, method, *inputs, **kwargs))
+
+    def __array_function__(self, func, types, args, kwargs):
+        _refuse_host(args, kwargs)
+        return _as_device(func(*_plain(args), **_plain(kwargs)))
+
+
+HostDeviceArray.__module__ = "cupy"
+HostDeviceArray.__name__ = HostDeviceArray.__qualname__ = "ndarray"
+
+
+def _leaves(obj):
+    if isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _leaves(v)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _leaves(v)
+    else:
+        yield obj
+
+
+def _refuse_host(*groups):
+    for group in groups:
+        for x in _leaves(group):
+            if isinstance(x, np.ndarray) and not isinstance(x, HostDeviceArray) and x.ndim:
+                raise TypeError(f"Unsupported type {type(x)}")  # CuPy's words
+
+
+def _plain(obj):
+    """``obj`` with every device array replaced by a NumPy view of it."""
+    if isinstance(obj, HostDeviceArray):
+        return obj.view(np.ndarray)
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_plain(v) for v in obj)
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _as_device(obj):
+    """Arrays (and NumPy scalars: CuPy gives 0-d arrays) in ``obj`` as device arrays."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.dtype == object or isinstance(obj, HostDeviceArray) \
+            else obj.view(HostDeviceArray)
+    if isinstance(obj, np.generic):
+        return np.asarray(obj).view(HostDeviceArray)
+    if isinstance(obj, tuple):
+        items = [_as_device(v) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
+    if isinstance(obj, list):
+        return [_as_device(v) for v in obj]
+    return obj
+
+
+def _device_function(fn):
+    """NumPy's (or SciPy's) ``fn`` as CuPy's: device arrays in and out, NumPy arrays refused."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        _refuse_host(args, kwargs)
+        return _as_device(fn(*_plain(args), **_plain(kwargs)))
+
+    return call
+
+
+def _device_namespace(name, source, **extra):
+    """A module whose functions are ``source``'s as :func:`_device_function`;
+    types, ufuncs and constants are ``source``'s own."""
+    mod = types.ModuleType(name)
+    cache = {}
+
+    def __getattr__(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        obj = getattr(source, attr)
+        if isinstance(obj, (type, np.ufunc, types.ModuleType)) or not callable(obj):
+            return obj
+        if attr not in cache:
+            cache[attr] = _device_function(obj)
+        return cache[attr]
+
+    mod.__getattr__ = __getattr__
+    for k, v in extra.items():
+        setattr(mod, k, v)
+    return mod
+
+
+class HostGPU:
+    """One process's stand-in GPU: ``import cupy`` (and ``cupyx.scipy.linalg``)
+    give :class:`HostDeviceArray` namespaces, ozlinalg's ``cupy`` engine is a
+    :class:`HostEngine` on them, and, with ``refuse_cpu_engine``, ozlinalg's
+    NumPy engine raises, so an emulated product that ran on host arrays fails
+    the run instead of passing unnoticed.
+
+    ``with HostGPU() as engine:`` installs for the block (tests);
+    :meth:`install` for good (a dask worker process, :class:`HostGPUPlugin`).
+    ``devices`` is what ``cupy.cuda.runtime.getDeviceCount()`` answers.
+    """
+
+    def __init__(self, refuse_cpu_engine=True, fused_split=False, devices=1):
+        self.refuse_cpu_engine = refuse_cpu_engine
+        self.fused_split = fused_split
+        self.devices = devices
+        self._saved = None
+        self.engine = None
+
+    def install(self):
+        from ozlinalg.engines import base as registry
+
+        mods = host_gpu_modules(self.devices)
+        self.engine = HostEngine(fused_split=self.fused_split, xp=mods["cupy"])
+        self._saved = ([(sys.modules, k, sys.modules.get(k)) for k in mods]
+                       + [(registry._ENGINES, k, registry._ENGINES.get(k))
+                          for k in ("cupy", "numpy")])
+        sys.modules.update(mods)
+        registry._ENGINES["cupy"] = self.engine
+        if self.refuse_cpu_engine:
+            registry._ENGINES["numpy"] = _RefusingEngine()
+        _register_serializers()
+        return self.engine
+
+    def uninstall(self):
+        for table, key, value in reversed(self._saved or []):
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = value
+        self._saved = None
+
+    def __enter__(self):
+        return self.install()
+
+    def __exit__(self, *exc):
+        self.uninstall()
+
+
+class _RefusingEngine:
+    """ozlinalg's NumPy engine while a :class:`HostGPU` is installed: any use fails."""
+
+    name = device = "cpu (refused)"
+
+    def __getattr__(self, attr):
+        raise AssertionError(f"an emulated product ran on ozlinalg's CPU engine ({attr}) "
+                             "while the GPU stand-in was installed")
+
+
+_MODULES = {}
+
+
+def host_gpu_modules(devices=1):
+    """``{"cupy": ..., "cupyx": ..., "cupyx.scipy": ..., "cupyx.scipy.linalg": ...}``:
+    the stand-in modules (built once per process and device count)."""
+    if devices in _MODULES:
+        return _MODULES[devices]
+    import scipy.linalg
+
+    cp = host_cupy_for_scripts(cls=HostDeviceArray, name="cupy")
+    base_asarray = cp.asarray
+
+    def asarray(x, dtype=None):
+        if isinstance(x, HostDeviceArray) and (dtype is None or x.dtype == np.dtype(dtype)):
+            return x  # as CuPy: no copy
+        return base_asarray(x.view(np.ndarray) if isinstance(x, HostDeviceArray) else x, dtype)
+
+    def array(x, dtype=None, copy=True, order="K", ndmin=0):
+        return _as_device(np.array(_plain(x), dtype=dtype, copy=True, order=order, ndmin=ndmin))
+
+    def asnumpy(x, stream=None):
+        return x.get() if isinstance(x, HostDeviceArray) else np.asarray(x)
+
+    def get_array_module(*args):
+        return cp if any(isinstance(a, HostDeviceArray) for a in args) else np
+
+    mod = _device_namespace("cupy", np, __version__=cp.__version__, ndarray=HostDeviceArray,
+                            empty=cp.empty, zeros=cp.zeros, asarray=asarray, array=array,
+                            ascontiguousarray=cp.ascontiguousarray, asnumpy=asnumpy,
+                            get_array_module=get_array_module, RawKernel=cp.RawKernel,
+                            random=cp.random, cuda=cp.cuda,
+                            get_default_memory_pool=cp.get_default_memory_pool,
+                            linalg=_device_namespace("cupy.linalg", np.linalg))
+    mod.cuda.runtime.getDeviceCount = lambda: devices
+    linalg = _device_namespace("cupyx.scipy.linalg", scipy.linalg)
+    cupyx = types.ModuleType("cupyx")
+    cupyx.scipy = types.ModuleType("cupyx.scipy")
+    cupyx.scipy.linalg = linalg
+    _MODULES[devices] = {"cupy": mod, "cupyx": cupyx, "cupyx.scipy": cupyx.scipy,
+                         "cupyx.scipy.linalg": linalg}
+    return _MODULES[devices]
+
+
+def _register_serializers():
+    """Device arrays between dask.distributed processes: through host bytes, as
+    distributed's own ``dask`` serializer of CuPy arrays (registered for the
+    class itself, so distributed's lazy ``cupy`` registration never runs)."""
+    try:
+        from distributed.protocol import dask_deserialize, dask_serialize
+    except ImportError:
+        return
+
+    @dask_serialize.register(HostDeviceArray)
+    def _serialize(x):
+        host = np.ascontiguousarray(x.view(np.ndarray))
+        return {"dtype": host.dtype.str, "shape": host.shape}, [host.tobytes()]
+
+    @dask_deserialize.register(HostDeviceArray)
+    def _deserialize(header, frames):
+        host = np.frombuffer(b"".join(bytes(f) for f in frames), dtype=header["dtype"])
+        return sys.modules["cupy"].asarray(host.reshape(header["shape"]))
+
+
+try:
+    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
+except ImportError:  # distributed is a test extra; only the LocalCluster tests need it
+    _WorkerPlugin = object
+
+
+class HostGPUPlugin(_WorkerPlugin):
+    """A ``distributed`` worker plugin that installs :class:`HostGPU` in each
+    worker process (``client.register_plugin(HostGPUPlugin())``): the worker's
+    tasks then see the stand-in as ``cupy`` and ozlinalg's GPU engine on it.
+    ``counters(dask_worker)`` (through ``client.run``) reads what its engine did."""
+
+    name = "ozlinalg-host-gpu"
+    idempotent = True
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+    def setup(self, worker=None):
+        gpu = HostGPU(**self.kwargs)
+        gpu.install()
+        _WORKER_GPU["gpu"] = gpu
+
+    def teardown(self, worker=None):
+        pass
+
+    @staticmethod
+    def counters(dask_worker=None):
+        eng = _WORKER_GPU["gpu"].engine
+        return {"products": sum(eng.products.values()), "cublaslt_calls": eng.lt.calls,
+                "pid": os.getpid()}
+
+
+_WORKER_GPU = {}

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from host_cuda import (
     HostCublasLt,
+    HostEngine,
     NotSupported,
     compiler_available,
-    host_bindings,
     host_cupy,
 )
 
@@ -28,35 +28,8 @@ import ozlinalg
 from ozlinalg._array import cupy_or_none, to_numpy
 from ozlinalg.engines import base as engine_registry
 from ozlinalg.engines.base import Engine
-from ozlinalg.engines.cublaslt import CuPyEngine
 from ozlinalg.ozaki.split import normalize_rows, split_rows
 from ozlinalg.testing import random_matrix
-
-
-class HostEngine(CuPyEngine):
-    """CuPyEngine on the host stand-ins. The EF axpy is CuPy's ElementwiseKernel
-    code generation, which has no host equivalent: the generic ``acc += a x``
-    (the kernel's own bit-identity with it is tests/test_gpu.py's job)."""
-
-    axpy = Engine.axpy
-
-    def __init__(self, fused_split=True, lt=None):
-        self.lt = lt or HostCublasLt()
-        super().__init__(xp=host_cupy(), bindings=host_bindings(self.lt))
-        self.fused_split = fused_split
-
-    # Without a host C++ compiler the RawKernel sources cannot run here: the
-    # generic code stands in for every fused kernel.
-    def split_rows(self, kind, x, s, width, out, scales):
-        if self.fused_split:
-            return super().split_rows(kind, x, s, width, out, scales)
-        return split_rows(np, kind, x, s, width, out, scales)
-
-    def crt_residues(self, *args):
-        return self.fused_split and super().crt_residues(*args)
-
-    def crt_accumulator(self, consts):
-        return super().crt_accumulator(consts) if self.fused_split else None
 
 
 @pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])

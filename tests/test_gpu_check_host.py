@@ -16,8 +16,7 @@ import types
 
 import numpy as np
 import pytest
-from host_cuda import host_cupy_for_scripts
-from test_engine_cublaslt import HostEngine
+from host_cuda import HostEngine, host_cupy_for_scripts
 
 from ozlinalg.engines import base as engine_registry
 

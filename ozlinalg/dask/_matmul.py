@@ -1,8 +1,6 @@
 """``a @ b`` on dask arrays: one emulated product per block triple, FP64 sums."""
 from __future__ import annotations
 
-import numpy as np
-
 from . import _kernels as K
 from ._tasks import OzTask, capture, meta_like, task_name
 from ._validate import as_dask, check_dtype, work_dtype

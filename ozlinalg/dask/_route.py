@@ -9,9 +9,11 @@ function builds ozlinalg's graph (:mod:`ozlinalg.dask`) when
   in the caller's thread, so the ContextVar is visible there; the options in
   force are captured into the tasks, which is what makes it safe for the
   workers, which never see the context);
-* every array argument is a dask array with NumPy chunks (or a NumPy array)
-  of a dtype the emulation takes (``@`` / matmul: float32/64, complex64/128
-  only, so integer products stay exact integers as in NumPy);
+* every array argument is a dask array with NumPy chunks (or a NumPy
+  array), or every one a dask array with CuPy chunks (or a CuPy array), of a
+  dtype the emulation takes (``@`` / matmul: float32/64, complex64/128 only,
+  so integer products stay exact integers as in NumPy); with CuPy chunks the
+  block products run on the GPU engine of the worker holding the blocks;
 * the backend's strategy selects it (:func:`ozlinalg.backend.emulates`: the
   matrix order is at least the block's ``min_size`` and, under the default
   "performant" strategy, the engine's crossover for the operation);
@@ -30,7 +32,8 @@ pivoting across block rows), its scipy calls on blocks (``lu``,
 ``cholesky``, ``solve_triangular``) would stay native, and chunks of a foreign
 type leak into every result. The ``with`` block replaces the whole graph by
 ozlinalg's (real partial pivoting, readable task names, options in every
-task) and changes nothing else: the arrays stay NumPy-chunked dask arrays.
+task) and changes nothing else: the arrays keep their chunk type (NumPy, or
+CuPy on GPU workers).
 """
 from __future__ import annotations
 
@@ -113,14 +116,27 @@ ROUTES = {
 }
 
 
-def _ok(x):
-    """A dask array with NumPy chunks, or a NumPy array, of an emulable dtype."""
-    from ..backend import _ok_dtype
+def _chunk_kind(x):
+    """``"numpy"`` / ``"cupy"`` for a dask array with NumPy / CuPy chunks or a
+    NumPy / CuPy array, ``None`` for anything else."""
+    from .._array import is_cupy_array
     from ._validate import is_dask_array
 
-    if is_dask_array(x):
-        return type(x._meta) is np.ndarray and _ok_dtype(x.dtype)
-    return type(x) is np.ndarray and _ok_dtype(x.dtype)
+    inner = x._meta if is_dask_array(x) else x
+    if type(inner) is np.ndarray:
+        return "numpy"
+    return "cupy" if is_cupy_array(inner) else None
+
+
+def _routable(arrays):
+    """``"numpy"`` / ``"cupy"`` when every array argument is of that kind
+    (NumPy or CuPy chunks, or such arrays) and of an emulable dtype, else None."""
+    from ..backend import _ok_dtype
+
+    kinds = {_chunk_kind(x) for x in arrays}
+    if len(kinds) != 1 or None in kinds or not all(_ok_dtype(x.dtype) for x in arrays):
+        return None
+    return kinds.pop()
 
 
 def _make_shim(qualname, original, adapter):
@@ -135,12 +151,13 @@ def _make_shim(qualname, original, adapter):
         arrays = [x for x in values if hasattr(x, "dtype")]
         plain = all(hasattr(x, "dtype") or x is None or isinstance(x, (bool, int, float, str))
                     for x in values)
-        if not plain or not any(is_dask_array(x) for x in arrays) \
-                or not all(_ok(x) for x in arrays):
+        kind = _routable(arrays) if plain and any(is_dask_array(x) for x in arrays) else None
+        if kind is None:
             return original(*args, **kwargs)
         order = max((min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0] for x in arrays
                      if x.ndim), default=0)
-        if not _backend.emulates(qualname, order):  # the strategy: min_size, crossover
+        # the strategy (min_size; the crossover of the engine the blocks would run on)
+        if not _backend.emulates(qualname, order, xp=kind):
             return original(*args, **kwargs)
         # (no re-entrancy guard needed: the graph builders call no patched dask function)
         out = adapter(*args, **kwargs)
