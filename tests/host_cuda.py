@@ -646,7 +646,7 @@ class HostEngine(CuPyEngine):
     def split_rows(self, kind, x, s, width, out, scales):
         if self.fused_split:
             return super().split_rows(kind, x, s, width, out, scales)
-        return split_rows(np, kind, x, s, width, out, scales)
+        return split_rows(self.xp, kind, x, s, width, out, scales)
 
     def crt_residues(self, *args):
         return self.fused_split and super().crt_residues(*args)
@@ -669,13 +669,17 @@ class HostDeviceArray(DevArray):
     NumPy arrays: a NumPy function or ufunc given one of them and a NumPy array
     (not a scalar) raises CuPy's ``TypeError``; NumPy functions given them
     return them (as CuPy's functions return CuPy arrays, 0-d arrays for
-    reductions); ``.get()`` gives a NumPy copy. Unlike CuPy, ``np.asarray`` of
+    reductions and single elements); ``.get()`` gives a NumPy copy. Unlike CuPy, ``np.asarray`` of
     one silently gives a NumPy view (a subclass of ndarray cannot refuse it):
     tests check the type of what comes back.
     """
 
     def get(self):
         return np.array(self.view(np.ndarray))
+
+    def __getitem__(self, key):
+        out = super().__getitem__(key)
+        return _as_device(out) if isinstance(out, np.generic) else out  # CuPy: 0-d arrays
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         _refuse_host(inputs, kwargs.get("out") or ())
