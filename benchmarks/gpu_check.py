@@ -15,6 +15,13 @@ starting parts that would not end before ``--deadline`` (480 s):
 * ``8192``: ``--skip-tests --sizes 8192`` -- every method;
 * ``16384``: ``--skip-tests --sizes 16384 --methods crt,hybrid-ef,native,cublas-emu``.
 
+The multi-GPU step (issue 14 part 6: ozlinalg's Dask graphs on CuPy chunks,
+one dask-cuda worker per GPU; benchmarks/gpu_dask.py) is its own command,
+for the first machine with two or more GPUs; elsewhere it writes a report
+saying why it skipped::
+
+    python3 benchmarks/gpu_check.py --dask-gpus --out $OUT/gpu-dask.md
+
 Each part can be run alone the same way (``--out`` names its report). For
 square n x n x n products at phi = 0.5: effective TFLOPS (2 n^3 / time), max /
 median relative error on a 32 x 32 subset of entries against the EXACT product
@@ -113,7 +120,14 @@ class Report:
                      "int8_tops": {}, "cublas_emulation": {}}
 
     def add(self, title, body):
-        self.sections.append((title, body))
+        """Add a section, or replace the one of the same title (a part's table
+        grows row by row)."""
+        for i, (t, _) in enumerate(self.sections):
+            if t == title:
+                self.sections[i] = (title, body)
+                break
+        else:
+            self.sections.append((title, body))
         self.write()
 
     def write(self):
@@ -729,6 +743,28 @@ def _subprocess_runner(args, timeout):
         return f"TIMEOUT after {timeout} s (its report keeps what ran)"
 
 
+def run_dask_gpus(args, rep, cluster_factory=None):
+    """The multi-GPU Dask step (benchmarks/gpu_dask.py), after the environment."""
+    import importlib.util
+
+    try:
+        part_env(rep)
+    except Exception as exc:
+        rep.data["errors"].append(f"env: {exc!r}")
+    spec = importlib.util.spec_from_file_location(
+        "gpu_dask", os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_dask.py"))
+    step = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(step)
+    rep.data["env"]["argv"] = list(sys.argv[1:] if args.argv is None else args.argv)
+    try:
+        step.run_step(rep, log, SubsetReference, n=args.dask_n, chunk=args.dask_chunk,
+                      rmm_pool_size=args.dask_rmm_pool, cluster_factory=cluster_factory)
+    except Exception as exc:
+        rep.data["errors"].append(f"dask-gpus: {exc!r}")
+        traceback.print_exc()
+    rep.write()
+
+
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None,
@@ -745,6 +781,14 @@ def build_parser():
                     help="--owed: where the parts' reports go (default $OUT)")
     ap.add_argument("--deadline", type=float, default=480.0,
                     help="--owed: start no part whose estimate ends after this many seconds")
+    ap.add_argument("--dask-gpus", action="store_true",
+                    help="only the multi-GPU Dask step (dask-cuda LocalCUDACluster, one "
+                         "worker per GPU; skips without dask-cuda or a second GPU)")
+    ap.add_argument("--dask-n", type=int, default=8192, help="--dask-gpus: matrix order")
+    ap.add_argument("--dask-chunk", type=int, default=2048, help="--dask-gpus: block size")
+    ap.add_argument("--dask-rmm-pool", default=None,
+                    help="--dask-gpus: RMM pool per worker (bytes, '40GB' or a fraction of "
+                         "the device memory); default: CuPy's own pool")
     return ap
 
 
@@ -754,10 +798,14 @@ def main(argv=None):
     if args.owed:
         run_owed(args.out_dir, args.deadline)
         return
-    out = args.out or os.path.join(os.environ.get("OUT", "."), "gpu.md")
+    out = args.out or os.path.join(os.environ.get("OUT", "."),
+                                   "gpu-dask.md" if args.dask_gpus else "gpu.md")
     rep = Report(out)
     log("report ->", out)
-    run_part(args, rep)
+    if args.dask_gpus:
+        run_dask_gpus(args, rep)
+    else:
+        run_part(args, rep)
     log("done; report at", out)
     print(open(out).read(), flush=True)
 

@@ -321,3 +321,26 @@ class TestLocalCluster:
         assert {v["pid"] for v in counters.values()}.isdisjoint({os.getpid()})
         assert sum(v["products"] for v in counters.values()) >= tasks == 4 * 4 * 4
         assert all(v["products"] > 0 and v["cublaslt_calls"] > 0 for v in counters.values())
+
+
+class TestCuPyInputsAreNotModified:
+    """Found by the multi-GPU step's dry run (its 1-GPU rows): ``solve`` on CuPy
+    arrays passed a broadcast VIEW of the caller's ``b`` to the in-place
+    triangular solves as if it were a copy. NumPy's broadcast views are
+    read-only, so NumPy inputs were copied; CuPy's are writable, so the
+    caller's ``b`` would have been overwritten (the stand-in, which keeps
+    NumPy's read-only flag, raised instead)."""
+
+    @pytest.mark.parametrize("assume_a", ["gen", "pos", "sym"])
+    def test_solve_leaves_b_alone(self, rng, host_gpu, assume_a):
+        import cupy
+
+        a_h = random_matrix(rng, 40, 40, 1.0)
+        a_h = a_h @ a_h.T + 40 * np.eye(40)
+        b_h = random_matrix(rng, 40, 3, 1.0)
+        a, b = cupy.asarray(a_h), cupy.asarray(b_h)
+        x = ozlinalg.linalg.solve(a, b, assume_a=assume_a)
+        np.testing.assert_array_equal(b.get(), b_h)
+        np.testing.assert_array_equal(a.get(), a_h)
+        assert is_device_array(x)
+        np.testing.assert_allclose(x.get(), np.linalg.solve(a_h, b_h), rtol=1e-12)

@@ -16,7 +16,7 @@ import types
 
 import numpy as np
 import pytest
-from host_cuda import HostEngine, host_cupy_for_scripts
+from host_cuda import HostEngine, HostGPU, host_cupy_for_scripts
 
 from ozlinalg.engines import base as engine_registry
 
@@ -197,3 +197,85 @@ def test_owed_run_fits_a_ten_minute_call(gpu_check):
         total += mod.estimate_seconds(sizes, methods,
                                       None if ns.skip_tests else mod.TESTS_TIMEOUT_S)
     assert total < 480 < 600  # the default deadline, inside one 10-minute call
+
+
+# ------------------------------------------------ the multi-GPU Dask step (--dask-gpus)
+
+
+def _load_gpu_check():
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check_dask_dry", os.path.join(ROOT, "benchmarks", "gpu_check.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fake_dask_cuda(monkeypatch, made):
+    """A ``dask_cuda`` whose LocalCUDACluster is a LocalCluster of threads in this
+    process (where the GPU stand-in is installed); records its arguments."""
+    distributed = pytest.importorskip("distributed")
+
+    def LocalCUDACluster(n_workers=None, threads_per_worker=1, **kwargs):
+        made.append(dict(kwargs, n_workers=n_workers, threads_per_worker=threads_per_worker))
+        kwargs = {k: v for k, v in kwargs.items() if not k.startswith("rmm_")}
+        return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                        processes=False, **kwargs)
+
+    mod = types.ModuleType("dask_cuda")
+    mod.__version__ = "fake"
+    mod.LocalCUDACluster = LocalCUDACluster
+    monkeypatch.setitem(sys.modules, "dask_cuda", mod)
+
+
+def _dask_report(tmp_path, argv):
+    mod = _load_gpu_check()
+    out = tmp_path / "gpu-dask.md"
+    mod.main(["--dask-gpus", "--out", str(out)] + argv)
+    return json.loads((tmp_path / "gpu-dask.json").read_text()), out.read_text()
+
+
+def test_dask_gpus_skips_without_dask_cuda(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)   # import dask_cuda fails
+    with HostGPU(devices=4):
+        data, text = _dask_report(tmp_path, [])
+    assert data["dask_gpus"]["status"].startswith("skipped: dask-cuda does not import")
+    assert data["errors"] == [] and "dask-cuda does not import" in text
+
+
+def test_dask_gpus_skips_with_one_gpu(tmp_path, monkeypatch):
+    made = []
+    fake_dask_cuda(monkeypatch, made)
+    with HostGPU(devices=1):
+        data, _ = _dask_report(tmp_path, [])
+    assert data["dask_gpus"]["status"] == "skipped: needs at least 2 GPUs, 1 visible"
+    assert made == [] and data["errors"] == []
+
+
+def test_dask_gpus_dry_run(tmp_path, monkeypatch):
+    """Every row of the step on two stand-in GPUs (worker threads of this process)."""
+    made = []
+    fake_dask_cuda(monkeypatch, made)
+    with HostGPU(devices=2) as engine:
+        data, text = _dask_report(tmp_path, ["--dask-n", "64", "--dask-chunk", "32",
+                                             "--dask-rmm-pool", "0.5"])
+    assert made == [{"n_workers": 2, "threads_per_worker": 1, "dashboard_address": None,
+                     "silence_logs": 40, "rmm_pool_size": "0.5",
+                     "rmm_allocator_external_lib_list": ["cupy"]}]
+    step = data["dask_gpus"]
+    assert step["status"] == "ran" and step["bit_identical_block"] is True
+    assert len(step["workers"]) == 2
+    rows = {(r["op"], r["impl"]): r for r in step["rows"]}
+    assert {op for op, _ in rows} == {"matmul", "LU solve", "Cholesky solve"}
+    for op in ("matmul", "LU solve", "Cholesky solve"):
+        ours = rows[op, "ozlinalg"]
+        assert "note" not in ours, ours
+        assert ours["chunk type"] == "cupy.ndarray"
+        assert all(v > 0 for v in ours["launches per worker"].values())
+        assert ours["accuracy"] < (1e-13 if op == "matmul" else 1e-15)
+        assert ours["scaling"] > 0 and ours["workers holding result"] >= 1
+        one = rows[op, "ozlinalg, 1 GPU, no dask"]
+        assert "note" not in one and one["accuracy"] < 1e-13
+    # dask's own graphs on CuPy chunks: the matmul runs; what fails is reported, not fatal
+    assert "note" not in rows["matmul", "dask native"]
+    assert engine.launches > 0
+    assert "Dask on several GPUs" in text and "| matmul | ozlinalg | 2 | 64 / 32 |" in text

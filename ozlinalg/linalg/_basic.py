@@ -148,7 +148,9 @@ def _solve_core(xp, a, b, kind, lower, transposed):
         except LinAlgError:
             raise _Singular from None
         full = _full_from_triangle(xp, a, lower, True)
-        return _potrs(c, b, bool(lower), True), _rcond_chol(xp, c, lower, _norm1(xp, full))
+        # b may be a view of the caller's array (a broadcast): never overwritten
+        # (NumPy's read-only broadcast views are copied anyway; CuPy's are writable)
+        return _potrs(c, b, bool(lower), False), _rcond_chol(xp, c, lower, _norm1(xp, full))
     # 'gen', 'sym', 'her', 'tridiag': LU with partial pivoting (see solve's Notes)
     if kind in ("sym", "her"):
         a = _full_from_triangle(xp, a, lower, kind == "her")
@@ -158,7 +160,7 @@ def _solve_core(xp, a, b, kind, lower, transposed):
     rc = _rcond_lu(xp, lu_, _norm1(xp, a.T if transposed else a))
     if rc == 0:
         raise _Singular
-    return _getrs(lu_, piv, b, trans=1 if transposed else 0, overwrite_b=True), rc
+    return _getrs(lu_, piv, b, trans=1 if transposed else 0, overwrite_b=False), rc
 
 
 def _emit(singular, ill):
