@@ -17,6 +17,11 @@ solve, solve_triangular, inv,      from the above
 lstsq
 =================================  ===========================================
 
+Chunks may be NumPy or CuPy arrays (one kind per call): the graphs are generic
+over the chunks' array namespace, so with CuPy chunks (dask-cuda's
+``LocalCUDACluster``, one worker per GPU) every block product runs on the GPU
+engine of the worker holding the blocks and the results stay on its GPU.
+
 Signatures are :mod:`scipy.linalg`'s. The options in force when a function is
 called (:func:`ozlinalg.options`, or a :func:`ozlinalg.backend` block) are
 stored in every task (:class:`~ozlinalg.dask._tasks.OzTask`), so workers
