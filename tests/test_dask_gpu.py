@@ -35,9 +35,11 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.linalg as sla
 from host_cuda import HostGPU, HostGPUPlugin, compiler_available
 
 import ozlinalg
+from ozlinalg._array import cupy_or_none
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -47,7 +49,12 @@ from ozlinalg.dask import _kernels as K  # noqa: E402
 from ozlinalg.dask._tasks import OzTask  # noqa: E402
 from ozlinalg.testing import ExactReference, random_matrix  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_blas_thread")
+#: Where CuPy itself imports (a GPU machine), the stand-in would take its place in
+#: dask's lazy "cupy" dispatch registrations for the rest of the session: the
+#: stand-in tests step aside and ``TestOnAGPU`` runs the same checks on the GPU.
+REAL_CUPY = cupy_or_none() is not None
+pytestmark = [pytest.mark.usefixtures("one_blas_thread"),
+              pytest.mark.skipif(REAL_CUPY, reason="real CuPy present: TestOnAGPU instead")]
 
 EAGER = ({"strategy": "eager"} if "strategy" in {f.name for f in
                                                   dataclasses.fields(ozlinalg.Options)} else {})
@@ -344,3 +351,34 @@ class TestCuPyInputsAreNotModified:
         np.testing.assert_array_equal(a.get(), a_h)
         assert is_device_array(x)
         np.testing.assert_allclose(x.get(), np.linalg.solve(a_h, b_h), rtol=1e-12)
+
+
+# ----------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+class TestOnAGPU:
+    """The same checks with real CuPy chunks (GPU machines only)."""
+
+    pytestmark = pytest.mark.skipif(not REAL_CUPY, reason="needs CuPy")
+
+    def test_cupy_chunks_run_on_the_gpu_engine(self, rng):
+        import cupy
+
+        from ozlinalg.engines import get_engine
+
+        engine = get_engine(cupy)
+        a_h, b_h = random_matrix(rng, 96, 96, 1.0), random_matrix(rng, 96, 3, 1.0)
+        a, b = da.from_array(a_h, chunks=32), da.from_array(b_h, chunks=(32, 3))
+        with ozlinalg.options(**OPTS):
+            want = ozd.matmul(a, a).compute()
+            c = ozd.matmul(a.map_blocks(cupy.asarray), a.map_blocks(cupy.asarray))
+            x = ozd.solve(a.map_blocks(cupy.asarray), b.map_blocks(cupy.asarray))
+            lu, piv = ozd.lu_factor(a.map_blocks(cupy.asarray))
+        before = engine.launches
+        c, x, piv = dask.compute(c, x, piv, scheduler="threads")
+        assert engine.launches > before
+        assert all(type(v) is cupy.ndarray for v in (c, x, piv))
+        np.testing.assert_array_equal(cupy.asnumpy(c), want)   # the engines' bits agree
+        np.testing.assert_allclose(cupy.asnumpy(x), np.linalg.solve(a_h, b_h), rtol=1e-10)
+        np.testing.assert_array_equal(cupy.asnumpy(piv), sla.lu_factor(a_h)[1])

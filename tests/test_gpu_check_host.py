@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from host_cuda import HostEngine, HostGPU, host_cupy_for_scripts
 
+from ozlinalg._array import cupy_or_none
 from ozlinalg.engines import base as engine_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -202,6 +203,12 @@ def test_owed_run_fits_a_ten_minute_call(gpu_check):
 # ------------------------------------------------ the multi-GPU Dask step (--dask-gpus)
 
 
+#: The Dask step's dry runs install the CuPy stand-in of host_cuda.HostGPU, which
+#: would take real CuPy's place in dask's dispatch (tests/test_dask_gpu.py).
+needs_no_real_cupy = pytest.mark.skipif(cupy_or_none() is not None,
+                                        reason="real CuPy present: the GPU runs the step")
+
+
 def _load_gpu_check():
     spec = importlib.util.spec_from_file_location(
         "gpu_check_dask_dry", os.path.join(ROOT, "benchmarks", "gpu_check.py"))
@@ -234,6 +241,7 @@ def _dask_report(tmp_path, argv):
     return json.loads((tmp_path / "gpu-dask.json").read_text()), out.read_text()
 
 
+@needs_no_real_cupy
 def test_dask_gpus_skips_without_dask_cuda(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "dask_cuda", None)   # import dask_cuda fails
     with HostGPU(devices=4):
@@ -242,6 +250,7 @@ def test_dask_gpus_skips_without_dask_cuda(tmp_path, monkeypatch):
     assert data["errors"] == [] and "dask-cuda does not import" in text
 
 
+@needs_no_real_cupy
 def test_dask_gpus_skips_with_one_gpu(tmp_path, monkeypatch):
     made = []
     fake_dask_cuda(monkeypatch, made)
@@ -251,6 +260,7 @@ def test_dask_gpus_skips_with_one_gpu(tmp_path, monkeypatch):
     assert made == [] and data["errors"] == []
 
 
+@needs_no_real_cupy
 def test_dask_gpus_dry_run(tmp_path, monkeypatch):
     """Every row of the step on two stand-in GPUs (worker threads of this process)."""
     made = []
