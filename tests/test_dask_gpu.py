@@ -28,7 +28,6 @@ What holds, and how it is shown:
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import warnings
@@ -44,6 +43,8 @@ from ozlinalg._array import cupy_or_none
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
+from test_dask import EAGER, clean_backend  # noqa: E402, F401  (the route's fixtures)
+
 from ozlinalg import dask as ozd  # noqa: E402
 from ozlinalg.dask import _kernels as K  # noqa: E402
 from ozlinalg.dask._tasks import OzTask  # noqa: E402
@@ -56,8 +57,6 @@ REAL_CUPY = cupy_or_none() is not None
 pytestmark = [pytest.mark.usefixtures("one_blas_thread"),
               pytest.mark.skipif(REAL_CUPY, reason="real CuPy present: TestOnAGPU instead")]
 
-EAGER = ({"strategy": "eager"} if "strategy" in {f.name for f in
-                                                  dataclasses.fields(ozlinalg.Options)} else {})
 #: Every block emulated, few slices (fast here), one method the CPU and GPU
 #: engines share bit for bit.
 OPTS = dict(slices=6, method="bitmask-ef", min_size=0, **EAGER)
@@ -243,12 +242,6 @@ def _user_code(a, b, like):
                 cholesky=da.linalg.cholesky(spd, lower=True), qr=da.linalg.qr(ts),
                 lu=da.linalg.lu(a), inv=da.linalg.inv(a),
                 trsm=da.linalg.solve_triangular(spd, b), lstsq=da.linalg.lstsq(ts, b))
-
-
-@pytest.fixture
-def clean_backend():
-    yield
-    ozlinalg.backend.uninstall()
 
 
 @pytest.mark.usefixtures("clean_backend")
