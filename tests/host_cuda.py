@@ -741,8 +741,15 @@ def _as_device(obj):
 
 
 def _device_function(fn):
-    """NumPy's (or SciPy's) ``fn`` as CuPy's: device arrays in and out, NumPy arrays refused."""
-    @functools.wraps(fn)
+    """NumPy's (or SciPy's) ``fn`` as CuPy's: device arrays in and out, NumPy arrays refused.
+
+    CuPy's functions are its own, not NumPy's or SciPy's: a function that
+    ``ozlinalg.backend`` patched in ``scipy.linalg`` is unwrapped to SciPy's,
+    and the wrapper does not copy the shim's attributes (it is no shim)."""
+    while getattr(fn, "_ozlinalg_shim", False):
+        fn = fn.__wrapped__
+
+    @functools.wraps(fn, updated=())
     def call(*args, **kwargs):
         _refuse_host(args, kwargs)
         return _as_device(fn(*_plain(args), **_plain(kwargs)))

@@ -276,6 +276,16 @@ class TestRoute:
         x0 = np.linalg.solve(a_h, b_h)   # and the 3-slice emulation ran: not FP64's result
         assert 1e-8 < np.linalg.norm(got["solve"].get() - x0) / np.linalg.norm(x0) < 1e-1
 
+    def test_the_strategy_asks_the_gpu_engine(self, rng, host_gpu):
+        """The route's decision is the GPU engine's for CuPy chunks (the default
+        'performant' strategy: its crossover, none measured yet, so dask's own)."""
+        a = on_device(da.from_array(rng.standard_normal((64, 64)), chunks=32))
+        with ozlinalg.profile() as prof, ozlinalg.backend():
+            c = a @ a
+        (route,) = prof.routing
+        assert route.engine == host_gpu.name == "cupy-cublaslt"
+        assert not route.emulated and not any(nm.startswith("oz-") for nm in c.dask.layers)
+
     def test_mixed_chunk_types_fall_through_to_dask(self, rng, host_gpu):
         a = da.from_array(rng.standard_normal((20, 20)), chunks=10)
         with ozlinalg.backend(min_size=0, **EAGER):
