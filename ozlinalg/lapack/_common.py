@@ -226,15 +226,18 @@ def _lwork(func, *args):
     return max(1, int(work[0].real))
 
 
-def native_getrf(xp, a):
-    """LU with partial pivoting of the m x b block ``a`` (not modified).
+def native_getrf(xp, a, overwrite=False):
+    """LU with partial pivoting of the m x b block ``a``.
 
     Returns ``(lu, piv, info)``: ``piv`` a host int32 array of 0-based
     interchanges, ``info`` the 1-based index of the first exactly-zero
-    pivot (0 if none), as in LAPACK.
+    pivot (0 if none), as in LAPACK. ``a`` is not modified unless
+    ``overwrite`` (then LAPACK factors a Fortran-contiguous host ``a`` in
+    place and ``lu`` is ``a``).
     """
     if xp is np:
-        lu, piv, info = (_lapack.zgetrf if a.dtype.kind == "c" else _lapack.dgetrf)(a)
+        getrf = _lapack.zgetrf if a.dtype.kind == "c" else _lapack.dgetrf
+        lu, piv, info = getrf(a, overwrite_a=bool(overwrite))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal getrf")
         return lu, piv.astype(np.int32, copy=False), int(info)
@@ -287,14 +290,19 @@ def native_geqrf(xp, a):
 
 
 def native_trsm_left(xp, m, b, lower, unit):
-    """Solve ``m x = b`` for a triangular block ``m`` (a view, maybe transposed)."""
+    """Solve ``m x = b`` for a triangular block ``m`` (a view, maybe transposed).
+
+    BLAS ``trsm`` on the host: no singularity check (a zero on the diagonal
+    gives Inf / NaN, as in LAPACK's ``getrs`` / ``potrs``), and never routed
+    by a backend block; callers that must raise check the diagonal first.
+    """
     from ..backend import original  # a native panel stays native inside a backend block
 
     if xp is np:
-        from scipy.linalg import solve_triangular
+        from scipy.linalg import blas as _blas
 
-        return original(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
-                                          check_finite=False)
+        trsm = _blas.ztrsm if (m.dtype.kind == "c" or b.dtype.kind == "c") else _blas.dtrsm
+        return trsm(1.0, m, b, lower=int(lower), diag=int(unit))
     from cupyx.scipy.linalg import solve_triangular
 
     return original(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,

@@ -112,8 +112,9 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         return lu, xp.zeros(0, dtype=xp.int32)
 
     if k < cross or k <= nb:
-        f, piv, info = native_getrf(xp, lu)
-        lu[...] = f
+        f, piv, info = native_getrf(xp, lu, overwrite=True)  # in place when lu is F-ordered
+        if f is not lu:
+            lu[...] = f
         Runner.native(flops_getrf(m, n), "getrf (native, below crossover)")
         if warn:
             _warn_singular(info)
@@ -121,6 +122,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
     run = Runner(xp, slices, method)
     leaf = max(8, nb // 4)
+    chunk = trailing_chunk(n, nb)
     piv = np.empty(k, dtype=np.int32)
     info = 0
     for j in range(0, k, nb):
@@ -142,10 +144,32 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
             # U12 = L11^{-1} A12 (L11 unit lower; its upper part holds U11, unread)
             solve_left_inplace(run, lu[j:j1, j:j1], lu[j:j1, j1:], True, True, leaf)
             if j1 < m:
-                lu[j1:, j1:] -= run.gemm(lu[j1:, j:j1], lu[j:j1, j1:])
+                _update_trailing(run, lu, j, j1, chunk)
     if warn:
         _warn_singular(info)
     return lu, xp.asarray(piv)
+
+
+#: The trailing update ``A22 -= L21 @ U12`` is applied in column chunks of
+#: about ``n / TRAILING_CHUNKS`` (a multiple of the panel width, at least one
+#: panel): each emulated product's result and working buffers (about 40 bytes
+#: per output entry) then stay near a third of the matrix's own size, so an
+#: ``overwrite_a`` factorization in the caller's buffer never needs a second
+#: full-size array (measured: benchmarks/lu_inplace_memory.py).
+TRAILING_CHUNKS = 16
+
+
+def trailing_chunk(n, nb):
+    """Columns per trailing-update product for an ``n``-column matrix."""
+    return max(nb, (n // TRAILING_CHUNKS) // nb * nb)
+
+
+def _update_trailing(run, lu, j, j1, chunk):
+    """``lu[j1:, j1:] -= lu[j1:, j:j1] @ lu[j:j1, j1:]``, ``chunk`` columns at a time."""
+    n = lu.shape[1]
+    for c0 in range(j1, n, chunk):
+        c1 = min(n, c0 + chunk)
+        lu[j1:, c0:c1] -= run.gemm(lu[j1:, j:j1], lu[j:j1, c0:c1])
 
 
 def _warn_singular(info):
@@ -208,7 +232,7 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
         return x
     dst, src = swaps_to_rows(piv_h.astype(np.intp), 0)
     kw = dict(block_size=block_size, slices=slices, method=method, overwrite_b=True,
-              check_finite=False, crossover=crossover)
+              check_finite=False, crossover=crossover, check_singular=False)
     if not t:
         if dst.size:
             x[dst] = x[src]

@@ -20,7 +20,8 @@ __all__ = ["trsm"]
 
 
 def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_size=None,
-         slices=None, method=None, overwrite_b=False, check_finite=True, crossover=None):
+         slices=None, method=None, overwrite_b=False, check_finite=True, crossover=None,
+         check_singular=True):
     """Solve a triangular system with many right-hand sides.
 
     Solves ``op(a) @ x = b`` (``side='L'``) or ``x @ op(a) = b``
@@ -60,6 +61,10 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     crossover : int, optional
         Below this order of `a` the whole solve runs natively
         (default :data:`ozlinalg.lapack.DEFAULT_CROSSOVER`; 0 always emulates).
+    check_singular : bool, optional
+        Raise on a zero diagonal entry (default, as LAPACK ``trtrs``). If
+        False, a zero on the diagonal gives Inf / NaN in the solution, as
+        LAPACK ``getrs`` / ``potrs`` (BLAS ``trsm``) do.
 
     Returns
     -------
@@ -69,7 +74,8 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     Raises
     ------
     numpy.linalg.LinAlgError
-        If `a` has a zero on the diagonal (and `unit_diagonal` is False).
+        If `a` has a zero on the diagonal (and neither `unit_diagonal` nor
+        ``check_singular=False``).
     ValueError
         For inconsistent shapes or invalid arguments.
 
@@ -116,7 +122,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     x = work_copy(xp, b, overwrite_b, work_dtype(xp, a, b))
     if x.size == 0:
         return x
-    if not unit_diagonal:
+    if check_singular and not unit_diagonal:
         z = first_zero_diagonal(xp, a)
         if z >= 0:
             raise LinAlgError(f"singular matrix: resolution failed at diagonal {z}")

@@ -8,26 +8,33 @@ import numpy as np
 from .. import lapack
 from .._array import to_numpy
 from ..ozaki.gemm import matmul
+from ._condition import gecon, norm1, numerically_singular, pocon, trcon
 from ._decomp_cholesky import _potrf, _potrs
 from ._decomp_lu import _getrf, _getrs
 from ._decomp_qr import _geqrf, _ormqr
+from ._lapack_io import (
+    common_dtype,
+    computes_in,
+    datacopied,
+    deliver,
+    eps,
+    f2py_int,
+    inplace_target,
+    lapack_dtype,
+    normalize_dtype,
+)
 from ._validation import (
     LinAlgError,
     LinAlgWarning,
     as_array,
     batch_loop,
     batched,
-    cast,
     emulating,
     lapack_kw,
-    real_dtype,
-    result_dtype,
-    work_dtype,
+    scipy_native,
 )
 
 __all__ = ["solve", "solve_triangular", "inv", "det", "lstsq", "matmul"]
-
-_EPS = float(np.finfo(np.float64).eps)
 
 #: assume_a spellings accepted by scipy.linalg.solve 1.17 -> internal kind
 _SOLVE_KINDS = {
@@ -39,7 +46,7 @@ _SOLVE_KINDS = {
     "upper triangular": "upper", "lower triangular": "lower",
     "pos": "pos", "positive definite": "pos",
     "sym": "sym", "symmetric": "sym",
-    "her": "her", "hermitian": "her",  # real input: Hermitian is symmetric
+    "her": "her", "hermitian": "her",
 }
 _INV_KINDS = {None: None, "general": "gen", "gen": "gen", "diagonal": "diag",
               "upper triangular": "upper", "lower triangular": "lower",
@@ -47,66 +54,40 @@ _INV_KINDS = {None: None, "general": "gen", "gen": "gen", "diagonal": "diag",
 
 
 class _Singular(Exception):
-    pass
+    """A slice with an exactly zero pivot (or, for 'pos', not positive definite)."""
 
 
-def _detect(a):
-    """SciPy's structure detection (``_find_matrix_structure``); complex
-    Hermitian matrices are detected before symmetric ones, as SciPy does."""
+class _Native(Exception):
+    """A slice that LAPACK must settle: numerically singular at the call's
+    precision (see :mod:`._condition`), or a structure with no BLAS-3 work
+    (tridiagonal). The whole call is then SciPy's native function."""
+
+
+def _detect(a, tridiagonal=True):
+    """SciPy 1.17's structure detection for ``assume_a=None``: 'diag',
+    'tridiag' (order > 3; not for ``inv``), 'upper', 'lower', 'sym' (complex
+    symmetric), 'auto' (real symmetric or complex Hermitian: Cholesky first,
+    the symmetric-indefinite solver if that fails), else 'gen'."""
     a_h = to_numpy(a)
     n = a_h.shape[0]
-    low = bool(np.any(np.tril(a_h, -1)))
-    up = bool(np.any(np.triu(a_h, 1)))
+    low = bool(np.tril(a_h, -1).any())
+    up = bool(np.triu(a_h, 1).any())
     if not low and not up:
         return "diag"
-    if not up:
-        return "lower"
+    if tridiagonal and low and up and n > 3 and not np.tril(a_h, -2).any() \
+            and not np.triu(a_h, 2).any():
+        return "tridiag"
     if not low:
         return "upper"
-    if n > 3 and not np.any(np.tril(a_h, -2)) and not np.any(np.triu(a_h, 2)):
-        return "tridiag"
-    if np.iscomplexobj(a_h) and np.array_equal(a_h, a_h.conj().T):
-        return "her"
-    if np.array_equal(a_h, a_h.T):
-        return "sym"
-    return "gen"
-
-
-def _norm1(xp, a):
-    return float(xp.abs(a).sum(axis=0).max()) if a.size else 0.0
-
-
-def _lapack_con(name, a):
-    """``(func, a)``: the d or z LAPACK condition estimator for ``a``."""
-    from scipy.linalg import lapack as _lp  # noqa: PLC0415
-
-    if a.dtype.kind == "c":
-        return getattr(_lp, "z" + name), np.asarray(a, dtype=np.complex128)
-    return getattr(_lp, "d" + name), np.asarray(a, dtype=np.float64)
-
-
-def _rcond_lu(xp, lu_, anorm):
-    if xp is not np:
-        return None  # CuPy: no gecon on the device; no warning
-    gecon, lu_ = _lapack_con("gecon", lu_)
-    rc, info = gecon(lu_, anorm, norm="1")
-    return float(rc)
-
-
-def _rcond_chol(xp, c, lower, anorm):
-    if xp is not np:
-        return None
-    pocon, c = _lapack_con("pocon", c)
-    rc, info = pocon(c, anorm, uplo="L" if lower else "U")
-    return float(rc)
-
-
-def _rcond_tri(xp, a, lower, unit=False):
-    if xp is not np:
-        return None
-    trcon, a = _lapack_con("trcon", a)
-    rc, info = trcon(a, norm="1", uplo="L" if lower else "U", diag="U" if unit else "N")
-    return float(rc)
+    if not up:
+        return "lower"
+    symmetric = np.array_equal(a_h, a_h.T)
+    hermitian = np.iscomplexobj(a_h) and np.array_equal(a_h, a_h.conj().T)
+    if not np.iscomplexobj(a_h):
+        return "auto" if symmetric else "gen"
+    if tridiagonal:  # solve: complex symmetric first (even when also Hermitian)
+        return "sym" if symmetric else ("auto" if hermitian else "gen")
+    return "auto" if hermitian else ("sym" if symmetric else "gen")  # inv
 
 
 def _full_from_triangle(xp, a, lower, hermitian):
@@ -118,18 +99,47 @@ def _full_from_triangle(xp, a, lower, hermitian):
     return xp.tril(a) + xp.tril(a, -1).T if lower else xp.triu(a) + xp.triu(a, 1).T
 
 
-def _solve_core(xp, a, b, kind, lower, transposed):
-    """Solve one (n, n) system with 2-D ``b``: returns ``(x, rcond)``.
+def _mirror(xp, c, lower, conj=True):
+    """``c``'s `lower` (or upper) triangle mirrored onto the other one (what
+    SciPy leaves in an overwritten ``a`` after a Cholesky solve)."""
+    tri = xp.tril(c, -1) if lower else xp.triu(c, 1)
+    t = tri.conj().T if conj and c.dtype.kind == "c" else tri.T
+    return (xp.tril(c) if lower else xp.triu(c)) + t
 
-    Raises :class:`_Singular` for an exactly singular matrix (or, for
-    ``'pos'``, one that is not positive definite, which SciPy reports the
-    same way).
+
+def _check_verdict(info, rc, dtype, destroyed):
+    """LAPACK settles numerically singular slices (:class:`_Native`), unless
+    the input was factored in place (its data is gone: the emulated verdict
+    stands, an exact zero pivot raising as LAPACK's would)."""
+    if not numerically_singular(info, rc, dtype):
+        return
+    if not destroyed:
+        raise _Native
+    if info > 0:
+        raise _Singular
+
+
+def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_private=True):
+    """Solve one (n, n) system with 2-D ``b`` (both float64 / complex128 or
+    in ``dtype``): returns ``(x, rcond)`` with ``x`` float64 / complex128.
+
+    ``a_target``: the array that SciPy overwrites with its factorization
+    (``overwrite_a``); a float64 / complex128 one is factored in place.
+    ``a_private``: ``a_target`` is ozlinalg's own copy (the caller's data
+    survives an in-place factorization). ``b`` may be a view of the
+    caller's array (a broadcast slice; CuPy's are writable): it is never
+    written. Raises :class:`_Singular` (exact zero pivot) or
+    :class:`_Native` (LAPACK must decide).
     """
     if kind is None:
         kind = _detect(a)
     n = a.shape[0]
+    direct = computes_in(xp, a_target)
+    destroyed = direct and not a_private
+    if kind == "tridiag":
+        raise _Native  # O(n) work: LAPACK gttrf, reading only the band
     if kind == "diag":
-        d = xp.diagonal(a).astype(work_dtype(xp, a))
+        d = xp.diagonal(a)
         if bool((d == 0).any()):
             raise _Singular
         ad = xp.abs(d)
@@ -141,26 +151,40 @@ def _solve_core(xp, a, b, kind, lower, transposed):
         with emulating():
             x = lapack.trsm(a, b, lower=low, trans=1 if transposed else 0,
                             check_finite=False, **lapack_kw(n))
-        return x, _rcond_tri(xp, a, low)
-    if kind == "pos":
+        return x, trcon(xp, a, low, dtype)
+    if kind in ("pos", "auto"):
+        her = a.dtype.kind == "c"
+        anorm = norm1(xp, _full_from_triangle(xp, a, lower, True))
+        in_place = direct and kind == "pos"
         try:
-            c = _potrf(xp, a, bool(lower))
+            c = _potrf(xp, a_target if in_place else a, bool(lower), in_place)
         except LinAlgError:
-            raise _Singular from None
-        full = _full_from_triangle(xp, a, lower, True)
-        # b may be a view of the caller's array (a broadcast): never overwritten
-        # (NumPy's read-only broadcast views are copied anyway; CuPy's are writable)
-        return _potrs(c, b, bool(lower), False), _rcond_chol(xp, c, lower, _norm1(xp, full))
-    # 'gen', 'sym', 'her', 'tridiag': LU with partial pivoting (see solve's Notes)
+            if kind == "pos":
+                raise _Singular from None
+            c = None  # not positive definite: the symmetric-indefinite solver
+        if c is not None:
+            rc = pocon(xp, c, lower, anorm)
+            _check_verdict(0, rc, dtype, in_place and not a_private)
+            if a_target is not None:
+                a_target[...] = _mirror(xp, c, lower)
+            return _potrs(c, b, bool(lower), False), rc
+        kind = "her" if her else "sym"
     if kind in ("sym", "her"):
-        a = _full_from_triangle(xp, a, lower, kind == "her")
-    lu_, piv, info = _getrf(xp, a)
-    if info > 0:
-        raise _Singular
-    rc = _rcond_lu(xp, lu_, _norm1(xp, a.T if transposed else a))
-    if rc == 0:
-        raise _Singular
-    return _getrs(lu_, piv, b, trans=1 if transposed else 0, overwrite_b=False), rc
+        # No blocked symmetric-indefinite (Bunch-Kaufman) factorization is
+        # emulated: LU of the full matrix read from the `lower` triangle.
+        full = _full_from_triangle(xp, a, lower, kind == "her")
+        lu_, piv, info = _getrf(xp, full)
+        rc = gecon(xp, lu_, norm1(xp, full)) if not info else None
+        _check_verdict(info, rc, dtype, False)
+        return _getrs(lu_, piv, b), rc
+    # 'gen': LU with partial pivoting, in the caller's buffer when allowed
+    anorm = norm1(xp, a.T if transposed else a)
+    lu_, piv, info = _getrf(xp, a_target if direct else a, direct)
+    rc = gecon(xp, lu_, anorm) if not info else None
+    _check_verdict(info, rc, dtype, destroyed)
+    if a_target is not None and not direct:
+        a_target[...] = lu_
+    return _getrs(lu_, piv, b, trans=1 if transposed else 0), rc
 
 
 def _emit(singular, ill):
@@ -174,20 +198,38 @@ def _emit(singular, ill):
                       stacklevel=4)
 
 
-def _per_slice(batch_shape, core, out):
+def _per_slice(batch_shape, core, out, dtype):
     """``out[idx], rcond = core(idx)`` over the batch; then SciPy's error /
-    warning for the singular and ill-conditioned slices (as solve / inv do)."""
-    singular, ill = [], []
+    warning for the singular and ill-conditioned slices (as solve / inv do).
+    :class:`_Native` from any slice propagates before anything is written
+    to the caller's arrays."""
+    singular, ill, results = [], [], []
     for i, idx in enumerate(np.ndindex(*batch_shape)):
         try:
             xi, rc = core(idx)
         except _Singular:
             singular.append(i)
             continue
-        out[idx] = xi
-        if rc is not None and not rc >= _EPS:
+        results.append((idx, xi))
+        if rc is not None and not rc >= eps(dtype):
             ill.append((i, rc))
+    if not singular:
+        for idx, xi in results:
+            out[idx] = xi
     _emit(singular, ill)
+
+
+def _readonly(x):
+    """True for a NumPy array the caller cannot write to (ozlinalg never
+    writes one, even when asked to overwrite it)."""
+    return isinstance(x, np.ndarray) and not x.flags.writeable
+
+
+def _private(xp, arr, original):
+    """``arr`` (derived from the caller's ``original``) shares no memory with it."""
+    if xp is not np or not isinstance(original, np.ndarray):
+        return arr is not original and datacopied(arr, original)
+    return not np.shares_memory(arr, original)
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
@@ -270,25 +312,27 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     >>> solve(a, np.array([2., 4., -1.]))
     array([ 2., -2.,  9.])
     """
+    native_call = (lambda: scipy_native("solve")(
+        a, b, lower=lower, overwrite_a=overwrite_a and not _readonly(a),
+        overwrite_b=overwrite_b and not _readonly(b), check_finite=False, assume_a=assume_a,
+        transposed=transposed))
+    if assume_a == "banded":
+        if check_finite:
+            as_array(a), as_array(b, argname="b")
+        return native_call()
     if assume_a not in _SOLVE_KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     kind = _SOLVE_KINDS[assume_a]
-    if kind == "banded":
-        import scipy.linalg  # noqa: PLC0415
-
-        orig = getattr(scipy.linalg.solve, "__wrapped__", scipy.linalg.solve)
-        return orig(a, b, lower=lower, overwrite_a=overwrite_a, overwrite_b=overwrite_b,
-                    check_finite=check_finite, assume_a=assume_a, transposed=transposed)
     xp, a1 = as_array(a, check_finite=check_finite)
     _, b1 = as_array(b, check_finite=check_finite, argname="b")
-    if a1.ndim < 2:
-        a1 = a1.reshape((1,) * (2 - a1.ndim) + a1.shape)
-    if b1.ndim == 0:
-        b1 = b1.reshape(1)
+    a1, b1 = xp.atleast_2d(a1), xp.atleast_1d(b1)
+    dt = common_dtype(a1, b1)
+    a1, b1 = a1.astype(dt, copy=False), b1.astype(dt, copy=False)
+    if kind == "her" and dt.kind != "c":
+        kind = "sym"  # SciPy: a real Hermitian matrix is symmetric
     if a1.shape[-1] != a1.shape[-2]:
         raise ValueError(f"Expected square matrix, got a1.shape={a1.shape}")
-    dt = result_dtype(xp, a1, b1)
-    if transposed and xp.dtype(dt).kind == "c":
+    if transposed and dt.kind == "c":
         raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
                                   "a^H x = b for complex matrices.")
     b_is_1d = b1.ndim == 1
@@ -298,21 +342,32 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if b1.shape[-2] != a1.shape[-1] and not a_is_scalar:
         raise ValueError(f"incompatible shapes: a1.shape={a1.shape} and b1.shape={b1.shape}")
     batch = np.broadcast_shapes(a1.shape[:-2], b1.shape[:-2])
-    a1 = xp.broadcast_to(a1, batch + a1.shape[-2:])
-    b1 = xp.broadcast_to(b1, batch + b1.shape[-2:])
-    if a1.size == 0 or b1.size == 0:
-        x = xp.empty(b1.shape, dtype=dt)
+    ab = xp.broadcast_to(a1, batch + a1.shape[-2:])
+    bb = xp.broadcast_to(b1, batch + b1.shape[-2:])
+    if ab.size == 0 or bb.size == 0:
+        x = xp.empty_like(bb)
         return x[..., 0] if b_is_1d else x
     if a_is_scalar:
-        if bool(a1.reshape(()) == 0):
+        if ab.item() == 0:
             raise LinAlgError("A singular matrix detected.")
-        out = cast(b1 / a1, dt)
+        out = bb / ab
         return out[..., 0] if b_is_1d else out
-    x = xp.empty(b1.shape, dtype=work_dtype(xp, a1, b1))
-    _per_slice(batch, lambda idx: _solve_core(xp, a1[idx], b1[idx], kind, lower, transposed),
-               x)
-    x = cast(x, dt)
-    return x[..., 0] if b_is_1d else x
+    # SciPy overwrites only unbatched, Fortran-contiguous operands; a holds
+    # the factorization afterwards, b the solution
+    a_tgt = inplace_target(xp, a1, overwrite_a, dt) if not batch else None
+    b_tgt = inplace_target(xp, b1, overwrite_b, dt) if not batch else None
+    a_private = _private(xp, a1, a)
+    out = b_tgt if b_tgt is not None else xp.empty(batch + b1.shape[-2:], dtype=dt)
+
+    def core(idx):
+        return _solve_core(xp, ab[idx], bb[idx], kind, lower, transposed, dt, a_tgt,
+                           a_private)
+
+    try:
+        _per_slice(batch, core, out, dt)
+    except _Native:
+        return native_call()
+    return out[..., 0] if b_is_1d else out
 
 
 @batched(("a", 2), ("b", "1|2"))
@@ -373,37 +428,23 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     _, b1 = as_array(b, check_finite=check_finite, argname="b")
     if a1.ndim != 2 or a1.shape[0] != a1.shape[1]:
         raise ValueError("expected square matrix")
-    if b1.ndim == 0 or a1.shape[0] != b1.shape[0]:
+    if a1.shape[0] != b1.shape[0]:
         raise ValueError(f"shapes of a {a1.shape} and b {b1.shape} are incompatible")
-    dt = result_dtype(xp, a1, b1)
+    dt = lapack_dtype(a1, b1)
     if b1.size == 0:
         return xp.empty_like(b1, dtype=dt)
     t = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
-    if t not in (0, 1, 2):
-        raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+    if a1.flags.f_contiguous or (not isinstance(t, xp.ndarray) and t == 2):
+        t = f2py_int(t, "dtrtrs", "2nd", "trans")
+    else:  # SciPy solves with a.T and `trans=not trans` here: any truthy value is 1
+        t = 1 if t else 0
+    target = inplace_target(xp, b1, overwrite_b or datacopied(b1, b), dt)
+    direct = computes_in(xp, target)
     with emulating():
-        x = lapack.trsm(a1, b1, lower=bool(lower), trans=t, unit_diagonal=bool(unit_diagonal),
-                        overwrite_b=overwrite_b and b1 is b, check_finite=False,
-                        **lapack_kw(a1.shape[0]))
-    return cast(x, dt)
-
-
-def _inv_core(xp, a, kind, lower):
-    n = a.shape[0]
-    if kind is None:
-        kind = _detect(a)
-        if kind == "tridiag":
-            kind = "gen"
-    eye = xp.eye(n)
-    if kind in ("diag", "lower", "upper", "pos", "sym", "her", "gen"):
-        if kind in ("sym", "her") and n:  # complete the triangle SciPy reads
-            a = _full_from_triangle(xp, a, lower, kind == "her")
-        x, rc = _solve_core(xp, a, eye, "gen" if kind in ("sym", "her") else kind, lower,
-                            False)
-        if kind in ("lower", "upper"):
-            x = xp.tril(x) if kind == "lower" else xp.triu(x)
-        return x, rc
-    raise AssertionError(kind)
+        x = lapack.trsm(a1, target if direct else b1, lower=bool(lower), trans=t,
+                        unit_diagonal=bool(unit_diagonal), overwrite_b=direct,
+                        check_finite=False, **lapack_kw(a1.shape[0]))
+    return deliver(xp, x, target, dt)
 
 
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
@@ -465,22 +506,33 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
         raise ValueError(f"Expected at least ndim=2, got a1.ndim={a1.ndim}")
     if a1.shape[-1] != a1.shape[-2]:
         raise ValueError(f"Expected square matrix, got a1.shape={a1.shape}")
-    if assume_a not in _INV_KINDS:
-        raise KeyError(assume_a)
-    kind = _INV_KINDS[assume_a]
-    dt = result_dtype(xp, a1)
+    dt = lapack_dtype(a1)
     if a1.size == 0:
         return xp.empty_like(a1, dtype=dt)
-    out = xp.empty(a1.shape, dtype=work_dtype(xp, a1))
-    _per_slice(a1.shape[:-2], lambda idx: _inv_core(xp, a1[idx], kind, lower), out)
-    return cast(out, dt)
+    a1, overwrite_a = normalize_dtype(xp, a1, overwrite_a, dt)
+    kind = _INV_KINDS[assume_a]
+    # SciPy writes the inverse into a (unbatched, Fortran-contiguous) when
+    # allowed; a private dtype-converted copy counts as allowed
+    target = inplace_target(xp, a1, overwrite_a and a1.ndim == 2, dt)
+    a_private = _private(xp, a1, a)
+    out = target if target is not None else xp.empty(a1.shape, dtype=dt)
+    n = a1.shape[-1]
 
+    def core(idx):
+        m = a1[idx]
+        k = _detect(m, tridiagonal=False) if kind is None else kind
+        x, rc = _solve_core(xp, m, xp.eye(n, dtype=m.dtype), k, lower, False, dt, target,
+                            a_private)
+        if k in ("lower", "upper"):
+            x = xp.tril(x) if k == "lower" else xp.triu(x)
+        return x, rc
 
-def _det_core(xp, a):
-    lu_, piv, _ = _getrf(xp, a)
-    piv_h = to_numpy(piv)
-    sign = -1.0 if int(np.count_nonzero(piv_h != np.arange(piv_h.size))) % 2 else 1.0
-    return sign * xp.prod(xp.diagonal(lu_))
+    try:
+        _per_slice(a1.shape[:-2], core, out, dt)
+    except _Native:
+        return scipy_native("inv")(a, overwrite_a=overwrite_a and not _readonly(a),
+                                   check_finite=False, assume_a=assume_a, lower=lower)
+    return out
 
 
 def det(a, overwrite_a=False, check_finite=True):
@@ -525,19 +577,52 @@ def det(a, overwrite_a=False, check_finite=True):
     if a1.shape[-1] != a1.shape[-2]:
         raise ValueError("Last 2 dimensions of the array must be square"
                          f" but received shape {a1.shape}.")
-    batch = a1.shape[:-2]
-    wdt = work_dtype(xp, a1)
-    if a1.shape[-1] == 0:
-        out = xp.ones(batch, dtype=wdt)
-    elif not batch:
-        out = _det_core(xp, a1)
-    elif 0 in batch:
-        out = xp.empty(batch, dtype=wdt)
-    else:
-        out = batch_loop(xp, lambda m: _det_core(xp, m), [a1], [2])
-    if xp is np and out.ndim == 0:
-        return np.complex128(out) if wdt == np.complex128 else np.float64(out)
-    return out
+    dt = lapack_dtype(a1)
+    a1, overwrite_a = normalize_dtype(xp, a1, overwrite_a, dt)
+    out_dt = xp.complex128 if dt.kind == "c" else xp.float64
+    if min(a1.shape) == 0:
+        return out_dt(1.0) if a1.ndim == 2 else xp.ones(a1.shape[:-2], dtype=out_dt)
+    if a1.shape[-2:] == (1, 1):
+        d = a1[..., 0, 0]
+        d = d[()] if d.ndim == 0 else d
+        return d if dt in (xp.float64, xp.complex128) else d.astype(out_dt)
+    # SciPy factors a C-ordered copy, or `a` itself when overwrite_a allows
+    if not datacopied(a1, a) and not overwrite_a:
+        a1 = a1.copy(order="C")
+    if not (a1.flags.c_contiguous and (xp is not np or a1.flags.writeable)):
+        a1 = a1.copy(order="C")
+
+    def one(m):
+        # LAPACK sees the C-ordered m as m.T in Fortran order: factor that
+        direct = m.dtype in (xp.float64, xp.complex128)
+        lu_, piv, _ = _getrf(xp, m.T, direct)
+        if not direct:
+            m.T[...] = lu_
+        sign = -1 if int(np.count_nonzero(to_numpy(piv) != np.arange(piv.size))) % 2 else 1
+        return sign * xp.prod(xp.diagonal(lu_))
+
+    if a1.ndim == 2:
+        return out_dt(one(a1))
+    res = xp.empty(a1.shape[:-2], dtype=out_dt)
+    for idx in np.ndindex(*a1.shape[:-2]):
+        res[idx] = one(a1[idx])
+    return res
+
+
+def _rank_cutoff(driver, cond, dtype):
+    """The relative cutoff ``t`` (singular values ``<= t * s[0]`` count as
+    zero) LAPACK applies for ``driver`` and ``cond`` (SciPy passes
+    ``cond=None`` as the machine epsilon of ``dtype``): ``?gelsd`` takes the
+    unit roundoff (``dlamch('E')``) for ``cond <= 0`` or ``>= 1``; ``?gelss``
+    for ``cond < 0`` (0 keeps every non-zero value); ``?gelsy`` estimates
+    the rank of a column-pivoted QR against ``cond`` (``<= 0``: full rank)."""
+    e = eps(dtype)
+    c = e if cond is None else float(cond)
+    if driver == "gelsd":
+        return e / 2 if (c <= 0 or c >= 1) else c
+    if driver == "gelss":
+        return e if c < 0 else c
+    return max(c, 0.0)
 
 
 @batched(("a", 2), ("b", "1|2"))
@@ -621,59 +706,74 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     if a1.ndim != 2:
         raise ValueError("Input array a should be 2D")
     m, n = a1.shape
-    if b1.ndim == 0 or m != b1.shape[0]:
+    if m != b1.shape[0]:
         raise ValueError("Shape mismatch: a and b should have the same number"
-                         f" of rows ({m} != {b1.shape[0] if b1.ndim else 1}).")
+                         f" of rows ({m} != {b1.shape[0]}).")
+    if m == 0 or n == 0:
+        x = xp.zeros((n,) + b1.shape[1:], dtype=np.common_type(to_numpy(a1[:0]),
+                                                                  to_numpy(b1[:0])))
+        res = (xp.linalg.norm(b1, axis=0) ** 2) if n == 0 else xp.empty((0,))
+        return x, res, 0, xp.empty((0,))
     driver = "gelsd" if lapack_driver is None else lapack_driver
     if driver not in ("gelsd", "gelsy", "gelss"):
         raise ValueError(f'LAPACK driver "{driver}" is not found')
-    dt = result_dtype(xp, a1, b1)
-    rdt = real_dtype(xp, dt)
-    wdt = work_dtype(xp, a1, b1)
-    if m == 0 or n == 0:
-        x = xp.zeros((n,) + b1.shape[1:], dtype=dt)
-        res = (xp.linalg.norm(b1, axis=0) ** 2) if n == 0 else xp.empty((0,))
-        return x, res, 0, xp.empty((0,))
+    dt = lapack_dtype(a1, b1)
+    rdt = np.finfo(dt).dtype
     k = min(m, n)
-    vec = b1.ndim == 1
-    b2 = b1[:, None] if vec else b1
     tall = m >= n
     qr_, tau = _geqrf(a1 if tall else (a1.conj().T if a1.dtype.kind == "c" else a1.T))
     r = xp.triu(qr_[:k, :k])
     s = np.linalg.svd(to_numpy(r), compute_uv=False)  # native, k x k
-    rcond = _EPS if cond is None or cond < 0 else float(cond)
-    rank = int(np.count_nonzero(s > rcond * s[0])) if s[0] > 0 else 0
-    if rank < k:
-        import scipy.linalg  # noqa: PLC0415
-
-        orig = getattr(scipy.linalg.lstsq, "__wrapped__", scipy.linalg.lstsq)
-        res = orig(to_numpy(a1), to_numpy(b1), cond=cond, check_finite=False,
-                   lapack_driver=lapack_driver)
+    cut = _rank_cutoff(driver, cond, dt)
+    if not (s[-1] > cut * s[0] and s[-1] > eps(dt) * s[0]):
+        # rank deficient, or numerically so at the call's precision: the
+        # minimum-norm solution and LAPACK's own rank decision (native SVD)
+        res = scipy_native("lstsq")(a, b, cond=cond, check_finite=False,
+                                    overwrite_a=overwrite_a and not _readonly(a),
+                                    overwrite_b=overwrite_b and not _readonly(b),
+                                    lapack_driver=lapack_driver)
         return res if xp is np else tuple(
             xp.asarray(v) if isinstance(v, np.ndarray) else v for v in res)
+    # full rank: QR. gelss writes x into b (first N rows) where SciPy's
+    # wrapper overwrites b; the other drivers never do.
+    vec = b1.ndim == 1
+    b2 = b1[:, None] if vec else b1
+    wdt = xp.complex128 if dt.kind == "c" else xp.float64
+    tgt = None
+    if driver == "gelss" and tall:
+        tgt = inplace_target(xp, b1, overwrite_b or datacopied(b1, b), dt)
+    direct = computes_in(xp, tgt)
     if tall:
-        qtb = _ormqr(qr_, tau, xp.asarray(b2, dtype=wdt), side="L", trans="C")
+        work = (tgt[:, None] if vec else tgt) if direct else xp.array(b2, dtype=wdt, order="F")
+        _ormqr_into(qr_, tau, work)
         with emulating():
-            x = lapack.trsm(r, qtb[:n], lower=False, check_finite=False, **lapack_kw(n))
-        if m > n and driver != "gelsy":
-            tail = qtb[n:]
-            resid = ((tail.real ** 2 + tail.imag ** 2) if tail.dtype.kind == "c"
-                     else tail ** 2).sum(axis=0)
+            lapack.trsm(r, work[:n], lower=False, overwrite_b=True, check_finite=False,
+                        **lapack_kw(n))
+        xfull = deliver(xp, work[:, 0] if vec else work, tgt, dt)
+        x = xfull[:n]
+        if driver == "gelsy":
+            return x, xp.empty((0,), dtype=dt), k, None
+        if m > n:
+            tail = xfull[n:]
+            resid = (xp.abs(tail) ** 2).sum(axis=0)
         else:
-            resid = xp.empty((0,), dtype=dt)  # SciPy: empty residues in x's dtype
+            resid = xp.asarray([], dtype=dt)
     else:
         with emulating():
             y = lapack.trsm(r, xp.asarray(b2, dtype=wdt), lower=False, trans=2,
                             check_finite=False, **lapack_kw(m))
-        ypad = xp.zeros((n, y.shape[1]), dtype=y.dtype)
+        ypad = xp.zeros((n, y.shape[1]), dtype=y.dtype, order="F")
         ypad[:m] = y
         x = _ormqr(qr_, tau, ypad, side="L", trans="N")
-        resid = xp.empty((0,), dtype=dt)  # SciPy: empty residues in x's dtype
-    x = cast(x[:, 0] if vec else x, dt)
-    if resid.size:
-        resid = cast(resid, rdt)
-        if vec:
-            resid = resid[0]
-    s_out = None if driver == "gelsy" else cast(xp.asarray(s), rdt)
-    return x, resid, rank, s_out
+        x = deliver(xp, x[:, 0] if vec else x, None, dt)
+        if driver == "gelsy":
+            return x, xp.empty((0,), dtype=dt), k, None
+        resid = xp.asarray([], dtype=dt)
+    return x, resid, k, xp.asarray(s, dtype=rdt)
 
+
+def _ormqr_into(qr_, tau, c):
+    """``c <- Q^H c`` in place (``c`` float64 / complex128, Fortran-ordered)."""
+    with emulating():
+        lapack.ormqr(qr_, tau, c, side="L", trans="C", overwrite_c=True, check_finite=False,
+                     **lapack_kw(qr_.shape[0]))

@@ -2,7 +2,15 @@
 from __future__ import annotations
 
 from .. import lapack
-from ._validation import as_array, batched, cast, emulating, lapack_kw, result_dtype
+from ._lapack_io import (
+    computes_in,
+    datacopied,
+    deliver,
+    f2py_int,
+    inplace_target,
+    lapack_dtype,
+)
+from ._validation import as_array, batched, emulating, lapack_kw
 
 __all__ = ["cholesky", "cho_factor", "cho_solve"]
 
@@ -30,11 +38,13 @@ def _cholesky(a, lower, overwrite_a, clean, check_finite):
     if a1.shape[0] != a1.shape[1]:
         raise ValueError("Input array is expected to be square but has "
                          f"the shape: {a1.shape}.")
-    dt = result_dtype(xp, a1)
+    dt = lapack_dtype(a1)
     if a1.size == 0:
         return xp.empty_like(a1, dtype=dt), lower
-    c = _potrf(xp, a1, bool(lower), overwrite_a and a1 is a, clean)
-    return cast(c, dt), lower
+    target = inplace_target(xp, a1, overwrite_a or datacopied(a1, a), dt)
+    direct = computes_in(xp, target)
+    c = _potrf(xp, target if direct else a1, bool(lower), direct, clean)
+    return deliver(xp, c, target, dt), lower
 
 
 @batched(("a", 2))
@@ -158,14 +168,17 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     b : array
         Right-hand side.
     overwrite_b : bool, optional
-        Whether to overwrite data in b (may improve performance).
+        Whether to overwrite data in b (may improve performance): as in
+        SciPy, the solution is written into `b` when it is a
+        Fortran-contiguous (or contiguous 1-D) array of the routine's dtype.
     check_finite : bool, optional
         Whether to check that the input matrices contain only finite numbers.
 
     Returns
     -------
     x : array
-        The solution to the system A x = b.
+        The solution to the system A x = b (stacked `c` and `b` broadcast
+        over their batch axes, as in SciPy 1.17).
 
     See Also
     --------
@@ -186,15 +199,22 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     array([1., 1.])
     """
     c, lower = c_and_lower
-    xp, c1 = as_array(c, check_finite=check_finite, argname="c")
-    _, b1 = as_array(b, check_finite=check_finite, argname="b")
+    return _cho_solve(c, b, lower, overwrite_b=overwrite_b, check_finite=check_finite)
+
+
+@batched(("c", 2), ("b", "1|2"))
+def _cho_solve(c, b, lower, overwrite_b, check_finite):
+    xp, b1 = as_array(b, check_finite=check_finite, argname="b")
+    _, c1 = as_array(c, check_finite=check_finite, argname="c")
     if c1.ndim != 2 or c1.shape[0] != c1.shape[1]:
         raise ValueError("The factored matrix c is not square.")
-    if b1.ndim == 0 or c1.shape[1] != b1.shape[0]:
+    if c1.shape[1] != b1.shape[0]:
         raise ValueError(f"incompatible dimensions ({c1.shape} and {b1.shape})")
-    dt = result_dtype(xp, c1, b1)
+    dt = lapack_dtype(c1, b1)
     if b1.size == 0:
         return xp.empty_like(b1, dtype=dt)
-    core = b1 if b1.ndim <= 2 else b1.reshape(b1.shape[0], -1)
-    x = _potrs(c1, core, bool(lower), overwrite_b and core is b)
-    return cast(x.reshape(b1.shape), dt)
+    target = inplace_target(xp, b1, overwrite_b or datacopied(b1, b), dt)
+    direct = computes_in(xp, target)
+    low = bool(f2py_int(lower, "dpotrs", "1st", "lower", lo=-2**31, hi=2**31 - 1))
+    x = _potrs(c1, target if direct else b1, low, direct)
+    return deliver(xp, x, target, dt)

@@ -7,16 +7,23 @@ import numpy as np
 
 from .. import lapack
 from ..lapack._common import first_zero_diagonal
+from ._condition import gecon, native_routine, norm1, numerically_singular
+from ._lapack_io import (
+    c_inplace_target,
+    computes_in,
+    datacopied,
+    deliver,
+    f2py_int,
+    inplace_target,
+    lapack_dtype,
+    normalize_dtype,
+)
 from ._validation import (
     LinAlgWarning,
     as_array,
-    batch_loop,
     batched,
-    cast,
     emulating,
     lapack_kw,
-    real_dtype,
-    result_dtype,
 )
 
 __all__ = ["lu_factor", "lu_solve", "lu"]
@@ -41,6 +48,31 @@ def _getrs(lu_, piv, b, trans=0, overwrite_b=False):
                             check_finite=False, **lapack_kw(lu_.shape[0]))
 
 
+def _getrf_lapack_verdict(xp, a, dtype, target=None):
+    """LU of the 2-D ``a`` whose singular / not singular verdict is LAPACK's.
+
+    The factorization is emulated, in ``target`` when given (the caller's
+    float64 / complex128 buffer), else in a copy. When the factors are
+    numerically singular at ``dtype``'s precision (an exact zero pivot, or a
+    square matrix whose rcond is below ``eps(dtype)``), the factorization is
+    redone by native LAPACK ``?getrf`` in ``dtype``, as SciPy computes it,
+    unless ``a`` was factored in place (its data is gone; the emulated
+    factors stand). Returns ``(lu, piv, info)``; ``lu`` is float64 /
+    complex128, or ``dtype`` after a native redo.
+    """
+    inplace = target is not None
+    square = a.shape[0] == a.shape[1]
+    anorm = norm1(xp, a) if square and xp is np else None
+    lu_, piv, info = _getrf(xp, target if inplace else a, inplace)
+    if inplace:
+        return lu_, piv, info
+    rc = gecon(xp, lu_, anorm) if anorm is not None and not info else None
+    if numerically_singular(info, rc, dtype) and xp is np:
+        lu_, piv, info = native_routine("getrf", dtype)(np.asarray(a, dtype=dtype))
+        piv = piv.astype(np.int32, copy=False)
+    return lu_, piv, int(info)
+
+
 @batched(("a", 2))
 def lu_factor(a, overwrite_a=False, check_finite=True):
     """Compute the pivoted LU decomposition of a matrix.
@@ -54,8 +86,10 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
         Matrix to decompose (real or complex; a stack of matrices is factored
         slice by slice, as in SciPy).
     overwrite_a : bool, optional
-        Whether to overwrite data in A (may increase performance; float64
-        arrays only).
+        Whether to overwrite data in A (may increase performance). As in
+        SciPy, the factors are written into `a` (and `lu` is `a`) when it is
+        a Fortran-contiguous array of the routine's dtype; a float64 /
+        complex128 `a` is then factored in place, without a second copy.
     check_finite : bool, optional
         Whether to check that the input matrix contains only finite numbers.
 
@@ -99,16 +133,19 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     array([2, 2, 2], dtype=int32)
     """
     xp, a1 = as_array(a, check_finite=check_finite)
-    if a1.ndim != 2:
-        raise ValueError(f"expected a 2-D array, got shape {a1.shape}")
-    dt = result_dtype(xp, a1)
     if a1.size == 0:
-        return xp.empty_like(a1, dtype=dt), xp.arange(0, dtype=xp.int32)
-    lu_, piv, info = _getrf(xp, a1, overwrite_a and a1 is a)
+        return xp.empty_like(a1), xp.arange(0, dtype=xp.int32)
+    if a1.ndim == 1:  # LAPACK's wrapper takes a vector as one column
+        lu_, piv = lu_factor(a1[:, None], overwrite_a=overwrite_a, check_finite=False)
+        return lu_[:, 0], piv
+    dt = lapack_dtype(a1)
+    target = inplace_target(xp, a1, overwrite_a or datacopied(a1, a), dt)
+    lu_, piv, info = _getrf_lapack_verdict(
+        xp, a1, dt, target if computes_in(xp, target) else None)
     if info > 0:
         warnings.warn(f"Diagonal number {info} is exactly zero. Singular matrix.",
                       LinAlgWarning, stacklevel=2)
-    return cast(lu_, dt), piv
+    return deliver(xp, lu_, target, dt), xp.asarray(piv)
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
@@ -122,9 +159,13 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         Right-hand side.
     trans : {0, 1, 2}, optional
         Type of system to solve: 0 ``a x = b``, 1 ``a^T x = b``, 2 ``a^H x = b``
-        (the conjugate transpose; the same as 1 for real matrices).
+        (the conjugate transpose; the same as 1 for real matrices). Converted
+        as SciPy's LAPACK wrapper does (``True`` is 1, None is 0; 'N' and
+        values outside 0..2 are rejected).
     overwrite_b : bool, optional
-        Whether to overwrite data in b (may increase performance).
+        Whether to overwrite data in b (may increase performance): as in
+        SciPy, the solution is written into `b` when it is a
+        Fortran-contiguous (or contiguous 1-D) array of the routine's dtype.
     check_finite : bool, optional
         Whether to check that the input matrices contain only finite numbers.
 
@@ -142,7 +183,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     -----
     LAPACK ``getrs``: the row interchanges, then two blocked triangular solves
     (:func:`ozlinalg.lapack.trsm`) whose off-diagonal couplings are emulated
-    DGEMMs (Ozaki scheme).
+    DGEMMs (Ozaki scheme). As LAPACK, a zero pivot in `lu` gives Inf / NaN
+    in the solution, not an error. Stacked `lu`, `piv` and `b` broadcast
+    over their batch axes as in SciPy 1.17.
 
     Examples
     --------
@@ -154,19 +197,24 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     True
     """
     lu_, piv = lu_and_piv
-    xp, lu1 = as_array(lu_, check_finite=check_finite, argname="lu")
-    _, b1 = as_array(b, check_finite=check_finite, argname="b")
-    if lu1.ndim != 2 or lu1.shape[0] != lu1.shape[1] or b1.ndim == 0 \
-            or lu1.shape[0] != b1.shape[0]:
+    return _lu_solve(lu_, piv, b, trans=trans, overwrite_b=overwrite_b,
+                     check_finite=check_finite)
+
+
+@batched(("lu", 2), ("piv", 1), ("b", "1|2"))
+def _lu_solve(lu, piv, b, trans, overwrite_b, check_finite):
+    xp, b1 = as_array(b, check_finite=check_finite, argname="b")
+    lu1 = xp.asarray(lu)
+    if lu1.shape[0] != b1.shape[0]:
         raise ValueError(f"Shapes of lu {lu1.shape} and b {b1.shape} are incompatible")
-    if trans not in (0, 1, 2, "N", "T", "C"):
-        raise ValueError(f"trans must be 0, 1 or 2, got {trans!r}")
-    dt = result_dtype(xp, lu1, b1)
+    dt = lapack_dtype(lu1, b1)
     if b1.size == 0:
         return xp.empty_like(b1, dtype=dt)
-    core = b1 if b1.ndim <= 2 else b1.reshape(b1.shape[0], -1)
-    x = _getrs(lu1, piv, core, trans=trans, overwrite_b=overwrite_b and core is b)
-    return cast(x.reshape(b1.shape), dt)
+    t = f2py_int(trans, "dgetrs", "1st", "trans")
+    target = inplace_target(xp, b1, overwrite_b or datacopied(b1, b), dt)
+    direct = computes_in(xp, target)
+    x = _getrs(lu1, piv, target if direct else b1, trans=t, overwrite_b=direct)
+    return deliver(xp, x, target, dt)
 
 
 def _perm_from_piv(piv, m):
@@ -226,17 +274,20 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     xp, a1 = as_array(a, check_finite=check_finite)
     if a1.ndim < 2:
         raise ValueError("The input array must be at least two-dimensional.")
+    # SciPy's own steps, kept exactly (dtypes, layouts and which array is
+    # written): the factor of a's shape is computed in a C-ordered array,
+    # ``a`` itself when overwrite_a allows it.
+    dt = lapack_dtype(a1)
+    a1, overwrite_a = normalize_dtype(xp, a1, overwrite_a, dt)
     *nd, m, n = a1.shape
     k = min(m, n)
-    dt = result_dtype(xp, a1)
-    a1 = cast(a1, dt)
-    # SciPy's special cases, kept exactly (dtypes included)
-    if min(m, n) == 0:
+    real_dt = xp.float32 if dt in (xp.float32, xp.complex64) else xp.float64
+    if min(a1.shape) == 0:  # SciPy's test: any axis, batch axes included
         if permute_l:
             return (xp.empty((*nd, m, k), dtype=a1.dtype),
                     xp.empty((*nd, k, n), dtype=a1.dtype))
         p = (xp.empty((*nd, 0), dtype=xp.int32) if p_indices
-             else xp.empty((*nd, 0, 0), dtype=dt))
+             else xp.empty((*nd, 0, 0), dtype=real_dt))
         return p, xp.empty((*nd, m, k), dtype=a1.dtype), xp.empty((*nd, k, n), dtype=a1.dtype)
     if (m, n) == (1, 1):
         u = a1 if overwrite_a else a1.copy()
@@ -244,29 +295,40 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
             return xp.ones_like(a1), u
         p = xp.zeros((*nd, m), dtype=int) if p_indices else xp.ones_like(a1)
         return p, xp.ones_like(a1), u
-    if nd:
-        return batch_loop(xp, lambda s_: _lu2d(xp, s_, permute_l, False, p_indices, dt),
-                          [a1], [2])
-    return _lu2d(xp, a1, permute_l, overwrite_a and a1 is a, p_indices, dt)
-
-
-def _lu2d(xp, a1, permute_l, overwrite_a, p_indices, dt):
-    m, n = a1.shape
-    k = min(m, n)
-    lu_, piv, _ = _getrf(xp, a1, overwrite_a)
-    piv_h = piv.get() if hasattr(piv, "get") else piv
-    perm = _perm_from_piv(piv_h, m)  # a[perm] = l @ u
-    low = xp.tril(lu_[:, :k], -1) + xp.eye(m, k)
-    up = xp.triu(lu_[:k, :])
-    low, up = cast(low, dt), cast(up, dt)
+    if not datacopied(a1, a) and not overwrite_a:
+        a1 = a1.copy(order="C")
+    if c_inplace_target(xp, a1, True, a1.dtype) is None:
+        a1 = a1.copy(order="C")
+    # a1 receives L (m > n) or U (m <= n); the other factor is k x k
+    small = xp.zeros((*nd, k, k), dtype=a1.dtype)
+    perm = np.empty((*nd, m), dtype=np.int32)
+    for idx in np.ndindex(*nd):
+        big_f, small_f, perm[idx] = _lu2d(xp, a1[idx], dt, permute_l)
+        a1[idx] = big_f
+        small[idx] = small_f
+    low, up = (a1, small) if m > n else (small, a1)
     if permute_l:
-        pl = xp.empty_like(low)
-        pl[xp.asarray(perm)] = low
-        return pl, up
-    if p_indices:  # a = l[p] @ u: the inverse permutation
-        inv = np.empty(m, dtype=np.int32)
-        inv[perm] = np.arange(m, dtype=np.int32)
-        return xp.asarray(inv), low, up
-    p = xp.zeros((m, m), dtype=real_dtype(xp, dt))  # real, as SciPy's
-    p[xp.asarray(perm), xp.arange(m)] = 1
+        return low, up
+    p = xp.asarray(perm)
+    if not p_indices:  # a = p @ l @ u with p[i, perm[i]] = 1 (real, as SciPy's)
+        pa = xp.zeros((*nd, m, m), dtype=real_dt)
+        pa[(*np.ix_(*[np.arange(x) for x in nd], np.arange(m)), perm)] = 1
+        p = pa
     return p, low, up
+
+
+def _lu2d(xp, a, dtype, permute_l):
+    """The factors of the 2-D ``a``: ``(big, small, perm)`` where ``big`` has
+    a's shape (L for a tall ``a``, else U; P @ L with `permute_l`), ``small``
+    is k x k, and ``a = P @ L @ U`` with ``P[i, perm[i]] = 1``."""
+    m, n = a.shape
+    k = min(m, n)
+    lu_, piv, _ = _getrf_lapack_verdict(xp, a, dtype)
+    rows = _perm_from_piv(piv.get() if hasattr(piv, "get") else piv, m)  # a[rows] = l @ u
+    inv = np.empty(m, dtype=np.int32)
+    inv[rows] = np.arange(m, dtype=np.int32)
+    low = xp.tril(lu_[:, :k], -1) + xp.eye(m, k, dtype=lu_.dtype)
+    up = xp.triu(lu_[:k, :])
+    if permute_l:
+        low = low[xp.asarray(inv)]
+    return (low, up, inv) if m > n else (up, low, inv)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from .. import lapack
-from ._validation import as_array, batched, cast, emulating, lapack_kw, result_dtype
+from ._lapack_io import computes_in, datacopied, deliver, inplace_target, lapack_dtype
+from ._validation import as_array, batched, emulating, lapack_kw, scipy_native
 
 __all__ = ["qr"]
 
-_MODES = ("full", "r", "economic", "raw")
+_MODES = ("full", "qr", "r", "economic", "raw")
 
 
 def _geqrf(a, overwrite_a=False):
@@ -15,8 +16,9 @@ def _geqrf(a, overwrite_a=False):
                             **lapack_kw(min(a.shape)))
 
 
-def _orgqr(xp, qr_, tau, ncols):
-    """First ``ncols`` columns of Q (``ncols`` <= M) from ``geqrf`` output."""
+def _orgqr(xp, qr_, tau, ncols, overwrite=False):
+    """First ``ncols`` columns of Q (``ncols`` <= M) from ``geqrf`` output;
+    with `overwrite`, Q is formed in ``qr_`` itself when ``ncols <= N``."""
     m, n = qr_.shape
     k = tau.shape[0]
     if ncols <= n:
@@ -24,8 +26,10 @@ def _orgqr(xp, qr_, tau, ncols):
     else:  # full Q of a tall matrix: pad the reflectors with zero columns
         v = xp.zeros((m, ncols), dtype=qr_.dtype, order="F")
         v[:, :n] = qr_
+        overwrite = True
     with emulating():
-        return lapack.orgqr(v, tau[:min(k, ncols)], check_finite=False, **lapack_kw(ncols))
+        return lapack.orgqr(v, tau[:min(k, ncols)], overwrite_a=overwrite, check_finite=False,
+                            **lapack_kw(ncols))
 
 
 def _ormqr(qr_, tau, c, side="L", trans="T"):
@@ -55,10 +59,10 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         size their own workspace).
     mode : {'full', 'r', 'economic', 'raw'}, optional
         Determines what information is to be returned: either both Q and R
-        ('full', default), only R ('r') or both Q and R but computed in
-        economy-size ('economic', see Notes). The final option 'raw' makes
-        the function return two matrices (Q, TAU) in the internal format
-        used by LAPACK.
+        ('full', default; the legacy spelling 'qr' too), only R ('r') or
+        both Q and R but computed in economy-size ('economic', see Notes).
+        The final option 'raw' makes the function return two matrices
+        (Q, TAU) in the internal format used by LAPACK.
     pivoting : bool, optional
         Whether or not factorization should include pivoting for
         rank-revealing qr decomposition (see Notes: delegated to SciPy).
@@ -118,31 +122,36 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     if a1.ndim != 2:
         raise ValueError("expected a 2-D array")
     if pivoting or a1.size == 0:
-        import scipy.linalg  # noqa: PLC0415
-
+        if xp.__name__ == "numpy":
+            ro = isinstance(a, xp.ndarray) and not a.flags.writeable
+            return scipy_native("qr")(a, overwrite_a=overwrite_a and not ro, lwork=lwork,
+                                      mode=mode, pivoting=pivoting, check_finite=False)
         from .._array import to_numpy  # noqa: PLC0415
 
-        orig = getattr(scipy.linalg.qr, "__wrapped__", scipy.linalg.qr)
-        res = orig(to_numpy(a1), overwrite_a=False, lwork=lwork, mode=mode,
-                   pivoting=pivoting, check_finite=False)
-        if xp.__name__ == "numpy":
-            return res
-        return _to_xp(xp, res)
+        return _to_xp(xp, scipy_native("qr")(to_numpy(a1), lwork=lwork, mode=mode,
+                                             pivoting=pivoting, check_finite=False))
+    # SciPy's steps: geqrf writes into `a` when overwrite_a allows it, and
+    # Q is then formed in that same buffer where SciPy forms it there.
     m, n = a1.shape
     k = min(m, n)
-    dt = result_dtype(xp, a1)
-    qr_, tau = _geqrf(a1, overwrite_a and a1 is a)
+    dt = lapack_dtype(a1)
+    target = inplace_target(xp, a1, overwrite_a or datacopied(a1, a), dt)
+    direct = computes_in(xp, target)
+    qr_, tau = _geqrf(target if direct else a1, direct)
+    qr_out = deliver(xp, qr_, target, dt)
     if mode not in ("economic", "raw") or m < n:
-        r = xp.triu(qr_)
+        r = xp.triu(qr_out)
     else:
-        r = xp.triu(qr_[:n, :])
-    r = cast(r, dt)
+        r = xp.triu(qr_out[:n, :])
     if mode == "r":
         return (r,)
     if mode == "raw":
-        return (cast(qr_, dt), cast(tau, dt)), r
-    q = _orgqr(xp, qr_, tau, m if mode == "full" else k)
-    return cast(q, dt), r
+        return (qr_out, deliver(xp, tau, None, dt)), r
+    if m < n or mode == "economic":  # Q formed in the factor's own columns
+        q = _orgqr(xp, qr_, tau, m if m < n else k, overwrite=True)
+        return deliver(xp, q, qr_out[:, :m] if m < n else qr_out, dt), r
+    q = _orgqr(xp, qr_, tau, m)
+    return deliver(xp, q, None, dt), r
 
 
 def _to_xp(xp, obj):

@@ -30,22 +30,38 @@ import numpy as np
 
 from .._array import array_namespace, to_numpy
 from ..ozaki.gemm import matmul as _emulated_matmul
-from ._basic import _EPS
+from ._basic import _rank_cutoff
+from ._condition import gecon, norm1, numerically_singular, pocon
 from ._decomp_cholesky import _potrf
 from ._decomp_lu import _getrf, _getrs
 from ._decomp_qr import _geqrf, _orgqr
-from ._validation import LinAlgError, batch_loop
+from ._validation import LinAlgError, batch_loop, unshimmed
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq", "matmul",
            "multi_dot", "LinAlgError"]
 
+_F8 = np.dtype(np.float64)  # NumPy's linalg computes in double whatever the input
+
+
+class _Native(Exception):
+    """A matrix NumPy's LAPACK must settle (numerically singular in double,
+    or not positive definite): the whole call goes to the native function."""
+
+
+def _lu_or_native(xp, am):
+    """Emulated LU of one matrix; :class:`_Native` when it is numerically
+    singular (exact zero pivot or rcond below eps), where only LAPACK's own
+    arithmetic can say whether NumPy raises "Singular matrix"."""
+    lu_, piv, info = _getrf(xp, am)
+    rc = gecon(xp, lu_, norm1(xp, am)) if not info else None
+    if numerically_singular(info, rc, _F8):
+        raise _Native
+    return lu_, piv
+
 
 def _native(xp, name):
     """The native ``xp.linalg.<name>`` (the original if a backend shim is installed)."""
-    fn = getattr(xp.linalg, name) if hasattr(xp.linalg, name) else getattr(xp, name)
-    while getattr(fn, "_ozlinalg_shim", False):
-        fn = fn.__wrapped__
-    return fn
+    return unshimmed(getattr(xp.linalg, name) if hasattr(xp.linalg, name) else getattr(xp, name))
 
 
 def _emulable(*arrays):
@@ -141,12 +157,13 @@ def solve(a, b):
     rt = _result_t(xp, a, b)
 
     def one(am, bm):
-        lu_, piv, info = _getrf(xp, am)
-        if info > 0:
-            raise LinAlgError("Singular matrix")
+        lu_, piv = _lu_or_native(xp, am)
         return _getrs(lu_, piv, bm, overwrite_b=True)
 
-    x = batch_loop(xp, one, [a, b2], [2, 2])
+    try:
+        x = batch_loop(xp, one, [a, b2], [2, 2])
+    except _Native:
+        return _native(xp, "solve")(a, b)
     x = x.astype(rt, copy=False)
     return x[..., 0] if vec else x
 
@@ -193,12 +210,13 @@ def inv(a):
     n = a.shape[-1]
 
     def one(am):
-        lu_, piv, info = _getrf(xp, am)
-        if info > 0:
-            raise LinAlgError("Singular matrix")
-        return _getrs(lu_, piv, xp.eye(n), overwrite_b=True)
+        lu_, piv = _lu_or_native(xp, am)
+        return _getrs(lu_, piv, xp.eye(n, dtype=lu_.dtype), overwrite_b=True)
 
-    return batch_loop(xp, one, [a], [2]).astype(_result_t(xp, a), copy=False)
+    try:
+        return batch_loop(xp, one, [a], [2]).astype(_result_t(xp, a), copy=False)
+    except _Native:
+        return _native(xp, "inv")(a)
 
 
 def _lu_sign_logdet(xp, am):
@@ -365,11 +383,19 @@ def cholesky(a, /, *, upper=False):
 
     def one(am):
         try:
-            return _potrf(xp, am, not upper)
+            c = _potrf(xp, am, not upper)
         except LinAlgError:
-            raise LinAlgError("Matrix is not positive definite") from None
+            raise _Native from None
+        full = xp.tril(am) + xp.tril(am, -1).conj().T if not upper else \
+            xp.triu(am) + xp.triu(am, 1).conj().T
+        if numerically_singular(0, pocon(xp, c, not upper, norm1(xp, full)), _F8):
+            raise _Native
+        return c
 
-    return batch_loop(xp, one, [a], [2]).astype(_result_t(xp, a), copy=False)
+    try:
+        return batch_loop(xp, one, [a], [2]).astype(_result_t(xp, a), copy=False)
+    except _Native:  # not positive definite (or nearly): LAPACK's verdict
+        return _native(xp, "cholesky")(a, upper=upper)
 
 
 def qr(a, mode="reduced"):
@@ -426,25 +452,28 @@ def qr(a, mode="reduced"):
     rt = _result_t(xp, a)
     m, n = a.shape[-2:]
     k = min(m, n)
+    mc = m if (mode == "complete" and m > n) else k
 
     def one(am):
         h, tau = _geqrf(am)
-        if mode == "raw":
-            return h.T, tau
-        mc = m if (mode == "complete" and m > n) else k
-        r = xp.triu(h[:mc if mode != "r" else k, :])
-        if mode == "r":
-            return r
-        return _orgqr(xp, h, tau, mc), r
+        if mode in ("raw", "r"):
+            return h, tau
+        return h, tau, _orgqr(xp, h, tau, mc)
 
     out = batch_loop(xp, one, [a], [2])
-    if mode == "r":
-        return out.astype(rt, copy=False)
+    # NumPy factors a copy ``a.astype(t, copy=True)`` (a's own memory order)
+    # in place; R (and raw mode's factor) are views / triu of that copy, so
+    # their memory layout follows the input's
+    h = a.astype(xp.complex128 if out[0].dtype.kind == "c" else xp.float64, copy=True)
+    h[...] = out[0]
     if mode == "raw":
-        return out[0].astype(rt, copy=False), out[1].astype(rt, copy=False)
+        return xp.swapaxes(h, -1, -2).astype(rt, copy=False), out[1].astype(rt, copy=False)
+    r = xp.triu(h[..., :k if mode == "r" else mc, :]).astype(rt, copy=False)
+    if mode == "r":
+        return r
     from numpy.linalg._linalg import QRResult  # noqa: PLC0415
 
-    return QRResult(out[0].astype(rt, copy=False), out[1].astype(rt, copy=False))
+    return QRResult(out[2].astype(rt, copy=False), r)
 
 
 def lstsq(a, b, rcond=None):
@@ -496,7 +525,7 @@ def lstsq(a, b, rcond=None):
     >>> from ozlinalg import numpy_linalg as la
     >>> a = np.array([[0., 1.], [1., 1.], [2., 1.], [3., 1.]])
     >>> x, res, rank, s = la.lstsq(a, np.array([-1., 0.2, 0.9, 2.1]))
-    >>> bool(np.allclose(x, [1.0, -0.95])), rank
+    >>> bool(np.allclose(x, [1.0, -0.95])), int(rank)
     (True, 2)
     """
     from ._basic import lstsq as _sp_lstsq  # noqa: PLC0415
@@ -509,10 +538,14 @@ def lstsq(a, b, rcond=None):
     m, n = a.shape
     if m != b.shape[0]:
         raise LinAlgError("Incompatible dimensions")
-    rc = _EPS * max(m, n) if rcond is None else rcond
-    if rc < 0:
-        rc = _EPS
-    x, res, rank, s = _sp_lstsq(a, b, cond=rc, check_finite=False)
+    rc = _F8.type(np.finfo(_F8).eps * max(m, n)) if rcond is None else rcond
+    # the gelsd rule NumPy's LAPACK applies (rcond <= 0 or >= 1: unit
+    # roundoff), with the scipy layer's lapack_driver='gelsd'; cond=0.5 is
+    # within (0, 1), so pass the cutoff itself
+    cut = _rank_cutoff("gelsd", rc, _F8)
+    a8 = a.astype(np.complex128 if a.dtype.kind == "c" or b.dtype.kind == "c" else np.float64)
+    x, res, rank, s = _sp_lstsq(a8, b.astype(a8.dtype) if b.dtype != a8.dtype else b,
+                                cond=cut, check_finite=False)
     rt = _result_t(xp, a, b)
     if rank < min(m, n):  # the scipy layer fell back to SVD; use NumPy's own for NumPy's output
         return native(a, b, rcond=rcond)
@@ -521,7 +554,8 @@ def lstsq(a, b, rcond=None):
         res = xp.empty((0,), dtype=rrt)
     else:
         res = xp.atleast_1d(xp.asarray(res)).astype(rrt)
-    return x.astype(rt, copy=False), res, rank, xp.asarray(s).astype(rrt, copy=False)
+    x = xp.ascontiguousarray(x).astype(rt, copy=False)
+    return x, res, np.int32(rank), xp.asarray(s).astype(rrt, copy=False)
 
 
 def matmul(x1, x2, /):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import math
 
 import numpy as np
 
@@ -73,6 +74,21 @@ def result_dtype(xp, *arrays):
     if any(a.dtype.kind == "c" for a in arrays):
         return xp.complex64 if small else xp.complex128
     return xp.float32 if small else xp.float64
+
+
+def unshimmed(func):
+    """``func`` without the backend's shims (:mod:`ozlinalg.backend`): the
+    native original."""
+    while getattr(func, "_ozlinalg_shim", False):
+        func = func.__wrapped__
+    return func
+
+
+def scipy_native(name):
+    """The native ``scipy.linalg.<name>``, whatever the backend has installed."""
+    import scipy.linalg  # noqa: PLC0415
+
+    return unshimmed(getattr(scipy.linalg, name))
 
 
 def work_dtype(xp, *arrays):
@@ -137,7 +153,8 @@ def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):
 
     ``core_ndims`` gives the number of core axes per array. ``func`` returns
     an array or a tuple of arrays/scalars; results are stacked with the
-    batch shape prepended.
+    batch shape prepended, in new C-contiguous arrays (the layout of
+    NumPy's gufunc results), whatever the layout of the slices.
     """
     if batch_shape is None:
         batch_shape = np.broadcast_shapes(*[a.shape[:a.ndim - c] for a, c in
@@ -160,51 +177,76 @@ def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):
         if lst[0] is None:
             stacked.append(None)
             continue
-        st = xp.stack([xp.asarray(r) for r in lst])
+        first = xp.asarray(lst[0])
+        st = xp.empty((len(lst),) + first.shape, dtype=first.dtype)
+        for i, r in enumerate(lst):
+            st[i] = r
         stacked.append(st.reshape(tuple(batch_shape) + st.shape[1:]))
     return stacked[0] if single else tuple(stacked)
 
 
 def batched(*core):
-    """Decorator: apply a 2-D implementation over leading batch axes (SciPy's
-    ``_apply_over_batch``). ``core`` lists ``(argname, ndim)`` of the batched
-    positional arguments; ``ndim`` may be ``"1|2"``."""
+    """Decorator: apply a 2-D implementation over leading batch axes, exactly as
+    SciPy's ``_apply_over_batch``. ``core`` lists ``(argname, ndim)`` of the
+    batched arguments; ``ndim`` may be ``"1|2"``.
+
+    As in SciPy: the batch axes broadcast; a zero-size batch raises
+    ``ValueError``; results are stacked, and returned as one array when the
+    implementation returns one value (or a one-element tuple, e.g. ``qr``'s
+    ``(R,)``), else as a list. An argument that needs no broadcasting is
+    sliced directly (SciPy slices a broadcast view of the same memory), so
+    ``overwrite_*`` reaches the caller's array slice by slice as in SciPy.
+    """
 
     def deco(func):
         import inspect
 
         sig = inspect.signature(func)
+        names = [n for n, _ in core]
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             bound = sig.bind(*args, **kwargs)
-            bound.apply_defaults()
-            vals = []
-            dims = []
+            vals, dims = [], []
             for name, nd in core:
-                v = bound.arguments[name]
+                v = bound.arguments.get(name)
+                if v is None:
+                    vals.append(None)
+                    dims.append(0)
+                    continue
                 xp = array_namespace(v)
-                v = v if hasattr(v, "ndim") and isinstance(v, xp.ndarray) else np.asarray(v)
+                v = v if isinstance(v, xp.ndarray) else xp.asarray(v)
                 if nd == "1|2":  # SciPy's rule (solve_triangular, lstsq)
                     nd = 2 if v.ndim >= 2 else 1
                 vals.append(v)
                 dims.append(nd)
-            if all(v.ndim <= d for v, d in zip(vals, dims)):
+            present = [(v, d) for v, d in zip(vals, dims) if v is not None]
+            bshapes = [v.shape[:v.ndim - d] if d else v.shape for v, d in present]
+            if not any(bshapes):
                 return func(*args, **kwargs)
-            xp = array_namespace(*vals)
-            bshape = np.broadcast_shapes(*[v.shape[:v.ndim - d] for v, d in zip(vals, dims)])
-            if 0 in bshape:
+            xp = array_namespace(*[v for v, _ in present])
+            bshape = np.broadcast_shapes(*bshapes)
+            if math.prod(bshape) == 0:
                 raise ValueError(f"`{func.__name__}` does not support zero-size batches.")
-            rest = {k: v for k, v in bound.arguments.items() if k not in dict(core)}
-            names = [n for n, _ in core]
-
-            def one(*slices_):
+            full = []
+            for v, d in zip(vals, dims):
+                if v is None:
+                    full.append(None)
+                    continue
+                shape = tuple(bshape) + (v.shape[v.ndim - d:] if d else ())
+                full.append(v if v.shape == shape else xp.broadcast_to(v, shape))
+            rest = {k: v for k, v in bound.arguments.items() if k not in names}
+            results = []
+            for idx in np.ndindex(*bshape):
                 kw = dict(rest)
-                kw.update(zip(names, slices_))
-                return func(**kw)
-
-            out = batch_loop(xp, one, vals, dims)
-            return list(out) if isinstance(out, tuple) else out  # as SciPy's decorator
+                kw.update({n: (None if v is None else v[idx]) for n, v in zip(names, full)})
+                res = func(**kw)
+                results.append(res if isinstance(res, tuple) else (res,))
+            out = []
+            for parts in zip(*results):
+                st = xp.stack(parts)
+                out.append(st.reshape(tuple(bshape) + st.shape[1:]))
+            return out[0] if len(out) == 1 else out
 
         return wrapper
 
