@@ -56,12 +56,42 @@ class Recorder:
                 self.longrepr[nid] = str(report.longrepr)[-1500:]
 
 
+def backend_options(min_size):
+    """Always-emulate backend options: ``strategy="eager"`` (emulate every
+    call, not only where it pays) and ``min_size``."""
+    return {"strategy": "eager", "min_size": min_size}
+
+
+def install_shims():
+    """Install the backend's shims before any test module is imported, so
+    that names a test module binds at import (``from scipy.linalg import
+    cholesky``) are the shims, which route inside a backend block and call
+    the original outside one (entering a block installs them once)."""
+    with ozlinalg.backend():
+        pass
+
+
 def run(path, backend_opts, extra):
+    install_shims()
     rec = Recorder(backend_opts)
     args = [path, "-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning",
             "--rootdir", os.path.dirname(path), *extra]
     pytest.main(args, plugins=[rec])
     return rec
+
+
+def print_differences(base, under):
+    """Print the tests whose outcome under the backend differs from the
+    baseline run, with the last lines of each failure; return their ids."""
+    diff = sorted(n for n in under.outcomes if under.outcomes[n] != base.outcomes.get(n))
+    print(f"tests whose outcome differs: {len(diff)}")
+    for n in diff:
+        print(f"  {base.outcomes.get(n)} -> {under.outcomes[n]}: {n}")
+        if n in under.longrepr:
+            last = [ln for ln in under.longrepr[n].splitlines() if ln.strip()][-3:]
+            for ln in last:
+                print("      " + ln[:200])
+    return diff
 
 
 def main(argv=None):
@@ -73,7 +103,7 @@ def main(argv=None):
     path = os.path.join(os.path.dirname(np.linalg.__file__), "tests", "test_linalg.py")
     extra = ["-k", args.k] if args.k else []
     base = run(path, None, extra)
-    under = run(path, {"strategy": "eager", "min_size": args.min_size}, extra)
+    under = run(path, backend_options(args.min_size), extra)
 
     def counts(rec):
         return Counter(rec.outcomes.values())
@@ -82,20 +112,13 @@ def main(argv=None):
     keys = ["passed", "failed", "skipped", "xfailed", "xpassed"]
     print("\n=== numpy", np.__version__, path)
     print(f"{'':28s}" + "".join(f"{k:>9s}" for k in keys) + f"{'total':>9s}")
-    for name, c in (("native (no backend)", cb), (f"backend(eager, min_size={args.min_size})", cu)):
+    for name, c in (("native (no backend)", cb), (f"backend(min_size={args.min_size})", cu)):
         print(f"{name:28s}" + "".join(f"{c.get(k, 0):9d}" for k in keys)
               + f"{sum(c.values()):9d}")
     reached = sum(1 for v in under.emulated.values() if v)
     print(f"tests that ran >= 1 emulated GEMM under the backend: {reached} of "
           f"{len(under.emulated)} ({sum(under.emulated.values())} emulated GEMM calls)")
-    diff = sorted(n for n in under.outcomes if under.outcomes[n] != base.outcomes.get(n))
-    print(f"tests whose outcome differs: {len(diff)}")
-    for n in diff:
-        print(f"  {base.outcomes.get(n)} -> {under.outcomes[n]}: {n}")
-        if n in under.longrepr:
-            last = [ln for ln in under.longrepr[n].splitlines() if ln.strip()][-3:]
-            for ln in last:
-                print("      " + ln[:200])
+    diff = print_differences(base, under)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"native": cb, "backend": cu, "differs": diff,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -175,6 +175,7 @@ class Outcome:
     inputs: list        # the input arrays after the call
     before: list        # copies taken before the call
     emulated: int = 0   # emulated GEMM calls made
+    runtime: bool = False  # a RuntimeWarning (overflow, invalid value) was emitted
 
 
 def run(func, make_args, kwargs):
@@ -188,7 +189,8 @@ def run(func, make_args, kwargs):
         except Exception as e:  # noqa: BLE001 (the type is what is compared)
             result, exc = None, type(e)
     warned = any(issubclass(w.category, sl.LinAlgWarning) for w in rec)
-    return Outcome(result, exc, warned, ins, before, prof.emulated_gemm_calls)
+    runtime = any(issubclass(w.category, RuntimeWarning) for w in rec)
+    return Outcome(result, exc, warned, ins, before, prof.emulated_gemm_calls, runtime)
 
 
 SINGLE = (np.float32, np.complex64)
@@ -245,6 +247,7 @@ def assert_same_outcome(ref, got, case):
     if ref.exc is not None:
         return
     assert got.warned == ref.warned, f"{what}: LinAlgWarning {got.warned} != {ref.warned}"
+    assert ref.runtime or not got.runtime, f"{what}: a RuntimeWarning the reference does not emit"
     # SciPy computes in single precision for float32 / complex64 inputs and
     # for bool, 8/16-bit integers and float16 (ozlinalg: in double)
     inexact = [x for x in ref.before if x.dtype.kind in "fc"] or ref.before
@@ -348,7 +351,7 @@ def _emulates(fn, shape, kwargs):
 
 def one_matrix_grid(fn, shapes, kind="gen", variants=({},), ow="overwrite_a",
                     layouts=LAYOUTS, dtypes=MAIN_DTYPES, **opts):
-    for vi, extra in enumerate(variants):
+    for extra in variants:
         for shape in shapes:
             for dt in dtypes:
                 for layout in layouts:
@@ -562,13 +565,13 @@ for bad in (np.nan, np.inf):
             add("scipy", fn, args_of(_with(_nonfinite(bad)), rhs(3, (4, 2), "f8", "F")),
                 {"check_finite": finite}, str(bad), values="nonfinite")
             add("scipy", fn, args_of(mat(3, (4, 4), "f8", "F", "lower"),
-                                     _with(lambda: np.full((4, 2), bad))),
+                                     _with(lambda bad=bad: np.full((4, 2), bad))),
                 {"check_finite": finite, **({"lower": True} if fn != "lstsq" else {})},
                 str(bad), "in-b", values="nonfinite")
     for fn, first in (("lu_solve", lu_of(mat(5, (4, 4), "f8", "F"), {})),
                       ("cho_solve", chol_of(mat(5, (4, 4), "f8", "F", "spd"), {}))):
         for finite in (False, True):
-            add("scipy", fn, args_of(first, _with(lambda: np.full((4, 2), bad))),
+            add("scipy", fn, args_of(first, _with(lambda bad=bad: np.full((4, 2), bad))),
                 {"check_finite": finite}, str(bad), values="nonfinite")
 
 for fn, a, b, kw in [
@@ -760,3 +763,60 @@ def test_scipy_crash_case(dtype):
     for cand in ("ozlinalg", "backend"):
         x = CANDIDATES["scipy"][cand]("solve")(a(), b(), overwrite_a=True)
         assert_close(expect, x, "solve", single=dtype != "f8" and dtype != "c16")
+
+
+def _omp(X, y, n_nonzero):
+    """Orthogonal matching pursuit written the way scikit-learn's
+    ``_cholesky_omp`` is: the Cholesky factor ``L`` (C-ordered, X's dtype)
+    grows by one row per step through ``solve_triangular(L, L[k, :k],
+    lower=True, overwrite_b=True)``, whose return value is ignored."""
+    X = X.copy(order="F")
+    alpha = X.T @ y
+    residual = y.copy()
+    idx = np.arange(X.shape[1])
+    L = np.empty((n_nonzero, n_nonzero), dtype=X.dtype)
+    for k in range(n_nonzero):
+        lam = k + int(np.argmax(np.abs(X[:, k:].T @ residual)))
+        if k:
+            L[k, :k] = X[:, :k].T @ X[:, lam]
+            sl.solve_triangular(L[:k, :k], L[k, :k], trans=0, lower=True, overwrite_b=True,
+                                check_finite=False)
+            L[k, k] = np.sqrt(np.linalg.norm(X[:, lam]) ** 2 - np.linalg.norm(L[k, :k]) ** 2)
+        else:
+            L[0, 0] = np.linalg.norm(X[:, lam])
+        X[:, [k, lam]] = X[:, [lam, k]]
+        alpha[[k, lam]] = alpha[[lam, k]]
+        idx[[k, lam]] = idx[[lam, k]]
+        gamma = sl.cho_solve((L[:k + 1, :k + 1], True), alpha[:k + 1])
+        residual = y - X[:, :k + 1] @ gamma
+    return gamma, idx[:n_nonzero]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ml_pattern_in_place_triangular_update(dtype):
+    """The machine-learning pattern of issue 12: the solution must land in
+    ``b`` (float32 included), or the fitted coefficients are silently wrong."""
+    rng = _rng(99)
+    X = rng.standard_normal((60, 30)).astype(dtype)
+    X /= np.linalg.norm(X, axis=0)
+    coef = np.zeros(30)
+    coef[[3, 7, 11, 19, 25]] = [2.0, -1.5, 1.0, 3.0, -2.5]
+    y = (X @ coef).astype(dtype)
+    expect, sel = _omp(X, y, 5)
+    with ozlinalg.backend(**backend_opts()), ozlinalg.profile() as prof:
+        got, sel_got = _omp(X, y, 5)
+    assert prof.emulated_gemm_calls > 0
+    np.testing.assert_array_equal(sel_got, sel)
+    assert_close(expect, got, "omp coefficients", single=dtype == np.float32)
+    np.testing.assert_allclose(np.sort(got), np.sort(coef[coef != 0]), rtol=1e-3)
+
+
+def test_lstsq_inf_raises_instead_of_hanging():
+    """Deliberately safer than native: LAPACK's gelsd does not return on Inf
+    with ``check_finite=False``; ozlinalg's QR path sees a non-finite factor
+    and raises LinAlgError before any native call (docs/backend.md)."""
+    a = matrix(4, (6, 4), "f8")
+    a[1, 2] = np.inf
+    for f in (ol.lstsq, lambda a, b, **k: onl.lstsq(a, b)):
+        with pytest.raises(np.linalg.LinAlgError):
+            f(a, np.ones(6), check_finite=False)

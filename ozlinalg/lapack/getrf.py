@@ -86,7 +86,10 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     3. ``U12 = L11^{-1} A12`` by the blocked triangular solve of
        :func:`trsm` (diagonal blocks of ``nb/4`` natively, couplings
        emulated);
-    4. trailing update ``A22 -= L21 @ U12`` through :func:`ozlinalg.matmul`.
+    4. trailing update ``A22 -= L21 @ U12`` through :func:`ozlinalg.matmul`,
+       in column chunks (:data:`TRAILING_CHUNKS`), so that with
+       ``overwrite_a`` a Fortran-ordered float64 matrix is factored in its
+       own memory without a second matrix-sized temporary.
 
     Steps 3-4 carry ``1 - O(nb / n)`` of the ``2/3 n^3`` flops. The emulated
     products have DGEMM-level normwise error, so the backward error
@@ -151,17 +154,23 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
 
 #: The trailing update ``A22 -= L21 @ U12`` is applied in column chunks of
-#: about ``n / TRAILING_CHUNKS`` (a multiple of the panel width, at least one
-#: panel): each emulated product's result and working buffers (about 40 bytes
-#: per output entry) then stay near a third of the matrix's own size, so an
-#: ``overwrite_a`` factorization in the caller's buffer never needs a second
-#: full-size array (measured: benchmarks/lu_inplace_memory.py).
+#: ``n / TRAILING_CHUNKS`` columns (a multiple of the panel width), but never
+#: narrower than :data:`MIN_CHUNK_COLUMNS`. One emulated product holds its
+#: result and working buffers, about 40 bytes per output entry, so a chunk's
+#: temporaries are ``5 * chunk / n`` of the matrix: 0.31 from n = 8192 up
+#: (about 5 without chunks), so an ``overwrite_a`` factorization in the
+#: caller's buffer never needs a second full-size array. Narrower products
+#: cost more than they save on the CPU (measured: a 4096 x 128 x w product
+#: in chunks of 512 columns took 0.7x the time of one product, chunks of 128
+#: 2x); benchmarks/lu_inplace_memory.py measures the peak.
 TRAILING_CHUNKS = 16
+MIN_CHUNK_COLUMNS = 512
 
 
 def trailing_chunk(n, nb):
     """Columns per trailing-update product for an ``n``-column matrix."""
-    return max(nb, (n // TRAILING_CHUNKS) // nb * nb)
+    width = max(MIN_CHUNK_COLUMNS, n // TRAILING_CHUNKS)
+    return max(nb, width // nb * nb)
 
 
 def _update_trailing(run, lu, j, j1, chunk):
@@ -212,7 +221,8 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
     Notes
     -----
     LAPACK ``getrs``: the row interchanges, then two blocked triangular
-    solves (:func:`trsm`) whose off-diagonal updates are emulated GEMMs.
+    solves (:func:`trsm`) whose off-diagonal updates are emulated GEMMs. As
+    in LAPACK, an exactly zero pivot in `lu` gives Inf / NaN, not an error.
     """
     xp, lu = as_float_matrix(lu, "getrs", "lu", check_finite=check_finite, square=True)
     _, b = as_float_matrix(b, "getrs", "b", check_finite=check_finite, ndim=(1, 2))

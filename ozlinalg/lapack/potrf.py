@@ -183,7 +183,8 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, overw
     Notes
     -----
     LAPACK ``potrs``: two blocked triangular solves (:func:`trsm`), with
-    ``L`` and ``L^H`` (or ``U^H`` and ``U``).
+    ``L`` and ``L^H`` (or ``U^H`` and ``U``); a zero on the factor's diagonal
+    gives Inf / NaN, as in LAPACK.
     """
     xp, c = as_float_matrix(c, "potrs", "c", check_finite=check_finite, square=True)
     _, b = as_float_matrix(b, "potrs", "b", check_finite=check_finite, ndim=(1, 2))

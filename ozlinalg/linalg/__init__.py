@@ -1,7 +1,9 @@
 """``scipy.linalg``-compatible namespace whose BLAS-3 work runs on the emulated DGEMM.
 
-Same names, signatures, defaults, return types and errors as
-:mod:`scipy.linalg` 1.17 for real input; the factorizations call the blocked
+Same names, signatures, defaults, return types, memory layouts, in-place
+(``overwrite_*``) behaviour, warnings and errors as :mod:`scipy.linalg` 1.17
+(``tests/test_fidelity.py`` compares them side by side; the deliberate
+differences are listed in docs/backend.md); the factorizations call the blocked
 routines of :mod:`ozlinalg.lapack`, so their trailing updates go through the
 Ozaki-scheme GEMM (``slices`` and ``method`` from :func:`ozlinalg.get_options`;
 ``Options.min_size`` is the order below which a call runs in native LAPACK,
@@ -14,6 +16,7 @@ cho_factor,          blocked Cholesky (``potrf``/``potrs``)
 cho_solve, cholesky
 qr                   blocked Householder QR (``geqrf``/``orgqr``)
 solve                by `assume_a`: LU, Cholesky, trsm, or a division
+                     (tridiagonal / banded: native ``gttrf`` / ``gbsv``)
 solve_triangular     recursive blocked ``trsm``
 inv, det             from the LU (or Cholesky / trsm) factors
 lstsq                QR (full rank), native fallback when rank deficient

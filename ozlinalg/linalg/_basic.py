@@ -27,7 +27,6 @@ from ._validation import (
     LinAlgError,
     LinAlgWarning,
     as_array,
-    batch_loop,
     batched,
     emulating,
     lapack_kw,
@@ -293,16 +292,37 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
     Notes
     -----
-    General, symmetric, Hermitian and tridiagonal matrices: blocked LU with
-    partial pivoting (:func:`ozlinalg.lapack.getrf`) and ``getrs``; SciPy uses
-    Bunch-Kaufman (``sytrf``/``hetrf``) for symmetric and Hermitian matrices,
-    which has no blocked emulated version here, so the matrix completed from
-    the triangle selected by `lower` (mirrored; conjugated, with a real
-    diagonal, for ``'her'``) is solved by LU. Complex input is computed in
-    complex128 (complex emulated products, ``z`` LAPACK panels). Positive definite: blocked Cholesky
-    (``potrf``/``potrs``). Triangular: blocked ``trsm``. Diagonal: a division.
-    All BLAS-3 work runs on the emulated DGEMM (Ozaki scheme). ``'banded'`` is
-    delegated to :func:`scipy.linalg.solve` (native; no BLAS-3 work to emulate).
+    General matrices: blocked LU with partial pivoting
+    (:func:`ozlinalg.lapack.getrf`) and ``getrs``. Positive definite:
+    blocked Cholesky (``potrf``/``potrs``); with ``assume_a=None`` a real
+    symmetric or complex Hermitian matrix is tried with Cholesky first and,
+    if it is not positive definite, solved as symmetric / Hermitian, as
+    SciPy 1.17 does. Symmetric and Hermitian: SciPy uses Bunch-Kaufman
+    (``sytrf``/``hetrf``), which has no blocked emulated version here, so
+    the matrix completed from the triangle selected by `lower` (mirrored;
+    conjugated, with a real diagonal, for ``'her'``) is solved by LU.
+    Triangular: blocked ``trsm``. Diagonal: a division. All BLAS-3 work
+    runs on the emulated DGEMM (Ozaki scheme); complex input is computed in
+    complex128. Tridiagonal and banded matrices (``assume_a``, or a
+    tridiagonal matrix detected with ``assume_a=None``) have no BLAS-3 work
+    to emulate: they go to :func:`scipy.linalg.solve` (LAPACK ``gttrf`` /
+    ``gbsv``), which reads only the band.
+
+    Singular matrices get SciPy's verdict: a slice whose emulated
+    factorization has an exactly zero pivot, or a reciprocal condition
+    number below the machine epsilon of the call's precision, is numerically
+    singular, and there only LAPACK's own rounding decides between
+    ``LinAlgError`` (exact zero pivot) and a result with ``LinAlgWarning``;
+    the call is then computed by :func:`scipy.linalg.solve` itself
+    (see :mod:`ozlinalg.linalg._condition`). An ``a`` factored in place
+    (``overwrite_a=True``, Fortran-ordered float64 / complex128) keeps the
+    emulated verdict, its data being gone.
+
+    ``overwrite_a`` / ``overwrite_b`` follow SciPy: only unbatched,
+    Fortran-contiguous (or 1-D) operands of the computing dtype are
+    written (``b`` receives the solution and is returned; ``a`` holds the
+    LU or Cholesky factors afterwards, for general and positive definite
+    matrices); a read-only array is never written.
 
     Examples
     --------
@@ -312,10 +332,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     >>> solve(a, np.array([2., 4., -1.]))
     array([ 2., -2.,  9.])
     """
-    native_call = (lambda: scipy_native("solve")(
-        a, b, lower=lower, overwrite_a=overwrite_a and not _readonly(a),
-        overwrite_b=overwrite_b and not _readonly(b), check_finite=False, assume_a=assume_a,
-        transposed=transposed))
+    def native_call():  # SciPy itself (LAPACK's verdict; tridiagonal, banded)
+        return scipy_native("solve")(
+            a, b, lower=lower, overwrite_a=overwrite_a and not _readonly(a),
+            overwrite_b=overwrite_b and not _readonly(b), check_finite=False,
+            assume_a=assume_a, transposed=transposed)
+
     if assume_a == "banded":
         if check_finite:
             as_array(a), as_array(b, argname="b")
@@ -491,7 +513,10 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     -----
     ``A X = I`` solved with the blocked factorization chosen by `assume_a`
     (LU ``getrf``/``getrs``, Cholesky ``potrf``/``potrs``, or ``trsm``), all
-    BLAS-3 work on the emulated DGEMM (Ozaki scheme).
+    BLAS-3 work on the emulated DGEMM (Ozaki scheme). As in :func:`solve`,
+    numerically singular slices are left to :func:`scipy.linalg.inv`
+    (LAPACK's verdict), and with ``overwrite_a`` the inverse is written
+    into a Fortran-contiguous unbatched `a` of the computing dtype, as SciPy.
 
     Examples
     --------
@@ -641,9 +666,13 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     cond : float, optional
         Cutoff for 'small' singular values; used to determine effective
         rank of a. Singular values smaller than ``cond * largest_singular_value``
-        are considered zero (default: machine epsilon).
+        are considered zero (default: machine epsilon of the computing
+        precision). As LAPACK: for 'gelsd', ``cond <= 0`` (or ``>= 1``)
+        means the unit roundoff; for 'gelss', ``cond < 0`` does.
     overwrite_a, overwrite_b : bool, optional
-        Accepted for compatibility (the inputs are never modified).
+        As SciPy: only the 'gelss' driver writes its solution into a
+        Fortran-contiguous `b` of the computing dtype (ozlinalg leaves `a`,
+        SciPy's scratch space there, untouched).
     check_finite : bool, optional
         Whether to check that the input matrices contain only finite numbers.
     lapack_driver : str, optional
@@ -687,10 +716,12 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     ``a^H`` (``^H``: conjugate transpose, the transpose for real input;
     residues and singular values are real). The singular values (for
     `rank` and `s`) are those of the small triangular factor R, computed
-    natively (``min(M,N)^3`` flops beside the emulated ``M N min(M,N)``). If `a` is rank deficient
-    (``s[-1] <= cond * s[0]``) the call is delegated to
-    :func:`scipy.linalg.lstsq` (native SVD-based ``gelsd``, or the chosen
-    driver), whose minimum-norm solution QR cannot give.
+    natively (``min(M,N)^3`` flops beside the emulated ``M N min(M,N)``).
+    If `a` is rank deficient by the driver's rule (``s[-1] <= cutoff * s[0]``,
+    see `cond`), or numerically so (``s[-1] <= max(M, N) eps s[0]``), the
+    call is delegated to :func:`scipy.linalg.lstsq` (native SVD-based
+    ``gelsd``, or the chosen driver), whose minimum-norm solution and rank
+    decision QR cannot give.
 
     Examples
     --------
@@ -725,7 +756,7 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     r = xp.triu(qr_[:k, :k])
     s = np.linalg.svd(to_numpy(r), compute_uv=False)  # native, k x k
     cut = _rank_cutoff(driver, cond, dt)
-    if not (s[-1] > cut * s[0] and s[-1] > eps(dt) * s[0]):
+    if not (s[-1] > cut * s[0] and s[-1] > max(m, n) * eps(dt) * s[0]):
         # rank deficient, or numerically so at the call's precision: the
         # minimum-norm solution and LAPACK's own rank decision (native SVD)
         res = scipy_native("lstsq")(a, b, cond=cond, check_finite=False,

@@ -60,12 +60,10 @@ def _getrf_lapack_verdict(xp, a, dtype, target=None):
     factors stand). Returns ``(lu, piv, info)``; ``lu`` is float64 /
     complex128, or ``dtype`` after a native redo.
     """
-    inplace = target is not None
-    square = a.shape[0] == a.shape[1]
-    anorm = norm1(xp, a) if square and xp is np else None
-    lu_, piv, info = _getrf(xp, target if inplace else a, inplace)
-    if inplace:
-        return lu_, piv, info
+    if target is not None:
+        return _getrf(xp, target, True)
+    anorm = norm1(xp, a) if a.shape[0] == a.shape[1] and xp is np else None
+    lu_, piv, info = _getrf(xp, a)
     rc = gecon(xp, lu_, anorm) if anorm is not None and not info else None
     if numerically_singular(info, rc, dtype) and xp is np:
         lu_, piv, info = native_routine("getrf", dtype)(np.asarray(a, dtype=dtype))

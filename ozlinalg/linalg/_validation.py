@@ -31,7 +31,6 @@ from ..lapack import DEFAULT_BLOCK_SIZE
 
 __all__ = [
     "as_array",
-    "result_dtype",
     "lapack_kw",
     "emulating",
     "batch_loop",
@@ -66,16 +65,6 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     return xp, arr
 
 
-def result_dtype(xp, *arrays):
-    """LAPACK's s/d/c/z rule: single precision if every input is float16/32 or
-    complex64, else double; complex if any input is complex."""
-    small = all((a.dtype.kind == "f" and a.dtype.itemsize <= 4)
-                or (a.dtype.kind == "c" and a.dtype.itemsize <= 8) for a in arrays)
-    if any(a.dtype.kind == "c" for a in arrays):
-        return xp.complex64 if small else xp.complex128
-    return xp.float32 if small else xp.float64
-
-
 def unshimmed(func):
     """``func`` without the backend's shims (:mod:`ozlinalg.backend`): the
     native original."""
@@ -94,17 +83,6 @@ def scipy_native(name):
 def work_dtype(xp, *arrays):
     """The computing dtype: complex128 if any input is complex, else float64."""
     return xp.complex128 if any(a.dtype.kind == "c" for a in arrays) else xp.float64
-
-
-def real_dtype(xp, dt):
-    """The real dtype of the same precision (float32 for complex64, ...)."""
-    return {xp.dtype(xp.complex64): xp.float32,
-            xp.dtype(xp.complex128): xp.float64}.get(xp.dtype(dt), dt)
-
-
-def cast(x, dtype):
-    """``x`` in ``dtype`` (no copy when it already is)."""
-    return x if x.dtype == dtype else x.astype(dtype)
 
 
 def lapack_kw(n):
@@ -134,18 +112,20 @@ def emulating():
     ``Options.min_size`` is applied to the order of the user's matrix (as the
     lapack crossover); inside a factorization every product is emulated, so
     a trailing update with a panel width below ``min_size`` is not silently
-    native.
+    native. Inf / NaN propagate through the factorizations without
+    RuntimeWarnings, as through LAPACK (``check_finite=False`` inputs).
     """
     min_size = get_options().min_size
-    if min_size == 0 or _OUTER_MIN_SIZE.get() is not None:
-        yield
-        return
-    token = _OUTER_MIN_SIZE.set(min_size)
-    try:
-        with options(min_size=0):
+    with np.errstate(all="ignore"):
+        if min_size == 0 or _OUTER_MIN_SIZE.get() is not None:
             yield
-    finally:
-        _OUTER_MIN_SIZE.reset(token)
+            return
+        token = _OUTER_MIN_SIZE.set(min_size)
+        try:
+            with options(min_size=0):
+                yield
+        finally:
+            _OUTER_MIN_SIZE.reset(token)
 
 
 def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):
