@@ -125,7 +125,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
     run = Runner(xp, slices, method)
     leaf = max(8, nb // 4)
-    chunk = trailing_chunk(n, nb)
+    chunk = trailing_chunk(n, nb, in_place=lu is a)
     piv = np.empty(k, dtype=np.int32)
     info = 0
     for j in range(0, k, nb):
@@ -154,23 +154,26 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
 
 #: The trailing update ``A22 -= L21 @ U12`` is applied in column chunks of
-#: ``n / TRAILING_CHUNKS`` columns (a multiple of the panel width), but never
-#: narrower than :data:`MIN_CHUNK_COLUMNS`. One emulated product holds its
-#: result and working buffers, about 40 bytes per output entry, so a chunk's
-#: temporaries are ``5 * chunk / n`` of the matrix: 0.31 from n = 8192 up
-#: (about 5 without chunks), so an ``overwrite_a`` factorization in the
-#: caller's buffer never needs a second full-size array. Narrower products
-#: cost more than they save on the CPU (measured: a 4096 x 128 x w product
-#: in chunks of 512 columns took 0.7x the time of one product, chunks of 128
-#: 2x); benchmarks/lu_inplace_memory.py measures the peak.
+#: ``n / TRAILING_CHUNKS`` columns (a multiple of the panel width), but not
+#: narrower than :data:`MIN_CHUNK_COLUMNS` (:data:`MIN_CHUNK_COLUMNS_IN_PLACE`
+#: when the matrix is factored in the caller's buffer: ``overwrite_a`` asks
+#: for memory economy). One emulated product holds its result and working
+#: buffers, about 40 bytes per output entry, so a chunk's temporaries are
+#: ``5 * chunk / n`` of the matrix: 0.31 from n = 8192 up (about 5 in one
+#: product), 0.63 in place at n = 2048 and 4096. Narrower products cost more
+#: than they save on the CPU (measured under load: a 4096 x 128 x 4096
+#: product in chunks of 512 columns took 0.7x the time of one product,
+#: chunks of 256 1.0x, of 128 2x; at 1024, chunks of 512 1.1x, of 256 2.3x).
+#: benchmarks/lu_inplace_memory.py measures the peak.
 TRAILING_CHUNKS = 16
 MIN_CHUNK_COLUMNS = 512
+MIN_CHUNK_COLUMNS_IN_PLACE = 256
 
 
-def trailing_chunk(n, nb):
+def trailing_chunk(n, nb, in_place=False):
     """Columns per trailing-update product for an ``n``-column matrix."""
-    width = max(MIN_CHUNK_COLUMNS, n // TRAILING_CHUNKS)
-    return max(nb, width // nb * nb)
+    least = MIN_CHUNK_COLUMNS_IN_PLACE if in_place else MIN_CHUNK_COLUMNS
+    return max(nb, max(least, n // TRAILING_CHUNKS) // nb * nb)
 
 
 def _update_trailing(run, lu, j, j1, chunk):

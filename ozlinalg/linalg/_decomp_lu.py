@@ -310,7 +310,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     p = xp.asarray(perm)
     if not p_indices:  # a = p @ l @ u with p[i, perm[i]] = 1 (real, as SciPy's)
         pa = xp.zeros((*nd, m, m), dtype=real_dt)
-        pa[(*np.ix_(*[np.arange(x) for x in nd], np.arange(m)), perm)] = 1
+        pa[tuple(xp.asarray(i) for i in (*np.ix_(*[np.arange(x) for x in nd], np.arange(m)),
+                                          perm))] = 1
         p = pa
     return p, low, up
 
