@@ -155,18 +155,20 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
 
 #: The trailing update ``A22 -= L21 @ U12`` is applied in column chunks of
 #: ``n / TRAILING_CHUNKS`` columns (a multiple of the panel width), but not
-#: narrower than :data:`MIN_CHUNK_COLUMNS` (:data:`MIN_CHUNK_COLUMNS_IN_PLACE`
-#: when the matrix is factored in the caller's buffer: ``overwrite_a`` asks
-#: for memory economy). One emulated product holds its result and working
-#: buffers, about 40 bytes per output entry, so a chunk's temporaries are
-#: ``5 * chunk / n`` of the matrix: 0.31 from n = 8192 up (about 5 in one
-#: product), 0.63 in place at n = 2048 and 4096. Narrower products cost more
-#: than they save on the CPU (measured under load: a 4096 x 128 x 4096
-#: product in chunks of 512 columns took 0.7x the time of one product,
-#: chunks of 256 1.0x, of 128 2x; at 1024, chunks of 512 1.1x, of 256 2.3x).
-#: benchmarks/lu_inplace_memory.py measures the peak.
+#: narrower than :data:`MIN_CHUNK_COLUMNS_IN_PLACE` when the matrix is
+#: factored in the caller's buffer (``overwrite_a`` asks for memory economy)
+#: or :data:`MIN_CHUNK_COLUMNS` when ozlinalg works on its own copy (speed
+#: first: below n = 4096 one product per panel step, as before). One
+#: emulated product holds its result and working buffers, about 40 bytes per
+#: output entry, so a chunk's temporaries are about ``5 * chunk / n`` of the
+#: matrix: in place 0.31 from n = 4096 up, 0.63 at n = 2048, instead of about
+#: 5 in one product. Narrower products cost time on the CPU (per-call
+#: splitting and planning): measured on a 4096 x 128 x 4096 update, chunks of
+#: 512 columns took 0.7x the time of one product, of 256 1.0x, of 128 2x; at
+#: 1024 rows, chunks of 512 1.1x, of 256 2.3x (2 loaded cores).
+#: ``python benchmarks/lu_inplace_memory.py`` measures the peak.
 TRAILING_CHUNKS = 16
-MIN_CHUNK_COLUMNS = 512
+MIN_CHUNK_COLUMNS = 2048
 MIN_CHUNK_COLUMNS_IN_PLACE = 256
 
 
