@@ -31,6 +31,7 @@ from ..lapack import DEFAULT_BLOCK_SIZE
 
 __all__ = [
     "as_array",
+    "result_dtype",
     "lapack_kw",
     "emulating",
     "batch_loop",
@@ -65,19 +66,25 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     return xp, arr
 
 
-def unshimmed(func):
-    """``func`` without the backend's shims (:mod:`ozlinalg.backend`): the
-    native original."""
-    while getattr(func, "_ozlinalg_shim", False):
-        func = func.__wrapped__
-    return func
+def result_dtype(xp, *arrays):
+    """Single precision if every input is float16/32 or complex64, else
+    double; complex if any input is complex (used by :mod:`ozlinalg.dask`;
+    the SciPy-API functions follow :func:`._lapack_io.lapack_dtype`, which
+    also computes bool and 8/16-bit integers in single precision)."""
+    small = all((a.dtype.kind == "f" and a.dtype.itemsize <= 4)
+                or (a.dtype.kind == "c" and a.dtype.itemsize <= 8) for a in arrays)
+    if any(a.dtype.kind == "c" for a in arrays):
+        return xp.complex64 if small else xp.complex128
+    return xp.float32 if small else xp.float64
 
 
 def scipy_native(name):
     """The native ``scipy.linalg.<name>``, whatever the backend has installed."""
     import scipy.linalg  # noqa: PLC0415
 
-    return unshimmed(getattr(scipy.linalg, name))
+    from ..backend import original  # noqa: PLC0415
+
+    return original(getattr(scipy.linalg, name))
 
 
 def work_dtype(xp, *arrays):
