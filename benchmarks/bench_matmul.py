@@ -14,7 +14,9 @@ smoke test (the test run does this). Larger::
 
 Environment: ``OZLINALG_BENCH_MATMUL_SIZES`` (default 160),
 ``OZLINALG_BENCH_SLICES`` (int or "auto", default auto), ``OZLINALG_BENCH_PHI``
-(default 0.5), ``OZLINALG_BENCH_ROUNDS`` (default 3).
+(default 0.5), ``OZLINALG_BENCH_ROUNDS`` (default 3), ``OZLINALG_BENCH_ENGINES``
+(NumPy engines, comma-separated: ``auto`` (default), ``onednn``, ``sgemm``, or
+``all``). The engine (and its ISA) is in ``extra_info``.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ SLICES = _SL if _SL == "auto" else int(_SL)
 PHI = float(os.environ.get("OZLINALG_BENCH_PHI", "0.5"))
 ROUNDS = int(os.environ.get("OZLINALG_BENCH_ROUNDS", "3"))
 CHECK_ROWS = 32
+_ENG = os.environ.get("OZLINALG_BENCH_ENGINES", "auto")
+ENGINES = ["sgemm", "onednn"] if _ENG == "all" else [e for e in _ENG.split(",") if e]
 
 
 def _devices():
@@ -95,16 +99,18 @@ def bench_native(benchmark, n, device):
          dict(n=n, method="native", slices=None, device=device))
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("method", list(ozlinalg.METHODS))
 @pytest.mark.parametrize("device", _devices())
 @pytest.mark.parametrize("n", SIZES)
-def bench_emulated(benchmark, n, device, method):
+def bench_emulated(benchmark, n, device, method, engine):
     benchmark.group = f"matmul n={n} {device}"
     a, b, _ = problem(n)
     xp = _xp(device)
     da, db = xp.asarray(a), xp.asarray(b)
-    with ozlinalg.profile() as prof:
-        ozlinalg.matmul(da, db, method=method, slices=SLICES)
-    _run(benchmark, device, lambda: ozlinalg.matmul(da, db, method=method, slices=SLICES), n,
-         dict(n=n, method=method, slices=prof.slices[0], device=device,
-              int8_gemms=prof.int8_gemms))
+    with ozlinalg.options(engine=engine if device == "cpu" else None):
+        with ozlinalg.profile() as prof:
+            ozlinalg.matmul(da, db, method=method, slices=SLICES)
+        _run(benchmark, device, lambda: ozlinalg.matmul(da, db, method=method, slices=SLICES),
+             n, dict(n=n, method=method, slices=prof.slices[0], device=device,
+                     engine=prof.calls[0].engine, int8_gemms=prof.int8_gemms))

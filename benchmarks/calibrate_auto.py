@@ -10,6 +10,7 @@ Usage::
     python benchmarks/calibrate_auto.py                 # about 15 minutes on 2 cores
     python benchmarks/calibrate_auto.py --quick         # n <= 1024
     python benchmarks/calibrate_auto.py --small         # outputs of 16..1200 entries
+    python benchmarks/calibrate_auto.py --small --engine onednn   # on one NumPy engine
 """
 from __future__ import annotations
 
@@ -36,7 +37,15 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1, 2, 3, 4])
     ap.add_argument("--methods", nargs="+", default=["hybrid-ef", "bitmask-ef", "rn", "splitfp"])
+    ap.add_argument("--engine", default=None,
+                    help="NumPy engine: onednn, sgemm or auto (default: OZLINALG_ENGINE / auto)")
     args = ap.parse_args(argv)
+    with ozlinalg.options(engine=args.engine):
+        print(f"engine: {get_engine(np).describe()}")
+        return _run(args)
+
+
+def _run(args):
     cases = [c for c in CASES if not args.quick or c[1] <= 1024]
     if args.small:
         cases, args.seeds = SMALL_CASES, max(args.seeds, 6)

@@ -95,19 +95,29 @@ def cmd_compare(args):
         rows.append(dict(method=meth, slices=prof.slices[-1], seconds=t,
                          gflops=2 * n**3 / t / 1e9, ratio=t / t_nat, max_err=mx,
                          median_err=med, int8_gemms=prof.calls[-1].int8_gemms))
+    engine = _engine_line(xp)
     if args.plot:
         _plot_compare(rows, args.plot, f"n = {n}, phi = {args.phi}, {dev}")
     if args.json:
-        json.dump(dict(device=dev, n=n, phi=args.phi, rows=rows), sys.stdout, indent=1)
+        json.dump(dict(device=dev, engine=engine, n=n, phi=args.phi, rows=rows), sys.stdout,
+                  indent=1)
         print()
         return
     print(f"ozlinalg {ozlinalg.__version__}: C = A @ B, n = {n}, phi = {args.phi}, "
           f"device = {dev}, errors vs exact reference on {args.check_rows} rows")
+    print(f"engine: {engine}")
     print(f"{'method':<12} {'slices':>6} {'time [s]':>9} {'GFLOP/s':>8} {'x native':>9} "
           f"{'max rel err':>11} {'median':>9}")
     for r in rows:
         print(f"{r['method']:<12} {r['slices']!s:>6} {r['seconds']:9.4f} {r['gflops']:8.1f} "
               f"{r['ratio']:9.1f} {r['max_err']:11.2e} {r['median_err']:9.2e}")
+
+
+def _engine_line(xp):
+    """What multiplies the INT8 slices: engine, library, ISA, and why it was chosen."""
+    from .engines import get_engine
+
+    return get_engine(xp).describe()
 
 
 def _plot_compare(rows, path, title):
@@ -181,7 +191,8 @@ def cmd_solve(args):
                                                   * np.linalg.norm(xx, np.inf)
                                                   + np.linalg.norm(b_h, np.inf)))
 
-    res = dict(source=source, device=dev, n=a_h.shape[0], seconds=t_emul,
+    res = dict(source=source, device=dev, engine=_engine_line(xp), n=a_h.shape[0],
+               seconds=t_emul,
                native_seconds=t_nat, residual=residual(x), native_residual=residual(x_nat),
                emulated_flop_share=prof.emulated_flop_share, slices=sorted(set(prof.slices)),
                int8_gemms=prof.int8_gemms)
@@ -194,6 +205,7 @@ def cmd_solve(args):
         print()
         return
     print(f"ozlinalg solve: {source}, device = {dev}")
+    print(f"  engine: {res['engine']}")
     print(f"  emulated LU + solve : {t_emul:8.3f} s   residual {res['residual']:.2e}")
     print(f"  native LAPACK       : {t_nat:8.3f} s   residual {res['native_residual']:.2e}")
     print(f"  flops through the emulated GEMM: {100 * prof.emulated_flop_share:.1f}%, "

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["array_namespace", "is_cupy_array", "cupy_or_none", "to_numpy", "fp_errstate"]
+__all__ = ["array_namespace", "is_cupy_array", "cupy_or_none", "to_numpy", "fp_errstate",
+           "row_blocks", "set_block_mask"]
 
 
 def cupy_or_none():
@@ -63,3 +64,25 @@ def fp_errstate(xp, **kinds):
     import contextlib  # noqa: PLC0415
 
     return contextlib.nullcontext()
+
+
+def row_blocks(rows, cols, target=1 << 15):
+    """``(r0, r1)`` row ranges of about ``target`` entries each.
+
+    Elementwise passes over output-sized arrays (``slices="auto"``'s spread,
+    Ozaki-II's scalings) run block by block, so their temporaries stay in
+    cache instead of costing a full-size array (and its page faults) per
+    NumPy operation; the values are the same.
+    """
+    step = max(1, int(target) // max(int(cols), 1))
+    return [(r0, min(rows, r0 + step)) for r0 in range(0, rows, step)]
+
+
+def set_block_mask(xp, mask, block, r0, shape):
+    """``mask`` with rows ``r0:`` set to the boolean ``block``: allocated (all False)
+    on the first block holding a True, else returned as is (``None`` while none)."""
+    if bool(block.any()):
+        if mask is None:
+            mask = xp.zeros(shape, dtype=bool)
+        mask[r0:r0 + block.shape[0]] = block
+    return mask

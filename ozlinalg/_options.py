@@ -56,6 +56,12 @@ class Options:
         Calls made by name (``ozlinalg.matmul``, ``ozlinalg.linalg.*``) are
         emulated at or above `min_size` whatever the strategy: the caller
         asked for emulation.
+    engine : {None, "auto", "onednn", "sgemm"}
+        Which engine multiplies NumPy arrays (see :mod:`ozlinalg.engines.select`):
+        ``"onednn"`` (exact INT8 GEMM on the CPU's INT8 units), ``"sgemm"``
+        (INT8 values on BLAS SGEMM), ``"auto"`` (oneDNN where it loads and
+        passes its exactness self-test). ``None`` (the default): the
+        ``OZLINALG_ENGINE`` environment variable, else ``"auto"``.
     """
 
     method: str = "hybrid-ef"
@@ -66,6 +72,7 @@ class Options:
     complex_scheme: str = "4m"
     balance: object = "auto"
     strategy: str = "eager"
+    engine: object = None
 
     def __post_init__(self):
         # Per-instance cache of the backend's routing thresholds
@@ -115,6 +122,10 @@ def validate(overrides: dict) -> dict:
         from .ozaki.balance import min_shift_for
 
         min_shift_for(overrides["balance"])  # validates
+    if "engine" in overrides:
+        from .engines.select import validate_engine
+
+        overrides["engine"] = validate_engine(overrides["engine"])
     if overrides.get("memory_limit") is not None:
         lim = overrides["memory_limit"]
         if isinstance(lim, bool) or not isinstance(lim, int) or lim <= 0:

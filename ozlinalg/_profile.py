@@ -36,6 +36,7 @@ class CallRecord:
     time_accumulate: float
     time_total: float
     device: str
+    engine: str = ""  # the engine's describe(): name, library, ISA
 
 
 class Route(NamedTuple):
@@ -85,6 +86,9 @@ class Profile:
         :class:`Route` (function, op, order, engine, emulated, reason) -> number
         of calls. Calls that are not routable (other array types, dtypes,
         nested inside ozlinalg) are not counted.
+    engines : collections.Counter
+        Calls per engine, each named by its ``describe()`` line (engine, library,
+        ISA, and why it was chosen).
     """
 
     emulated_gemm_calls: int = 0
@@ -113,6 +117,7 @@ class Profile:
         """Routable calls :func:`ozlinalg.backend` ran natively (below the
         crossover or ``min_size``)."""
         return sum(c for r, c in self.routing.items() if not r.emulated)
+    engines: Counter = field(default_factory=Counter)
 
     @property
     def time_total(self) -> float:
@@ -140,6 +145,8 @@ class Profile:
         m, n, p = rec.shape
         self.emulated_flops += 2.0 * m * n * p
         self.calls.append(rec)
+        if rec.engine:
+            self.engines[rec.engine] += 1
 
     def summary(self) -> str:
         """A short human-readable report."""
@@ -147,6 +154,7 @@ class Profile:
         lines = [
             f"emulated GEMM calls : {self.emulated_gemm_calls}",
             f"methods             : {dict(self.methods)}",
+            *(f"engine              : {name}" for name in self.engines),
             f"slices              : {sorted(set(self.slices))}",
             f"INT8 GEMMs          : {self.int8_gemms} ({self.engine_calls} engine calls)",
             f"FP64 accum. passes  : {self.accumulation_passes}",

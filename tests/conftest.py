@@ -62,3 +62,23 @@ def one_blas_thread():
         return
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+CPU_ENGINES = ["sgemm", "onednn"]
+
+
+def cpu_engine_or_skip(name):
+    """The NumPy engine ``name``; skips (with oneDNN's reason) where it cannot run."""
+    from ozlinalg.engines.onednn import EngineUnavailable
+    from ozlinalg.engines.select import cpu_engine
+
+    try:
+        return cpu_engine(name)
+    except EngineUnavailable as exc:
+        pytest.skip(f"engine {name!r} unavailable here: {exc}")
+
+
+@pytest.fixture(params=CPU_ENGINES)
+def cpu_engine(request):
+    """Each NumPy engine: the SGEMM engine, and the oneDNN INT8 engine where it runs."""
+    return cpu_engine_or_skip(request.param)

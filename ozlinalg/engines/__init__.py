@@ -1,7 +1,11 @@
-"""Exact low-precision matrix-product engines (see :mod:`.base`)."""
+"""Exact low-precision matrix-product engines (see :mod:`.base`).
+
+NumPy arrays: the oneDNN INT8 engine where it loads and passes its exactness
+self-test, else the SGEMM engine (:mod:`.select`); CuPy arrays: cuBLASLt.
+"""
 from . import (
-    cpu,  # noqa: F401  (registers the NumPy engine)
     cublaslt,  # noqa: F401  (registers the CuPy engine; imports CuPy lazily)
+    select,  # noqa: F401  (registers the NumPy engines)
 )
 from .base import Engine, get_engine, register_engine
 

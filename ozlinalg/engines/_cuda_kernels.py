@@ -27,6 +27,8 @@ CuPy is imported lazily; kernels are compiled on first use and cached.
 """
 from __future__ import annotations
 
+from ..exact import LIMB_BITS, digit_plan, residual_grid
+
 __all__ = ["AXPY_BODY", "CRTFusedAccumulator", "axpy_into", "crt_residues_fused",
            "hybrid_split_fused"]
 
@@ -121,9 +123,7 @@ def hybrid_split_fused(x, s, width, out, scales, xp=None):
         or out.shape != (s, rows, k) or s < 1
     ):
         return False
-    from ..ozaki.split import _residual_grid  # noqa: PLC0415
-
-    base = _residual_grid(cp, x, width)  # per-row grid, exactly as the generic code
+    base = residual_grid(cp, x, width)  # per-row grid, exactly as the generic code
     inv_base = cp.ascontiguousarray(1.0 / base)
     total = rows * k
     if total:
@@ -280,12 +280,10 @@ def crt_residues_fused(x, mult, round_rows, mods, bits, out, xp=None):
     GPU engine's padded slice storage). Returns False (nothing done) where it
     does not apply, so the caller falls back to the generic code.
     """
-    from ..ozaki.crt import _digit_plan  # noqa: PLC0415
-
     cp = xp or _cp()
     rows, k = x.shape
     nmod = len(mods)
-    d, count = _digit_plan(bits)
+    d, count = digit_plan(bits)
     if (x.dtype != cp.float64 or out.dtype != cp.int8 or not x.flags.c_contiguous
             or out.strides[2:] != (1,) or out.shape != (nmod, rows, k)
             or count > _CRT_MAX_DIGITS):
@@ -318,8 +316,6 @@ class CRTFusedAccumulator:
     """
 
     def __init__(self, xp, consts):
-        from ..ozaki.crt import LIMB_BITS  # noqa: PLC0415
-
         self.cp, self.consts = xp, consts
         self.res = None
         self.unit = 2.0**LIMB_BITS

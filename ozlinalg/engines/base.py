@@ -22,13 +22,33 @@ An engine owns the device-specific part of the emulated GEMM:
 * ``crossover(op)``: the matrix order from which emulating ``op`` on this
   engine is expected to be at least as fast as native FP64 (``None``: at no
   order), read by ``ozlinalg.backend()``'s "performant" strategy.
+* ``describe()``: one line naming the engine, its library and ISA (profiles,
+  the CLI);
+* ``native_blas()``: context for native BLAS / LAPACK calls between emulated
+  products (how they share the cores with the engine);
+* attributes ``crossovers`` (measured orders from which emulation pays, per
+  operation; :meth:`crossover`), ``block_size`` (the factorizations' default
+  panel width, or None), ``memory_model`` (coefficients of
+  ``ozaki.gemm.working_bytes``, or None), ``output_orders`` (memory orders the
+  products can be accumulated in; "F" needs ``workspace(m, p, order="F")``).
 
-``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``,
-so every operand is row-major with the inner dimension last.
+Optional fused passes; the driver runs the generic array code where an engine
+lacks one or it returns ``False`` / ``None``, and each must give the generic
+code's bits: ``normalize_rows``, ``split_rows``, ``split_raw`` (normalize and
+split in one pass), ``empty_slices_like`` (storage in the operand's memory
+order), ``approx_squares``, ``spread_plan_fused`` (``slices="auto"``),
+``crt_auto_fused`` / ``crt_auto_stats`` (``moduli="auto"``), ``crt_residues``,
+``crt_bound``, ``crt_accumulator``, ``scale_outer``, ``finish_ef``.
+
+``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``
+(views; with ``empty_slices_like`` the rows may be the contiguous axis).
 """
 from __future__ import annotations
 
-__all__ = ["APPROX_PRESCALE", "Engine", "get_engine", "register_engine", "CROSSOVER_OPS"]
+import contextlib
+
+__all__ = ["APPROX_PRESCALE", "CROSSOVER_OPS", "Engine", "get_engine", "group_runs",
+           "register_engine"]
 
 #: ``approx_matmul``'s prescale of each operand (exact; undone on the result).
 APPROX_PRESCALE = 2.0**48
@@ -47,6 +67,15 @@ class Engine:
     max_inner = 1 << 17
     #: Bytes per slice entry (memory planning: ``ozaki.gemm.working_bytes``).
     slice_bytes = 4
+    #: Coefficients of ``ozaki.gemm.working_bytes`` for this engine (None: the
+    #: generic ``ozaki.gemm.MEMORY_MODEL``).
+    memory_model = None
+    #: Default panel width of the blocked factorizations on this engine (None:
+    #: ``ozlinalg.lapack.DEFAULT_BLOCK_SIZE``).
+    block_size = None
+    #: Memory orders the engine's products can be accumulated in ("F": the driver
+    #: gives a column-major result to column-major callers without a transpose).
+    output_orders = ("C",)
     #: ``{op: order}``: measured crossovers (see :meth:`crossover`); an op
     #: that is missing never pays. Each engine's values come with the
     #: benchmark command that measured them.
@@ -118,23 +147,68 @@ class Engine:
     def synchronize(self):
         pass
 
+    def native_blas(self):
+        """Context for the native FP64 BLAS / LAPACK calls made between emulated
+        products (factorization panels): how they share the cores with the engine."""
+        return contextlib.nullcontext()
+
+    def describe(self) -> str:
+        """One line naming the engine (what ran: profiles and the CLI show it)."""
+        return self.name
+
+
+def group_runs(pairs, joinable, cmax):
+    """``[i, j, count]`` runs of slice pairs ``(i + t, j - t)``, ``t < count <= cmax``.
+
+    In an engine's grouped slice storage (A's slices side by side along the inner
+    dimension, B's reversed) such a run is ONE GEMM of inner length ``count * k``;
+    ``joinable`` False (other layouts, or bounds past INT32) gives one run per pair.
+    """
+    runs = []
+    for i, j in pairs:
+        last = runs[-1] if runs else None
+        if (joinable and last is not None and i == last[0] + last[2]
+                and j == last[1] - last[2] and last[2] < cmax):
+            last[2] += 1
+        else:
+            runs.append([i, j, 1])
+    return runs
+
 
 _ENGINES: dict = {}
 #: Called after :func:`register_engine`: caches of engine facts (the backend's
 #: crossover thresholds) drop what they hold.
 _ON_REGISTER: list = []
+_NAMED: dict = {}
 
 
-def register_engine(key, factory) -> None:
-    """Register an engine factory for an array module name ("numpy", "cupy")."""
+def register_engine(key, factory, named=None) -> None:
+    """Register the default engine factory for an array module name ("numpy", "cupy").
+
+    ``named``: optional ``callable(name) -> Engine`` for modules with several
+    engines, used when ``ozlinalg.options(engine=name)`` asks for one.
+    """
     _ENGINES[key] = factory
+    if named is not None:
+        _NAMED[key] = named
     for callback in list(_ON_REGISTER):
         callback()
 
 
-def get_engine(xp) -> Engine:
-    """The engine for array namespace ``xp`` (created once, then cached)."""
+def get_engine(xp, name=None) -> Engine:
+    """The engine for array namespace ``xp`` (created once, then cached).
+
+    ``name`` (default: ``ozlinalg.options(engine=...)``, else the module's
+    default engine) picks one of several engines of the module (NumPy:
+    ``"onednn"``, ``"sgemm"``, ``"auto"``; see :mod:`ozlinalg.engines.select`).
+    """
     key = xp.__name__.split(".")[0]
+    if name is None:
+        from .._options import get_options  # noqa: PLC0415
+
+        name = get_options().engine
+    if name is not None and key in _NAMED:
+        return _NAMED[key](name)
     eng = _ENGINES.get(key)
     if eng is None:
         raise RuntimeError(f"ozlinalg: no engine registered for {key!r} arrays")

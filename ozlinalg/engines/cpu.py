@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from scipy.linalg import blas as _blas
 
-from .base import Engine, register_engine
+from .base import Engine
 
 __all__ = ["CPUEngine", "FP32_EXACT"]
 
@@ -111,5 +111,6 @@ class CPUEngine(Engine):
         for f in futures:
             f.result()
 
-
-register_engine("numpy", CPUEngine)
+    def describe(self):
+        why = getattr(self, "selection_reason", None)
+        return f"{self.name} (BLAS SGEMM on float32 slices{'; ' + why if why else ''})"

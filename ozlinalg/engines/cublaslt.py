@@ -64,7 +64,7 @@ import threading
 
 import numpy as np
 
-from .base import APPROX_PRESCALE, Engine, register_engine
+from .base import APPROX_PRESCALE, Engine, group_runs, register_engine
 
 __all__ = ["CuPyEngine", "INT32_EXACT", "pad_to"]
 
@@ -374,16 +374,8 @@ class CuPyEngine(Engine):
         # Runs (i, j, count): pairs (i + t, j - t), t < count, adjacent along the inner
         # dimension in both operands (the grouped storage), one GEMM each while the
         # run's worst case fits INT32.
-        runs = []
-        joinable = a_step == k_pad and b_step == -k_pad and one <= INT32_EXACT
-        cmax = max(1, INT32_EXACT // one)
-        for i, j in pairs:
-            last = runs[-1] if runs else None
-            if (joinable and last is not None and i == last[0] + last[2]
-                    and j == last[1] - last[2] and last[2] < cmax):
-                last[2] += 1
-            else:
-                runs.append([i, j, 1])
+        runs = group_runs(pairs, a_step == k_pad and b_step == -k_pad and one <= INT32_EXACT,
+                          max(1, INT32_EXACT // one))
         # Inner pieces of single products whose worst case passes INT32 (huge bounds).
         kc = max(K_ALIGN, (INT32_EXACT // per_elem) // K_ALIGN * K_ALIGN)
         key = ("out", m, p_pad)
@@ -491,18 +483,15 @@ class CuPyEngine(Engine):
         axpy_into(float(alpha), x, acc, xp=self.xp)
 
     def split_rows(self, kind, x, s, width, out, scales):
-        """Fused split where one exists (hybrid), else the generic array code.
+        """Fused split where one exists (hybrid); False: the driver runs the generic code.
 
         Same contract as :func:`ozlinalg.ozaki.split.split_rows`, except that the
         fused path leaves ``x`` unchanged instead of the residual (the driver
         never reads the residual).
         """
-        from ..ozaki.split import split_rows  # noqa: PLC0415
         from ._cuda_kernels import hybrid_split_fused  # noqa: PLC0415
 
-        if kind == "hybrid" and hybrid_split_fused(x, s, width, out, scales, xp=self.xp):
-            return
-        split_rows(self.xp, kind, x, s, width, out, scales)
+        return kind == "hybrid" and hybrid_split_fused(x, s, width, out, scales, xp=self.xp)
 
     def crt_residues(self, x, mult, round_rows, mods, bits, out):
         """Ozaki-II residues of one row block in one pass (False: use the generic code)."""

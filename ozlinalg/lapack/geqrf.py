@@ -91,7 +91,7 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     True
     """
     xp, a = as_float_matrix(a, "geqrf", check_finite=check_finite)
-    nb = check_block_size(block_size, "geqrf")
+    nb = check_block_size(block_size, "geqrf", xp)
     cross = check_crossover(crossover, "geqrf")
     m, n = a.shape
     k = min(m, n)
@@ -149,11 +149,11 @@ def _larfb(run, v, t, c, side, trans):
     if side == "L":
         w = run.gemm(conj_t(v), c)    # b x N
         w = run.gemm(tt, w)
-        c -= run.gemm(v, w)
+        c -= run.gemm(v, w, like=c)
     else:
         w = run.gemm(c, v)            # M x b
         w = run.gemm(w, tt)
-        c -= run.gemm(w, conj_t(v))
+        c -= run.gemm(w, conj_t(v), like=c)
 
 
 def _blocks(k, nb, reverse):
@@ -195,7 +195,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=Fal
     """
     xp, qr = as_float_matrix(qr, "orgqr", "qr", check_finite=check_finite)
     _, tau = as_float_matrix(tau, "orgqr", "tau", check_finite=check_finite, ndim=(1,))
-    nb = check_block_size(block_size, "orgqr")
+    nb = check_block_size(block_size, "orgqr", xp)
     cross = check_crossover(crossover, "orgqr")
     m, n = qr.shape
     k = tau.shape[0]
@@ -292,7 +292,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
         raise ValueError("ozlinalg.lapack.ormqr: trans='T' is not supported for complex Q; "
                          "use 'C' (Q^H), as LAPACK zunmqr")
     t = tc != 0
-    nb = check_block_size(block_size, "ormqr")
+    nb = check_block_size(block_size, "ormqr", xp)
     cross = check_crossover(crossover, "ormqr")
     k = tau.shape[0]
     out = work_copy(xp, c, overwrite_c, work_dtype(xp, qr, tau, c))

@@ -13,6 +13,7 @@ from ._common import (
     check_crossover,
     flops_getrf,
     native_getrf,
+    swap_rows,
     swaps_to_rows,
     trans_code,
     work_copy,
@@ -106,7 +107,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     array([1, 1], dtype=int32)
     """
     xp, a = as_float_matrix(a, "getrf", check_finite=check_finite)
-    nb = check_block_size(block_size, "getrf")
+    nb = check_block_size(block_size, "getrf", xp)
     cross = check_crossover(crossover, "getrf")
     m, n = a.shape
     k = min(m, n)
@@ -137,12 +138,10 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         if inf and not info:
             info = inf + j
         piv[j:j1] = p + j
-        dst, src = swaps_to_rows(p, j)
-        if dst.size:
-            if j > 0:
-                lu[dst, :j] = lu[src, :j]
-            if j1 < n:
-                lu[dst, j1:] = lu[src, j1:]
+        if j > 0:
+            swap_rows(xp, lu, p, j, slice(0, j))
+        if j1 < n:
+            swap_rows(xp, lu, p, j, slice(j1, n))
         if j1 < n:
             # U12 = L11^{-1} A12 (L11 unit lower; its upper part holds U11, unread)
             solve_left_inplace(run, lu[j:j1, j:j1], lu[j:j1, j1:], True, True, leaf)
@@ -183,7 +182,7 @@ def _update_trailing(run, lu, j, j1, chunk):
     n = lu.shape[1]
     for c0 in range(j1, n, chunk):
         c1 = min(n, c0 + chunk)
-        lu[j1:, c0:c1] -= run.gemm(lu[j1:, j:j1], lu[j:j1, c0:c1])
+        lu[j1:, c0:c1] -= run.gemm(lu[j1:, j:j1], lu[j:j1, c0:c1], like=lu)
 
 
 def _warn_singular(info):

@@ -8,6 +8,7 @@ from ._common import (
     check_crossover,
     conj_t,
     flops_potrf,
+    keep_triangle,
     native_potrf,
     raise_not_pd,
     work_copy,
@@ -98,7 +99,7 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
            [1., 2.]])
     """
     xp, a = as_float_matrix(a, "potrf", check_finite=check_finite, square=True)
-    nb = check_block_size(block_size, "potrf")
+    nb = check_block_size(block_size, "potrf", xp)
     cross = check_crossover(crossover, "potrf")
     n = a.shape[0]
     c = work_copy(xp, a, overwrite_a)
@@ -118,7 +119,7 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
         run = Runner(xp, slices, method)
         # The upper factor of a is the transpose of the lower factor of a.T.
         _potrf_lower_inplace(run, c if lower else c.T, nb, max(8, nb // 4))
-        c[...] = xp.tril(c) if lower else xp.triu(c)
+        keep_triangle(xp, c, lower)
     if saved is not None:
         c += saved
     return c
@@ -147,11 +148,11 @@ def _syrk_lower(run, c, p, nb):
     HERK for complex ``p``)."""
     n = c.shape[0]
     if n <= nb:
-        c -= run.gemm(p, conj_t(p))
+        c -= run.gemm(p, conj_t(p), like=c)
         return
     n1 = max(nb, (n // 2) // nb * nb)
     _syrk_lower(run, c[:n1, :n1], p[:n1], nb)
-    c[n1:, :n1] -= run.gemm(p[n1:], conj_t(p[:n1]))
+    c[n1:, :n1] -= run.gemm(p[n1:], conj_t(p[:n1]), like=c)
     _syrk_lower(run, c[n1:, n1:], p[n1:], nb)
 
 

@@ -109,7 +109,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
         raise TypeError("ozlinalg.lapack.trsm: a and b must be on the same device")
     side = check_side(side, "trsm")
     t = trans_code(trans, "trsm")
-    nb = check_block_size(block_size, "trsm")
+    nb = check_block_size(block_size, "trsm", xp)
     cross = check_crossover(crossover, "trsm")
     n = a.shape[0]
     vec = b.ndim == 1
@@ -163,9 +163,9 @@ def solve_left_inplace(run, m, x, lower, unit, leaf):
     n1 = max(leaf, (n // 2) // leaf * leaf)
     if lower:
         solve_left_inplace(run, m[:n1, :n1], x[:n1], lower, unit, leaf)
-        x[n1:] -= run.gemm(m[n1:, :n1], x[:n1])
+        x[n1:] -= run.gemm(m[n1:, :n1], x[:n1], like=x)
         solve_left_inplace(run, m[n1:, n1:], x[n1:], lower, unit, leaf)
     else:
         solve_left_inplace(run, m[n1:, n1:], x[n1:], lower, unit, leaf)
-        x[:n1] -= run.gemm(m[:n1, n1:], x[n1:])
+        x[:n1] -= run.gemm(m[:n1, n1:], x[n1:], like=x)
         solve_left_inplace(run, m[:n1, :n1], x[:n1], lower, unit, leaf)

@@ -84,10 +84,11 @@ from __future__ import annotations
 import math
 import warnings
 
+from .._array import row_blocks, set_block_mask
 from .._exceptions import AccuracyWarning
 
 __all__ = ["choose_slices", "HIGH_SLOPE", "plan_slices", "rho_capacity", "RHO_KNEE", "RHO_SLOPE",
-           "SAFETY_BITS", "spread_bits", "squared_products"]
+           "SAFETY_BITS", "spread_bits", "spread_plan", "squared_products"]
 
 #: Offset per split kind, in bits (calibrated; see module doc).
 SAFETY_BITS = {"bitmask": 3.5, "rn": 1.5, "hybrid": 1.5, "fp": 1.5}
@@ -123,10 +124,13 @@ def squared_products(xp, engine, xa, xb, a=None, b=None):
     that normalization itself flushed to zero (a subnormal in a row whose
     maximum is large) is lost, not absent.
     """
-    q = engine.approx_matmul(xa * xa, xb * xb)
-    zero = q <= 0
-    if not bool(zero.any()):
+    fused = getattr(engine, "approx_squares", None)  # squares and GEMM in fewer passes
+    q = fused(xa, xb) if fused is not None else None
+    if q is None:
+        q = engine.approx_matmul(xa * xa, xb * xb)
+    if q.size == 0 or float(q.min()) > 0:  # one reduction, no full-size temporary
         return q, None
+    zero = q <= 0
     pa = xa if a is None else a
     pb = xb if b is None else b
     count = engine.approx_matmul((pa != 0).astype(xp.float32), (pb != 0).astype(xp.float32))
@@ -165,6 +169,50 @@ def rho_capacity(split, width, max_slices, outputs=SMALL_OUTPUT):
     return cap - 1e-9  # a hair inside, so choose_slices(cap) never tips over
 
 
+def spread_plan(xp, engine, split, width, xa, xb, a, b, max_slices, outputs):
+    """``(rho, native)``: the largest spread ``rho`` over the entries the emulation
+    serves (``None`` when there are none: structural zeros only, or every entry
+    native), and the boolean mask ``native`` of the entries it cannot serve
+    within ``max_slices`` (``None`` when there are none). See :func:`plan_slices`.
+
+    Entries are independent, so the plans of output tiles combine: the count of
+    the whole product is :func:`choose_slices` of the largest tile ``rho``
+    (``ozlinalg.ozaki.gemm`` does this, so tiling never changes the count).
+    """
+    if xa.shape[0] == 0 or xb.shape[0] == 0 or xa.shape[1] == 0:
+        return 0.0, None
+    cap = rho_capacity(split, width, max_slices, outputs)
+    fused = getattr(engine, "spread_plan_fused", None)  # estimate and reduction, fused
+    if fused is not None:
+        done = fused(xa, xb, cap)
+        if done is not None:
+            return done
+    q, lost = squared_products(xp, engine, xa, xb, a, b)
+    native = None
+    any_pos = any_keep = False
+    rho_max = -math.inf  # over the entries kept for the emulation
+    for r0, r1 in row_blocks(*q.shape):
+        qb = q[r0:r1].astype(xp.float64, copy=False)
+        pos = qb > 0
+        if bool(pos.any()):
+            any_pos = True
+        rho = -0.5 * xp.log2(xp.where(pos, qb, 1.0))
+        nat = pos & (rho > cap)
+        if lost is not None:
+            nat |= lost[r0:r1]
+        native = set_block_mask(xp, native, nat, r0, q.shape)
+        pos &= ~nat
+        if bool(pos.any()):
+            any_keep = True
+            rho_max = max(rho_max, float(rho[pos].max()))
+    if not any_pos and lost is None:  # every entry a structural zero: C = 0
+        return None, None
+    if native is not None and not any_keep:
+        # nothing left for the emulation (structural zeros are exact)
+        return None, xp.ones(q.shape, dtype=bool)
+    return max(0.0, rho_max), native
+
+
 def plan_slices(xp, engine, split, width, xa, xb, a, b, max_slices, outputs):
     """``(s, native)``: the slice count for ``slices="auto"`` and the entries it cannot serve.
 
@@ -175,25 +223,12 @@ def plan_slices(xp, engine, split, width, xa, xb, a, b, max_slices, outputs):
     instead of silently wrong or merely warned about, and the count ``s`` is
     chosen for the rest.
     """
-    if xa.shape[0] == 0 or xb.shape[0] == 0 or xa.shape[1] == 0:
-        return choose_slices(split, width, 0.0, max_slices, outputs), None
-    q, lost = squared_products(xp, engine, xa, xb, a, b)
-    q = q.astype(xp.float64)
-    pos = q > 0
-    if not bool(pos.any()) and lost is None:  # every entry a structural zero: C = 0
-        return 1, None
-    rho = -0.5 * xp.log2(xp.where(pos, q, 1.0))
-    native = pos & (rho > rho_capacity(split, width, max_slices, outputs))
-    if lost is not None:
-        native |= lost
-    if not bool(native.any()):
-        return choose_slices(split, width, max(0.0, float(rho[pos].max())), max_slices,
-                             outputs), None
-    keep = pos & ~native
-    if not bool(keep.any()):  # nothing left for the emulation (structural zeros are exact)
-        return max_slices, xp.ones(native.shape, dtype=bool)
-    return choose_slices(split, width, max(0.0, float(rho[keep].max())), max_slices,
-                         outputs), native
+    rho, native = spread_plan(xp, engine, split, width, xa, xb, a, b, max_slices, outputs)
+    if native is not None and bool(native.all()):
+        return max_slices, native
+    if rho is None:  # structural zeros only: any count gives the exact zeros
+        return 1, native
+    return choose_slices(split, width, rho, max_slices, outputs), native
 
 
 def choose_slices(split, width, rho, max_slices, outputs=SMALL_OUTPUT):

@@ -102,11 +102,16 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
-from .._array import fp_errstate
+from .._array import fp_errstate, row_blocks, set_block_mask
 from .._exceptions import AccuracyWarning
+from ..exact import LIMB_BITS, digit_plan, symmetric_mod
 from .auto import squared_products
+from .native import native_entries
+from .scaling import apply_exponents
+from .split import normalize_rows, slice_storage
 
 __all__ = [
+    "LIMB_BITS",
     "MODULI",
     "MAX_MODULI",
     "rho_capacity",
@@ -141,9 +146,6 @@ def _coprime_moduli(count=32, top=256):
 #: The moduli, largest first: 256, 255, 253, 251, 247, 241, 239, 233, 229,
 #: 227, 223, 217, 211, 199, 197, 193, 191, 181, 179, 173, ... (pairwise coprime).
 MODULI = _coprime_moduli(32)
-
-#: Limbs of the exact CRT accumulation hold this many bits.
-LIMB_BITS = 40
 
 #: Most moduli the exact limb accumulation supports (N * 2**(40 + 7) < 2**53).
 MAX_MODULI = 32
@@ -227,33 +229,6 @@ def _ratio(w, P):
     return float(Fraction(w, P))
 
 
-def symmetric_mod(xp, x, p, out=None):
-    """Residue of integer-valued float64 ``x`` (|x| <= 2**52) modulo p, in
-    ``[-floor(p/2), p - 1 - floor(p/2)]`` (``[-128, 127]`` for 256), exactly."""
-    h = float(p // 2)
-    pf = float(p)
-    q = xp.floor(x / pf)  # may be off by one: r below lies in [-p, 2p)
-    r = x - q * pf
-    # |r + h| < 3p: the correctly rounded quotient of such small integers
-    # floors exactly (a multiplication by 1/p would not: 253 * fl(1/253) < 1).
-    q = xp.floor((r + h) / pf)
-    r -= q * pf
-    if out is not None:
-        out[...] = r
-        return out
-    return r
-
-
-def _digit_plan(bits):
-    """Digit width D and count so that ``count * 2**(D + 8) <= 2**52``."""
-    bits = max(int(bits), 1)
-    for count in range(1, 8):
-        d = -(-bits // count)
-        if count * 2.0 ** (d + 8) <= 2.0**52:
-            return d, count
-    raise ValueError(f"ozlinalg: integers of {bits} bits are too wide for the CRT split")
-
-
 def residues_into(xp, v, mods, bits, out):
     """Write ``v mod p_t`` (symmetric) into ``out[t]`` for integer-valued ``v``.
 
@@ -262,7 +237,7 @@ def residues_into(xp, v, mods, bits, out):
     significand), so ``v mod p = sum_t digit_t (2**(D t) mod p) mod p`` with
     every partial sum an integer of at most 2**52.
     """
-    d, count = _digit_plan(bits)
+    d, count = digit_plan(bits)
     digits = []
     rest = v
     for t in range(count - 1, 0, -1):
@@ -307,12 +282,23 @@ def _fast_shifts(xp, na, nb, log2P):
     return mu, nu
 
 
-def _accurate_shifts(xp, logw, log2P):
-    """Shifts from ``logw = log2 W`` (+inf... -inf where W == 0)."""
-    lmat = (log2P - 1.0 + 14.0 - MARGIN_BITS) - logw  # +inf where W == 0
-    rmin = lmat.min(axis=1) if lmat.shape[1] else xp.full(lmat.shape[0], xp.inf)
+def _accurate_shifts(xp, logw_tiles, log2P, m, p):
+    """Shifts from ``logw = log2 W`` (+inf... -inf where W == 0), given as output
+    tiles ``(i0, i1, j0, j1, logw_t)``: the row and column minima are exact
+    minima over all tiles, so the shifts do not depend on the tiling."""
+    c = log2P - 1.0 + 14.0 - MARGIN_BITS
+    rmin = xp.full(m, xp.inf)
+    for i0, i1, _, _, logw in logw_tiles:
+        if logw.shape[1]:
+            # min_j fl(c - l_j) = fl(c - max_j l_j): rounding is monotone
+            xp.minimum(rmin[i0:i1], c - logw.max(axis=1), out=rmin[i0:i1])
     mu = xp.where(xp.isfinite(rmin), xp.floor(rmin / 2.0), 0.0)
-    cmin = (lmat - mu[:, None]).min(axis=0) if lmat.shape[0] else xp.full(lmat.shape[1], xp.inf)
+    cmin = xp.full(p, xp.inf)
+    for i0, _, j0, j1, logw in logw_tiles:
+        for r0, r1 in row_blocks(*logw.shape):
+            t = c - logw[r0:r1]
+            t -= mu[i0 + r0:i0 + r1, None]
+            xp.minimum(cmin[j0:j1], t.min(axis=0), out=cmin[j0:j1])
     nu = xp.where(xp.isfinite(cmin), xp.floor(cmin), 0.0)
     return mu, nu
 
@@ -320,10 +306,12 @@ def _accurate_shifts(xp, logw, log2P):
 def _bound_operand(xp, engine, x, operand):
     """``-ceil(128 |x|)`` in the engine's slice storage, shape (1, rows, k)."""
     rows, k = x.shape
-    out = engine.empty_slices(1, rows, k, "crt", operand)
+    out = slice_storage(engine, x, 1, "crt", operand)
+    fused = getattr(engine, "crt_bound", None)  # one-pass kernel where the engine has one
 
     def block(r0, r1):
-        out[0, r0:r1] = -xp.ceil(xp.abs(x[r0:r1]) * 128.0)
+        if fused is None or not fused(x[r0:r1], out[0, r0:r1]):
+            out[0, r0:r1] = -xp.ceil(xp.abs(x[r0:r1]) * 128.0)
 
     engine.map_rows(block, rows, k)
     return out
@@ -364,19 +352,48 @@ def choose_moduli(rho, scaling, max_moduli, log2p_max):
     return max_moduli
 
 
-def _predicted_log_ratios(xp, engine, xa, xb, na, nb, mu, nu, a=None, b=None):
-    """``(lr, lost)``: ``lr_ij = log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``
-    (``-inf`` where ``Q_ij = 0``), and the mask of entries whose magnitude even
-    float64 loses (``None`` if none; :func:`ozlinalg.ozaki.auto.squared_products`)."""
-    q, lost = squared_products(xp, engine, xa, xb, a, b)
-    q = q.astype(xp.float64)
-    pos = q > 0
+def _auto_stats(xp, engine, xa, xb, na, nb, mu, nu, cap, a=None, b=None):
+    """``moduli="auto"`` on one output tile: ``(rho, native, only_native)``.
+
+    With ``lr_ij = log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``
+    (``-inf`` where ``Q_ij = 0``): ``native`` marks the entries beyond ``cap`` or
+    lost even in float64 (``None`` if none;
+    :func:`ozlinalg.ozaki.auto.squared_products`), ``rho`` is the largest ``lr``
+    of the other entries (``-inf`` if none), ``only_native`` whether every entry
+    is native or zero. Computed in cache-sized row blocks.
+    """
     ia = xp.ldexp(xp.ones(mu.shape), (-mu).astype(xp.int32))
     ib = xp.ldexp(xp.ones(nu.shape), (-nu).astype(xp.int32))
-    num = ia[:, None] * nb[None, :] + na[:, None] * ib[None, :]
-    with _quiet(xp):
-        lr = xp.where(pos, xp.log2(num / xp.sqrt(xp.where(pos, q, 1.0))), -xp.inf)
-    return lr, lost
+    fused = getattr(engine, "crt_auto_fused", None)  # estimate and reduction, fused
+    if fused is not None:
+        done = fused(xa, xb, ia, nb, na, ib, cap)
+        if done is not None:
+            return done
+    q, lost = squared_products(xp, engine, xa, xb, a, b)
+    fused = getattr(engine, "crt_auto_stats", None)  # one pass over a given estimate
+    if fused is not None and lost is None:
+        done = fused(q, ia, nb, na, ib, cap)
+        if done is not None:
+            return done
+    native = None
+    rho = -math.inf
+    only_native = True
+    for r0, r1 in row_blocks(*q.shape):
+        qb = q[r0:r1].astype(xp.float64, copy=False)
+        pos = qb > 0
+        num = ia[r0:r1, None] * nb[None, :] + na[r0:r1, None] * ib[None, :]
+        with _quiet(xp):
+            lr = xp.where(pos, xp.log2(num / xp.sqrt(xp.where(pos, qb, 1.0))), -xp.inf)
+        nat = lr > cap
+        if lost is not None:
+            nat |= lost[r0:r1]
+        native = set_block_mask(xp, native, nat, r0, q.shape)
+        lr[nat] = -xp.inf
+        if lr.size:
+            rho = max(rho, float(lr.max()))
+        if only_native and not bool(((lr == -xp.inf) | nat).all()):
+            only_native = False
+    return rho, native, only_native
 
 
 def rho_capacity(scaling, max_moduli, log2p_ref):
@@ -448,7 +465,7 @@ def crt_reconstruct(xp, engine, products, consts):
 
 
 def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_moduli=20,
-                  profile_counts=None, timers=None):
+                  profile_counts=None, timers=None, tiles=None):
     """``a @ b`` for finite float64 2-D arrays by Ozaki scheme II.
 
     Parameters
@@ -476,6 +493,11 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
     timers : dict, optional
         ``{"split": ctx, "int8": ctx, "acc": ctx}`` context managers (the
         driver's ``Timer`` objects) to attribute time.
+    tiles : (mt, pt), optional
+        Output tile shape bounding the working memory (default: one tile).
+        The count, the scalings and the native entries are planned for the
+        WHOLE product (row and column minima over all tiles), so the result
+        does not depend on the tiles, nor on which engine chose them.
 
     Returns
     -------
@@ -507,12 +529,9 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
     for k0 in range(0, n, step):
         k1 = min(n, k0 + step)
         part = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
-                          max_moduli, counts, timers)
+                          max_moduli, counts, timers, tiles, c)
         if c is None:
             c = part
-        else:
-            with _timer(timers, "acc"):
-                c += part
     return c
 
 
@@ -528,73 +547,115 @@ def _timer(timers, key):
     return timers.get(key) or _Null()
 
 
-def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
-    from .gemm import _apply_exponents  # lazy: gemm imports this module
-    from .split import normalize_rows
-
+def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
+               out=None):
+    """One inner block over all output tiles; returns the block's product, or adds it
+    to ``out`` (a previous block's result) tile by tile."""
     m, k = a.shape
     p = bt.shape[0]
+    mt, pt = tiles or (m, p)
+    rtiles = [(i0, min(m, i0 + mt)) for i0 in range(0, m, mt)]
+    ctiles = [(j0, min(p, j0 + pt)) for j0 in range(0, p, pt)]
+    single = len(rtiles) == 1 and len(ctiles) == 1
+    kept = {}  # one tile: the normalized operands live through all phases
+
+    def operand(which, r0, r1):
+        """``(x, e, norms)``: normalized rows r0:r1 of A ("a") or B^T ("b")."""
+        key = (which, r0)
+        if key not in kept:
+            x, e = normalize_rows(xp, (a if which == "a" else bt)[r0:r1], engine)
+            val = (x, e, _row_norms_upper(xp, x))
+            if not single:
+                return val
+            kept[key] = val
+        return kept[key]
+
+    # One workspace per tile shape for every product of this block: an engine keeps
+    # its output buffer (and any padded copy of the operands) there instead of
+    # remaking them per modulus.
+    spaces = {}
+
+    def workspace(mm, pp):
+        if (mm, pp) not in spaces:
+            spaces[(mm, pp)] = engine.workspace(mm, pp)
+        return spaces[(mm, pp)]
+
     with _timer(timers, "split"):
-        xa, ea = normalize_rows(xp, a)
-        xb, eb = normalize_rows(xp, bt)
-        na = _row_norms_upper(xp, xa)
-        nb = _row_norms_upper(xp, xb)
+        parts_a = [operand("a", i0, i1) for i0, i1 in rtiles]
+        parts_b = [operand("b", j0, j1) for j0, j1 in ctiles]
+        ea = xp.concatenate([v[1] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][1]
+        eb = xp.concatenate([v[1] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][1]
+        na = xp.concatenate([v[2] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][2]
+        nb = xp.concatenate([v[2] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][2]
+        del parts_a, parts_b
         n_ref = AUTO_REF_MODULI if moduli == "auto" else moduli
         log2p_ref = crt_constants(n_ref).log2P
-        logw = None
-        if scaling == "accurate":
-            ba = _bound_operand(xp, engine, xa, "a")
-            bb = _bound_operand(xp, engine, xb, "b")
-    # One workspace for every product of this block: an engine keeps its output
-    # buffer (and any padded copy of the operands) there instead of remaking them
-    # per modulus.
-    ws = engine.workspace(m, p)
+        logw_tiles = []
     if scaling == "accurate":
-        with _timer(timers, "int8"):
-            w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=ws)
-        del ba, bb
+        for i0, i1 in rtiles:
+            with _timer(timers, "split"):
+                ba = _bound_operand(xp, engine, operand("a", i0, i1)[0], "a")
+            for j0, j1 in ctiles:
+                with _timer(timers, "split"):
+                    bb = _bound_operand(xp, engine, operand("b", j0, j1)[0], "b")
+                with _timer(timers, "int8"):
+                    w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128,
+                                                     ws=workspace(i1 - i0, j1 - j0))
+                with _timer(timers, "split"):
+                    counts["int8_gemms"] += 1
+                    counts["bound_gemms"] += 1
+                    counts["engine_calls"] += calls
+                    with _quiet(xp):  # W >= 0: log2(0) = -inf is what the shifts need
+                        logw_tiles.append((i0, i1, j0, j1, xp.log2(w)))
+                    del w, bb
+            del ba
+
+    def shifts(log2P):
+        if scaling == "fast":
+            return _fast_shifts(xp, na, nb, log2P)
+        return _accurate_shifts(xp, logw_tiles, log2P, m, p)
+
+    natives = {}
     with _timer(timers, "split"):
-        if scaling == "accurate":
-            counts["int8_gemms"] += 1
-            counts["bound_gemms"] += 1
-            counts["engine_calls"] += calls
-            logw = _ceil_log2_safe(xp, w)
-            logw = xp.where(w > 0, logw, -xp.inf)
-            del w  # a buffer of ws: consumed before the next product
-
-        def shifts(log2P):
-            if scaling == "fast":
-                return _fast_shifts(xp, na, nb, log2P)
-            return _accurate_shifts(xp, logw, log2P)
-
-        native = None
         if moduli == "auto":
             mu, nu = shifts(log2p_ref)
-            lr, lost = _predicted_log_ratios(xp, engine, xa, xb, na, nb, mu, nu, a, bt)
-            counts["float_gemms"] += 1
-            # Entries no count up to max_moduli serves (or lost even in float64) are
-            # computed in native FP64; the count is chosen for the rest.
-            native = lr > rho_capacity(scaling, max_moduli, log2p_ref)
-            if lost is not None:
-                native |= lost
-            if not bool(native.any()):
-                native = None
-            elif bool((native | (lr == -xp.inf)).all()):
+            cap = rho_capacity(scaling, max_moduli, log2p_ref)
+            rho = -math.inf
+            all_native = True
+            any_native = False
+            for i0, i1 in rtiles:
+                xa = operand("a", i0, i1)[0]
+                for j0, j1 in ctiles:
+                    xb = operand("b", j0, j1)[0]
+                    # Entries no count up to max_moduli serves (or lost even in float64)
+                    # are computed in native FP64; the count is chosen for the rest.
+                    t_rho, native, t_only = _auto_stats(
+                        xp, engine, xa, xb, na[i0:i1], nb[j0:j1], mu[i0:i1], nu[j0:j1], cap,
+                        a[i0:i1], bt[j0:j1])
+                    counts["float_gemms"] += 1
+                    rho = max(rho, t_rho)
+                    if native is not None:
+                        natives[(i0, j0)] = native
+                        any_native = True
+                    all_native = all_native and t_only
+            if any_native and all_native:
                 counts["slices"].append(0)
                 counts.setdefault("crt_rho", []).append(math.inf)
-                from .gemm import _native_entries
-
-                c = xp.empty((m, p))
-                _native_entries(xp, c, a, bt, xp.ones((m, p), dtype=bool))
+                c = xp.empty((m, p)) if out is None else out
+                for i0, i1 in rtiles:
+                    for j0, j1 in ctiles:
+                        t = xp.empty((i1 - i0, j1 - j0))
+                        native_entries(xp, t, a[i0:i1], bt[j0:j1],
+                                       xp.ones(t.shape, dtype=bool))
+                        _store(xp, c, t, i0, j0, out is not None, timers)
                 return c
-            kept = lr if native is None else xp.where(native, -xp.inf, lr)
-            rho = float(kept.max()) if kept.size else -math.inf
             counts.setdefault("crt_rho", []).append(rho)
             nmod = 1 if rho == -math.inf else choose_moduli(rho, scaling, max_moduli, log2p_ref)
         else:
             nmod = moduli
         consts = crt_constants(nmod)
         mu, nu = shifts(consts.log2P)
+        logw_tiles.clear()  # the bound matrix is no longer needed
         counts["slices"].append(nmod)
 
         if scaling == "fast":
@@ -604,33 +665,61 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers):
             ra, rb = mu >= 12.0, nu >= 12.0
         bits_a = int(float(mu.max())) + 2 if mu.size else 1
         bits_b = int(float(nu.max())) + 2 if nu.size else 1
-        # The engine's layout for products ("a"/"b"): on the GPU the residues are
-        # stored padded once, so no modulus's GEMM copies them.
-        da = engine.empty_slices(nmod, m, k, "crt", "a")
-        db = engine.empty_slices(nmod, p, k, "crt", "b")
-        _integerize_into(xp, engine, xa, mu, ra, consts.moduli, bits_a, da)
-        _integerize_into(xp, engine, xb, nu, rb, consts.moduli, bits_b, db)
-        del xa, xb
-
-    make = getattr(engine, "crt_accumulator", None)  # fused residues + one combine pass
-    acc = (make(consts) if make is not None else None) or CRTAccumulator(xp, engine, consts)
-    for t in range(nmod):
-        with _timer(timers, "int8"):
-            prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128, ws=ws)
-        counts["int8_gemms"] += 1
-        counts["engine_calls"] += calls
-        with _timer(timers, "acc"):
-            acc.add(t, prod)
-        counts["passes"] += 1
-        del prod
-    del da, db
-    with _timer(timers, "acc"):
         ea = ea.astype(xp.int32) - mu.astype(xp.int32)
         eb = eb.astype(xp.int32) - nu.astype(xp.int32)
-        cpr = acc.result()
-        _apply_exponents(xp, cpr, ea, eb, 0.0, consts.log2P + 1.0)
-    if native is not None:
-        from .gemm import _native_entries
 
-        _native_entries(xp, cpr, a, bt, native)
-    return cpr
+    c = out
+    make = getattr(engine, "crt_accumulator", None)  # fused residues + one combine pass
+    for i0, i1 in rtiles:
+        with _timer(timers, "split"):
+            xa = operand("a", i0, i1)[0]
+            # The engine's layout for products ("a"/"b"): on the GPU the residues are
+            # stored padded once, so no modulus's GEMM copies them.
+            da = slice_storage(engine, xa, nmod, "crt", "a")
+            _integerize_into(xp, engine, xa, mu[i0:i1], ra[i0:i1], consts.moduli, bits_a, da)
+            del xa
+        for j0, j1 in ctiles:
+            with _timer(timers, "split"):
+                xb = operand("b", j0, j1)[0]
+                db = slice_storage(engine, xb, nmod, "crt", "b")
+                _integerize_into(xp, engine, xb, nu[j0:j1], rb[j0:j1], consts.moduli, bits_b,
+                                 db)
+                del xb
+                kept.clear()
+            acc = (make(consts) if make is not None else None) or CRTAccumulator(xp, engine,
+                                                                                 consts)
+            for t in range(nmod):
+                with _timer(timers, "int8"):
+                    prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128,
+                                                        ws=workspace(i1 - i0, j1 - j0))
+                counts["int8_gemms"] += 1
+                counts["engine_calls"] += calls
+                with _timer(timers, "acc"):
+                    acc.add(t, prod)
+                counts["passes"] += 1
+                del prod
+            del db
+            with _timer(timers, "acc"):
+                cpr = acc.result()
+                apply_exponents(xp, cpr, ea[i0:i1], eb[j0:j1], 0.0, consts.log2P + 1.0,
+                                engine)
+            native = natives.get((i0, j0))
+            if native is not None:
+                native_entries(xp, cpr, a[i0:i1], bt[j0:j1], native)
+            if single and c is None:
+                return cpr
+            if c is None:
+                c = xp.empty((m, p))
+            _store(xp, c, cpr, i0, j0, out is not None, timers)
+        del da
+    return c
+
+
+def _store(xp, c, tile, i0, j0, add, timers):
+    """``c[tile] = tile`` (the first inner block) or ``c[tile] += tile`` (the others)."""
+    view = c[i0:i0 + tile.shape[0], j0:j0 + tile.shape[1]]
+    if add:
+        with _timer(timers, "acc"):
+            view += tile
+    else:
+        view[...] = tile

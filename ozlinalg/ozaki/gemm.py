@@ -24,18 +24,21 @@ import time
 
 import numpy as np
 
-from .._array import array_namespace, fp_errstate
+from .._array import array_namespace
 from .._dask_dispatch import is_dask_collection
 from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
 from . import params
-from .auto import plan_slices
+from .auto import choose_slices, plan_slices, spread_plan
 from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
-from .split import normalize_rows, slice_layout, split_rows
+from .native import native_entries
+from .scaling import apply_exponents, exponent_factors, log2_pow2
+from .split import normalize_rows, slice_layout, slice_storage, split_rows
 
-__all__ = ["matmul", "emulated_matmul_2d"]
+__all__ = ["MEMORY_MODEL", "matmul", "matmul_ordered", "emulated_matmul_2d", "tile_shape",
+           "working_bytes"]
 
 
 def _as_float64(xp, x, name):
@@ -111,6 +114,13 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
         from ..dask import matmul as dask_matmul
 
         return dask_matmul(a, b, slices=slices, method=method, balance=balance)
+    return matmul_ordered(a, b, slices=slices, method=method, balance=balance)
+
+
+def matmul_ordered(a, b, *, slices=None, method=None, balance=None, order="C"):
+    """:func:`matmul` with the memory order of a real 2-D result chosen: "C" (what
+    :func:`matmul` returns, as NumPy does) or "F" (the blocked factorizations
+    update column-major work arrays). Same values either way."""
     xp = array_namespace(a, b)
     a = _as_float64(xp, a, "a")
     b = _as_float64(xp, b, "b")
@@ -140,6 +150,10 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
         return emulated_matmul_2d(xp, x, y, meth, slices, opts)
 
     if a2.ndim == 2 and b2.ndim == 2:
+        if order == "F" and not is_complex and a.ndim == 2 and b.ndim == 2:
+            if min_shift is not None:
+                a2, b2 = balance_inner(xp, a2, b2, min_shift)
+            return emulated_matmul_2d(xp, a2, b2, meth, slices, opts, order="F")
         c = product_2d(a2, b2)
     else:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
@@ -156,17 +170,25 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     return c
 
 
-def emulated_matmul_2d(xp, a, b, meth, slices, opts):
-    """2-D float64 product through the emulation (arguments already validated)."""
+def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
+    """2-D float64 product through the emulation (arguments already validated).
+
+    ``order``: memory order of the result ("C", or "F" for the column-major
+    work arrays of the factorizations, whose updates ``c -= a @ b`` then need
+    no transposing pass). The values do not depend on it.
+    """
     m, n = a.shape
     p = b.shape[1]
     if m == 0 or p == 0 or n == 0:
-        return xp.zeros((m, p))
+        return xp.zeros((m, p), order=order)
     if min(m, n, p) < opts.min_size:
         record_native_flops(2.0 * m * n * p, "matmul below min_size")
         return xp.matmul(a, b)
 
     engine = get_engine(xp)
+    if order not in getattr(engine, "output_orders", ("C",)):
+        c = emulated_matmul_2d(xp, a, b, meth, slices, opts)
+        return xp.asfortranarray(c) if order == "F" else c
     prof_on = bool(active_profiles())
     sync = engine.synchronize if prof_on else None
     t0 = time.perf_counter()
@@ -186,13 +208,14 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
     s_max = opts.max_slices if slices == "auto" else int(slices)
     crt = meth.split.startswith("crt")
     sbytes = getattr(engine, "slice_bytes", 4)
+    model = getattr(engine, "memory_model", None)
     limit = opts.memory_limit if opts.memory_limit is not None else engine.memory_limit()
-    mt, pt = tile_shape(m, p, min(n, block), s_max, limit, crt, sbytes)
+    mt, pt = tile_shape(m, p, min(n, block), s_max, limit, crt, sbytes, model)
     try:
         c = _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts,
-                           (mt, pt), block)
+                           (mt, pt), block, order)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
-        need = working_bytes(mt, pt, min(n, block), s_max, crt, sbytes)
+        need = working_bytes(mt, pt, min(n, block), s_max, crt, sbytes, model)
         raise MemoryError(
             f"ozlinalg.matmul: out of {engine.device} memory for a ({m} x {n}) @ ({n} x {p}) "
             f"product with up to {s_max} slices: each {mt} x {pt} output tile needs about "
@@ -215,52 +238,102 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts):
             accumulation_passes=counts["passes"],
             time_split=timers["split"].total, time_int8=timers["int8"].total,
             time_accumulate=timers["acc"].total, time_total=time.perf_counter() - t0,
-            device=engine.device,
+            device=engine.device, engine=engine.describe(),
         ))
     return c
 
 
-def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles, block):
-    """The emulated product over output tiles (mt, pt) and inner blocks."""
+def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles, block,
+                   order="C"):
+    """The emulated product over output tiles (mt, pt) and inner blocks.
+
+    Tiles bound the working memory only: ``slices="auto"`` chooses one count per
+    inner block for the whole product (and Ozaki scheme II plans its count and
+    scalings over all tiles), so the result does not depend on the tiles, i.e.
+    on ``memory_limit`` or on the engine's slice size.
+    """
     m, n = aw.shape
     p = bt.shape[0]
     mt, pt = tiles
-    c = None if (mt, pt) == (m, p) else xp.empty((m, p))
-    for i0 in range(0, m, mt):
-        for j0 in range(0, p, pt):
-            tile = None
-            if meth.split in ("crt", "crt-fast"):
-                from .crt import crt_matmul_2d
+    if meth.split in ("crt", "crt-fast"):
+        from .crt import crt_matmul_2d
 
-                tile = crt_matmul_2d(xp, engine, aw[i0:i0 + mt], bt[j0:j0 + pt].T,
-                                     moduli=slices, max_moduli=min(opts.max_slices, 32),
-                                     scaling="fast" if meth.split == "crt-fast" else "accurate",
-                                     profile_counts=counts, timers=timers)
-            comp = None
-            for k0 in range(0, n if tile is None else 0, block):
-                part = _emulate_block(xp, engine, aw[i0:i0 + mt, k0:k0 + block],
-                                      bt[j0:j0 + pt, k0:k0 + block], meth, slices,
-                                      opts, timers, counts)
-                if tile is None:
-                    tile = part
-                    continue
-                # Inner blocks: compensated sum, the block results may cancel.
-                with timers["acc"]:
-                    if comp is None:
-                        comp = xp.zeros_like(tile)
-                    _two_sum_into(xp, tile, comp, part)
-                counts["passes"] += 1
-            if comp is not None:
-                tile += comp
-            if c is None:
-                c = tile
-            else:
-                c[i0:i0 + mt, j0:j0 + pt] = tile
+        c = crt_matmul_2d(xp, engine, aw, bt.T, moduli=slices,
+                          max_moduli=min(opts.max_slices, 32),
+                          scaling="fast" if meth.split == "crt-fast" else "accurate",
+                          profile_counts=counts, timers=timers, tiles=tiles)
+        return xp.asfortranarray(c) if order == "F" else c
+    tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
+    plans = None
+    if slices == "auto" and len(tile_list) > 1:
+        plans = _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block)
+    c = None if len(tile_list) == 1 else xp.empty((m, p), order=order)
+    for i0, j0 in tile_list:
+        tile = None
+        comp = None
+        for k0 in range(0, n, block):
+            part = _emulate_block(xp, engine, aw[i0:i0 + mt, k0:k0 + block],
+                                  bt[j0:j0 + pt, k0:k0 + block], meth, slices,
+                                  opts, timers, counts,
+                                  plan=None if plans is None else plans[(i0, j0, k0)],
+                                  order=order)
+            if tile is None:
+                tile = part
+                continue
+            # Inner blocks: compensated sum, the block results may cancel.
+            with timers["acc"]:
+                if comp is None:
+                    comp = xp.zeros_like(tile)
+                _two_sum_into(xp, tile, comp, part)
+            counts["passes"] += 1
+        if comp is not None:
+            tile += comp
+        if c is None:
+            c = tile
+        else:
+            c[i0:i0 + mt, j0:j0 + pt] = tile
 
     return c
 
 
-def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4):
+def _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block):
+    """``slices="auto"`` over several output tiles: ``{(i0, j0, k0): (s, native)}``
+    with ONE count per inner block, chosen from the largest spread over all tiles
+    (:func:`ozlinalg.ozaki.auto.spread_plan`; the count a single tile would get)."""
+    m, n = aw.shape
+    p = bt.shape[0]
+    mt, pt = tiles
+    kind = meth.split
+    plans = {}
+    for k0 in range(0, n, block):
+        kb = min(n, k0 + block) - k0
+        width = params.slice_width(kb) if meth.engine == "int8" else params.fp_slice_width(kb)
+        rhos, natives = [], {}
+        with timers["split"]:
+            for i0, j0 in tile_list:
+                a_t = aw[i0:i0 + mt, k0:k0 + block]
+                b_t = bt[j0:j0 + pt, k0:k0 + block]
+                xa, _ = normalize_rows(xp, a_t, engine)
+                xb, _ = normalize_rows(xp, b_t, engine)
+                rho, natives[(i0, j0)] = spread_plan(xp, engine, kind, width, xa, xb, a_t, b_t,
+                                                     opts.max_slices, outputs=m * p)
+                if rho is not None:
+                    rhos.append(rho)
+                del xa, xb
+        s = choose_slices(kind, width, max(rhos), opts.max_slices, m * p) if rhos else 1
+        for (i0, j0), native in natives.items():
+            plans[(i0, j0, k0)] = (s, native)
+    return plans
+
+
+#: Coefficients of :func:`working_bytes` (bytes per input entry / output entry,
+#: and per output entry and modulus); an engine with fused passes brings its own
+#: (``Engine.memory_model``).
+MEMORY_MODEL = {"input": 16, "output": 32, "crt_input": 64, "crt_output": 80,
+                "crt_output_per_modulus": 0}
+
+
+def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None):
     """Upper estimate of the working memory (bytes) of one tile of the emulation.
 
     ``16 (mt + pt) k + b s (mt' + pt') k' + 32 mt pt``: normalized copies and
@@ -272,18 +345,21 @@ def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4):
     run). Ozaki scheme II (``crt``, s = moduli) also holds the scaled integer
     operands and their residue digits (48 more bytes per input entry) and its
     CRT limbs and quotient (48 more per output entry). Inputs and the result
-    are not included.
+    are not included. ``model``: the engine's coefficients in place of these
+    (:data:`MEMORY_MODEL`; the CPU INT8 engine's fused passes need fewer).
     """
+    c = MEMORY_MODEL if model is None else model
     slices = slice_bytes * s * (-(-mt // 4) * 4 + -(-pt // 4) * 4) * (-(-k // 16) * 16)
     if crt:
-        return 64 * (mt + pt) * k + slices + 80 * mt * pt
-    return 16 * (mt + pt) * k + slices + 32 * mt * pt
+        return (c["crt_input"] * (mt + pt) * k + slices
+                + (c["crt_output"] + c["crt_output_per_modulus"] * s) * mt * pt)
+    return c["input"] * (mt + pt) * k + slices + c["output"] * mt * pt
 
 
-def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4):
+def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4, model=None):
     """Largest output tile (mt, pt), halving the longer side, within ``limit`` bytes."""
     mt, pt = m, p
-    while working_bytes(mt, pt, k, s, crt, slice_bytes) > limit and max(mt, pt) > 64:
+    while working_bytes(mt, pt, k, s, crt, slice_bytes, model) > limit and max(mt, pt) > 64:
         if mt >= pt:
             mt = -(-mt // 2)
         else:
@@ -291,8 +367,11 @@ def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4):
     return mt, pt
 
 
-def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
-    """Emulated ``a @ bt.T`` for one inner block (k <= the engine's limit)."""
+def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts, plan=None,
+                   order="C"):
+    """Emulated ``a @ bt.T`` for one inner block (k <= the engine's limit); ``plan``:
+    ``(s, native)`` chosen for the whole product (tiled ``slices="auto"``); ``order``:
+    the memory order of the result (see :func:`emulated_matmul_2d`)."""
     m, k = a.shape
     p = bt.shape[0]
     kind = meth.split
@@ -300,28 +379,61 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
     step, bound = slice_layout(kind, width)
 
     with timers["split"]:
-        xa, ea = normalize_rows(xp, a)
-        xb, eb = normalize_rows(xp, bt)
-        native = None
-        if slices == "auto":
-            s, native = plan_slices(xp, engine, kind, width, xa, xb, a, bt, opts.max_slices,
-                                    outputs=m * p)
-        else:
+        raw = None
+        if plan is None and slices != "auto":  # no estimate: split without normalized copies
+            split_raw = getattr(engine, "split_raw", None)
+            raw = split_raw and split_raw(kind, a, int(slices), width, "a")
+            raw = raw and (raw, split_raw(kind, bt, int(slices), width, "b"))
+        if raw:
+            (da, sa, ea), (db, sb, eb) = raw
+            counts["slices"].append(int(slices))
             s = int(slices)
-        if native is not None and bool(native.all()):
-            # No entry is within reach of max_slices slices: native FP64 throughout
-            # (profile: 0 slices).
-            counts["slices"].append(0)
-            c = xp.empty((m, p))
-            _native_entries(xp, c, a, bt, native)
-            return c
-        counts["slices"].append(s)
-        da, sa = _split_operand(xp, engine, kind, xa, s, width, "a")
-        db, sb = _split_operand(xp, engine, kind, xb, s, width, "b")
-        del xa, xb  # the residuals: free them before the products
+            native = None
+        else:
+            da, sa, ea, db, sb, eb, s, native = _prepare(
+                xp, engine, a, bt, kind, width, slices, plan, opts, counts)
+            if da is None:
+                c = xp.empty((m, p), order=order)
+                native_entries(xp, c, a, bt, native)
+                return c
 
-    acc = xp.zeros((m, p))
-    ws = engine.workspace(m, p)
+    return _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb,
+                     native, a, bt, order, timers, counts)
+
+
+def _prepare(xp, engine, a, bt, kind, width, slices, plan, opts, counts):
+    """Normalize both operands, choose the count, split: ``(da, sa, ea, db, sb, eb, s,
+    native)``; ``da`` None when every entry goes native."""
+    m, p = a.shape[0], bt.shape[0]
+    xa, ea = normalize_rows(xp, a, engine)
+    xb, eb = normalize_rows(xp, bt, engine)
+    native = None
+    if plan is not None:
+        s, native = plan
+    elif slices == "auto":
+        s, native = plan_slices(xp, engine, kind, width, xa, xb, a, bt, opts.max_slices,
+                                outputs=m * p)
+    else:
+        s = int(slices)
+    if native is not None and bool(native.all()):
+        # No entry is within reach of max_slices slices: native FP64 throughout
+        # (profile: 0 slices).
+        counts["slices"].append(0)
+        return None, None, None, None, None, None, 0, native
+    counts["slices"].append(s)
+    da, sa = _split_operand(xp, engine, kind, xa, s, width, "a")
+    del xa  # the residual: free it before splitting B
+    db, sb = _split_operand(xp, engine, kind, xb, s, width, "b")
+    del xb
+    return da, sa, ea, db, sb, eb, s, native
+
+
+def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb, native,
+               a, bt, order, timers, counts):
+    """The slice products and their FP64 accumulation (see :func:`_emulate_block`)."""
+    m, p = a.shape[0], bt.shape[0]
+    acc = xp.zeros((m, p), order=order)
+    ws = engine.workspace(m, p) if order == "C" else engine.workspace(m, p, order=order)
     groups = params.pairs_by_group(s)
     # Unit of slice t relative to slice 0, per row (powers of two).
     ra = sa / sa[0]
@@ -334,8 +446,14 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
     # cancellation. With fixed scales the combination is EXACT:
     # top = G_0 2**(2w) + G_1 2**w + G_2 stays below 2**53 (integers); with
     # per-row scales it is a compensated (TwoSum) accumulation.
-    top = xp.zeros((m, p))
-    comp = None if step is not None else xp.zeros((m, p))
+    r = params.group_limit(k, width)
+    # An engine with a fused finish keeps the top groups' INT32 sums apart and
+    # combines them, the rest and the scaling in one pass (same operations).
+    fused = getattr(engine, "finish_ef", None)
+    tops = {} if (fused is not None and meth.groupwise and step is not None
+                  and s >= TOP_GROUPS and r >= TOP_GROUPS) else None
+    top = None if tops is not None else xp.zeros((m, p), order=order)
+    comp = None if step is not None else xp.zeros((m, p), order=order)
 
     def add_group(g, gsum, scale):
         """acc += scale * gsum for the group g = i + j (scale: 2**-step*g, or 1)."""
@@ -347,15 +465,20 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
             _two_sum_into(xp, top, comp, gsum if scale == 1.0 else scale * gsum)
 
     if meth.groupwise:
-        r = params.group_limit(k, width)
         for group in groups:
             g = group[0][0] + group[0][1]
             for c0 in range(0, len(group), r):
                 chunk = group[c0:c0 + r]
+                keep = tops is not None and g < TOP_GROUPS
+                wsg = ws if not keep else (
+                    engine.workspace(m, p) if order == "C" else engine.workspace(m, p, order=order))
                 with timers["int8"]:
-                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound, ws=ws)
+                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound, ws=wsg)
                 counts["int8_gemms"] += len(chunk)
                 counts["engine_calls"] += calls
+                if keep:
+                    tops[g] = prod
+                    continue
                 with timers["acc"]:
                     add_group(g, prod, 2.0 ** (-step * g))
                 counts["passes"] += 1
@@ -364,7 +487,7 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
         # per-group accumulator: the products of one group share (nearly) one
         # power-of-two scale, so their FP64 sum is exact or nearly so, and
         # rounding happens once per group when it joins the result.
-        gacc = xp.empty((m, p))
+        gacc = xp.empty((m, p), order=order)
         for group in groups:
             g = group[0][0] + group[0][1]
             gacc.fill(0.0)
@@ -378,8 +501,11 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
                 counts["int8_gemms"] += 1
                 counts["engine_calls"] += calls
                 with timers["acc"]:
+                    fused = getattr(engine, "axpy_outer", None)
                     if step is not None:
                         engine.axpy(1.0, prod, gacc)  # integers: exact
+                    elif fused is not None and fused(prod, ra[i], rb[j], gacc):
+                        pass  # (prod * ra[i][:, None]) * rb[j][None, :] added in one pass
                     elif prod.dtype == xp.float64:  # the engine's buffer: scale in place
                         prod *= ra[i][:, None]
                         prod *= rb[j][None, :]
@@ -391,50 +517,31 @@ def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts):
                 add_group(g, gacc, 2.0 ** (-step * g) if step is not None else 1.0)
             counts["passes"] += 1
     with timers["acc"]:
-        if step is not None:
-            engine.axpy(2.0 ** (-step * (TOP_GROUPS - 1)), top, acc)
-        else:
-            top += comp
-            acc += top
-
-    with timers["acc"]:
         # C = diag(2**ea * sa[0]) acc diag(2**eb * sb[0]), all powers of two.
-        ea = ea + _log2_pow2(xp, sa[0])
-        eb = eb + _log2_pow2(xp, sb[0])
+        ea = ea + log2_pow2(xp, sa[0])
+        eb = eb + log2_pow2(xp, sb[0])
         lo = _log2_min(xp, ra) + _log2_min(xp, rb) - 2 * (width + 1) * s
         hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
-        _apply_exponents(xp, acc, ea, eb, lo, hi)
-    if native is not None:
-        _native_entries(xp, acc, a, bt, native)
-    return acc
-
-
-def _native_entries(xp, c, a, bt, mask):
-    """``c[i, j] = a[i] . bt[j]`` in native FP64 where ``mask`` (entries ``auto``
-    cannot serve within max_slices; see :func:`ozlinalg.ozaki.auto.plan_slices`).
-
-    Where native arithmetic overflows on the way (``inf - inf``: NaN from finite
-    inputs, which the emulation never gives), the entry is recomputed with row i
-    and column j scaled to maxima below 1 (no term can overflow) and scaled back.
-    """
-    rows, cols = xp.nonzero(mask)
-    count, k = int(rows.size), a.shape[1]
-    with fp_errstate(xp, over="ignore", invalid="ignore", under="ignore"):
-        if count * 8 > c.size:  # many: one native GEMM is cheaper than gathering
-            vals = xp.matmul(a, bt.T)[rows, cols]
-            flops = 2.0 * c.size * k
+        if tops is not None:
+            # top = G_2 + 2**w G_1 + 2**(2w) G_0 (exact), acc += 2**(-2w) top, and the
+            # scaling where it is exact, in one pass (the generic order of operations)
+            factors = exponent_factors(xp, ea, eb, lo, hi)
+            fused(acc, [tops[g] for g in range(TOP_GROUPS - 1, -1, -1)],
+                  [2.0 ** (step * (TOP_GROUPS - 1 - g)) for g in range(TOP_GROUPS - 1, -1, -1)],
+                  2.0 ** (-step * (TOP_GROUPS - 1)), factors)
+            counts["passes"] += 1
+            if factors is None:
+                apply_exponents(xp, acc, ea, eb, lo, hi, engine)
         else:
-            vals = (a[rows] * bt[cols]).sum(axis=1)
-            flops = 2.0 * count * k
-        bad = ~xp.isfinite(vals)
-        if bool(bad.any()):
-            r, q = rows[bad], cols[bad]
-            ea = xp.frexp(xp.abs(a[r]).max(axis=1))[1]
-            eb = xp.frexp(xp.abs(bt[q]).max(axis=1))[1]
-            dots = (xp.ldexp(a[r], -ea[:, None]) * xp.ldexp(bt[q], -eb[:, None])).sum(axis=1)
-            vals[bad] = xp.ldexp(dots, ea + eb)
-    c[rows, cols] = vals
-    record_native_flops(flops, "auto: entries beyond max_slices")
+            if step is not None:
+                engine.axpy(2.0 ** (-step * (TOP_GROUPS - 1)), top, acc)
+            else:
+                top += comp
+                acc += top
+            apply_exponents(xp, acc, ea, eb, lo, hi, engine)
+    if native is not None:
+        native_entries(xp, acc, a, bt, native)
+    return acc
 
 
 #: Groups (g = i + j < TOP_GROUPS) combined exactly before joining the rest.
@@ -457,55 +564,22 @@ def _split_operand(xp, engine, kind, x, s, width, operand):
     (the GPU engine stores them so that a whole EF group is one GEMM).
     """
     rows, k = x.shape
-    data = engine.empty_slices(s, rows, k, kind, operand)
+    data = slice_storage(engine, x, s, kind, operand)
     scales = xp.empty((s, rows))
 
-    # An engine may bring a fused split (one pass for all slices, CuPy); it must
-    # give the generic split's slices bit for bit (tests/test_gpu.py).
-    split = getattr(engine, "split_rows", None) or (
-        lambda *args: split_rows(xp, *args))
+    # An engine may bring a fused split (one pass for all slices); it must give the
+    # generic split's slices bit for bit (tests/test_gpu.py, test_engine_onednn.py),
+    # and returns False where it does not apply.
+    fused = getattr(engine, "split_rows", None)
 
     def block(r0, r1):
-        split(kind, x[r0:r1], s, width, data[:, r0:r1], scales[:, r0:r1])
+        args = (kind, x[r0:r1], s, width, data[:, r0:r1], scales[:, r0:r1])
+        if fused is None or fused(*args) is False:
+            split_rows(xp, *args)
 
     engine.map_rows(block, rows, k)
     return data, scales
 
 
-def _log2_pow2(xp, v):
-    """Exact integer log2 of an array of powers of two."""
-    _, e = xp.frexp(v)
-    return (e - 1).astype(xp.int32)
-
-
 def _log2_min(xp, r):
     return math.log2(float(r.min())) if r.size else 0.0
-
-
-_SAFE = 1000  # stay this far inside the float64 exponent range (+-1022)
-
-
-def _apply_exponents(xp, acc, ea, eb, lo, hi):
-    """``acc *= 2**ea[:, None] * 2**eb[None, :]`` exactly, in place.
-
-    ``lo``/``hi`` bound log2 of the non-zero magnitudes of ``acc``. Two
-    multiplications by power-of-two vectors are exact while no intermediate
-    leaves the normal range; otherwise one ``ldexp`` with the summed exponent
-    rounds once, like native FP64 (subnormal and overflowing results).
-    """
-    if acc.size == 0:
-        return
-    ea_min, ea_max = int(ea.min()), int(ea.max())
-    eb_min, eb_max = int(eb.min()), int(eb.max())
-    safe = (
-        ea_max + hi < _SAFE and ea_min + lo > -_SAFE
-        and ea_max + eb_max + hi < _SAFE and ea_min + eb_min + lo > -_SAFE
-        and -_SAFE < eb_min and eb_max < _SAFE
-    )
-    if safe:
-        acc *= xp.ldexp(xp.ones(ea.shape), ea)[:, None]
-        acc *= xp.ldexp(xp.ones(eb.shape), eb)[None, :]
-    else:
-        # Overflow to inf and gradual underflow are the intended FP64 results here.
-        with fp_errstate(xp, over="ignore", under="ignore"):
-            acc[...] = xp.ldexp(acc, ea[:, None] + eb[None, :])

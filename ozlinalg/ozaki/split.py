@@ -23,25 +23,25 @@ Splits (DESIGN.md §1):
 """
 from __future__ import annotations
 
-__all__ = ["normalize_rows", "split_rows", "slice_layout", "SPLITS"]
+from ..exact import residual_grid
+
+__all__ = ["normalize_rows", "split_rows", "slice_layout", "slice_storage", "SPLITS"]
 
 
-def _pow2_ceil_exponent(xp, m):
-    """``ceil(log2 m)`` for positive m (0 where m == 0), exactly, via frexp."""
-    f, e = xp.frexp(m)
-    # m = f * 2**e with f in [0.5, 1): ceil(log2 m) = e, except e - 1 when f == 0.5.
-    return xp.where(f == 0.5, e - 1, e).astype(xp.int32)
-
-
-def normalize_rows(xp, a):
+def normalize_rows(xp, a, engine=None):
     """Scale each row of ``a`` by a power of two so that ``max |row| in [0.5, 1)``.
 
-    Returns ``(x, exps)``: the normalized copy (float64, C-contiguous, never
-    aliasing ``a``) and the integer exponents with ``a = x * 2**exps[:, None]``
-    (0 for zero rows).
+    Returns ``(x, exps)``: the normalized copy (float64, never aliasing ``a``)
+    and the integer exponents with ``a = x * 2**exps[:, None]`` (0 for zero rows).
     Exact except for entries more than ~2**1000 below their row maximum, which
-    underflow; they lie far below any slice.
+    underflow; they lie far below any slice. ``engine``: an engine whose fused
+    ``normalize_rows`` (same values, one pass) runs instead where it has one.
     """
+    fused = getattr(engine, "normalize_rows", None)
+    if fused is not None:
+        done = fused(a)
+        if done is not None:
+            return done
     # max |a| per row without materializing |a| (one read, no temporary)
     rowmax = (xp.maximum(a.max(axis=1), -a.min(axis=1)) if a.shape[1]
               else xp.zeros(a.shape[0]))
@@ -55,6 +55,20 @@ def normalize_rows(xp, a):
     if bool((e2 != 0).any()):
         x *= xp.ldexp(xp.ones(e2.shape), e2)[:, None]
     return x, e
+
+
+def slice_storage(engine, x, s, kind, operand=None):
+    """Storage for ``s`` slices of the rows of ``x`` (shape ``(s, rows, k)``).
+
+    An engine with ``empty_slices_like`` lays them out in ``x``'s memory order
+    (the CPU INT8 engine: no transposing pass for column-contiguous operands);
+    otherwise ``engine.empty_slices``. ``operand`` ("a" / "b") lets the engine
+    group the slices for its products.
+    """
+    like = getattr(engine, "empty_slices_like", None)
+    if like is not None:
+        return like(x, s, kind, operand)
+    return engine.empty_slices(s, x.shape[0], x.shape[1], kind, operand)
 
 
 def _split_bitmask(xp, x, s, width, out, scales):
@@ -79,24 +93,10 @@ def _rn_step(xp, x, mu, out_t, tmp):
     out_t[...] = tmp
 
 
-#: Grids never go below 2**MIN_GRID_EXP (normalized units): a residual that small
-#: (an entry ~2**-1000 below its row maximum) is far beyond any slice count, and
-#: a smaller grid would make ``1 / mu`` overflow.
-MIN_GRID_EXP = -1000
-
-
-def _residual_grid(xp, x, width):
-    """Per-row grid ``2**ceil(log2 max|x|) * 2**(1 - width)``; 1 for zero rows."""
-    m = xp.abs(x).max(axis=1)
-    e = xp.maximum(_pow2_ceil_exponent(xp, m) + (1 - width), MIN_GRID_EXP)
-    mu = xp.ldexp(xp.ones(m.shape), e)
-    return xp.where(m > 0, mu, 1.0)
-
-
 def _split_rn(xp, x, s, width, out, scales):
     tmp = xp.empty_like(x)
     for t in range(s):
-        mu = _residual_grid(xp, x, width)
+        mu = residual_grid(xp, x, width)
         _rn_step(xp, x, mu, out[t], tmp)
         scales[t] = mu
 
@@ -108,7 +108,7 @@ def _split_hybrid(xp, x, s, width, out, scales):
     # units of that grid (y = r / grid, exact), the same value is rint(y) and
     # the next residual (y - rint(y)) * 2**width: identical slices in fewer
     # passes (tests/test_split.py checks them against the sigma formula).
-    base = _residual_grid(xp, x, width)
+    base = residual_grid(xp, x, width)
     x *= (1.0 / base)[:, None]
     tmp = xp.empty_like(x)
     unit = float(2**width)
@@ -123,11 +123,11 @@ def _split_hybrid(xp, x, s, width, out, scales):
 def _split_fp(xp, x, s, width, out, scales):
     tmp = xp.empty_like(x)
     for t in range(s - 1):
-        mu = _residual_grid(xp, x, width)
+        mu = residual_grid(xp, x, width)
         _rn_step(xp, x, mu, out[t], tmp)
         scales[t] = mu
     # M^(s) = R: the remainder itself, as an FP16 value on its own row scale.
-    mu = _residual_grid(xp, x, width)
+    mu = residual_grid(xp, x, width)
     out[s - 1] = (x / mu[:, None]).astype(xp.float16)
     scales[s - 1] = mu
 

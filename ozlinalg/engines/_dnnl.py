@@ -1,0 +1,175 @@
+"""ctypes binding of oneDNN's BLAS-like functions (``libdnnl.so.3``), loaded softly.
+
+Only four entry points are used: ``dnnl_gemm_s8s8s32`` (the exact INT8 x INT8
+-> INT32 product), ``dnnl_gemm_bf16bf16f32`` (the magnitude estimates of
+``slices="auto"``), ``dnnl_version`` and ``dnnl_get_effective_cpu_isa``. They
+are plain C functions, so ctypes calls them without a compiler, and ctypes
+releases the GIL for the duration of each call. oneDNN's BLAS-like functions
+are **row-major** (unlike BLAS).
+
+Where the library comes from (first hit wins; :func:`find_library`):
+
+1. ``OZLINALG_ONEDNN_LIBRARY``: an explicit path (``""`` or ``"none"``
+   disables oneDNN);
+2. ``<sys.prefix>/lib/libdnnl.so.3``: where pip puts the data files of the
+   ``onednn-cpu-gomp`` wheel;
+3. the files the ``onednn-cpu-gomp`` distribution lists in its RECORD
+   (another prefix, a user install);
+4. ``ctypes.util.find_library("dnnl")``: a system oneDNN.
+
+Nothing here raises on a machine without oneDNN: :func:`load` returns
+``(None, reason)``.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+
+__all__ = ["DNNL", "ISA_NAMES", "find_library", "load"]
+
+#: ``dnnl_cpu_isa_t`` values of oneDNN 3.x (cumulative bit masks).
+ISA_NAMES = {
+    0x0: "default",
+    0x1: "sse41",
+    0x3: "avx",
+    0x7: "avx2",
+    0xF: "avx2_vnni",
+    0x1F: "avx2_vnni_2",
+    0x27: "avx512_core",
+    0x67: "avx512_core_vnni",
+    0xE7: "avx512_core_bf16",
+    0x1EF: "avx512_core_fp16",
+    0xFEF: "avx512_core_amx",
+    0x1FEF: "avx512_core_amx_fp16",
+}
+
+_LIB_NAME = "libdnnl.so.3"
+_DIST = "onednn-cpu-gomp"
+ENV_LIBRARY = "OZLINALG_ONEDNN_LIBRARY"
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int),
+                ("hash", ctypes.c_char_p), ("cpu_runtime", ctypes.c_uint),
+                ("gpu_runtime", ctypes.c_uint)]
+
+
+def find_library():
+    """``(path or None, tried)``: where ``libdnnl.so.3`` is, and what was looked at."""
+    tried = []
+    env = os.environ.get(ENV_LIBRARY)
+    if env is not None:
+        if env.strip().lower() in ("", "none", "0", "off"):
+            return None, [f"{ENV_LIBRARY}={env!r} (disabled)"]
+        tried.append(f"{ENV_LIBRARY}={env}")
+        return (env if os.path.exists(env) else None), tried
+    cand = os.path.join(sys.prefix, "lib", _LIB_NAME)
+    tried.append(cand)
+    if os.path.exists(cand):
+        return cand, tried
+    try:
+        from importlib import metadata  # noqa: PLC0415
+
+        dist = metadata.distribution(_DIST)
+        for f in dist.files or ():
+            if f.name == _LIB_NAME:
+                path = str(dist.locate_file(f))
+                tried.append(path)
+                if os.path.exists(path):
+                    return path, tried
+    except Exception:  # not installed, or no RECORD
+        tried.append(f"{_DIST} (not installed)")
+    found = ctypes.util.find_library("dnnl")
+    tried.append(f"find_library('dnnl') -> {found}")
+    return found, tried
+
+
+class DNNL:
+    """The loaded library with typed entry points."""
+
+    def __init__(self, path):
+        lib = ctypes.CDLL(path)
+        self.path = path
+        self.lib = lib
+        i64, f32, vp, ch = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_char
+        lib.dnnl_version.restype = ctypes.POINTER(_Version)
+        lib.dnnl_get_effective_cpu_isa.restype = ctypes.c_int
+        self._s8 = lib.dnnl_gemm_s8s8s32
+        self._s8.argtypes = [ch, ch, ch, i64, i64, i64, f32, vp, i64, ctypes.c_int8, vp, i64,
+                             ctypes.c_int8, f32, vp, i64, vp]
+        self._s8.restype = ctypes.c_int
+        self._bf16 = getattr(lib, "dnnl_gemm_bf16bf16f32", None)
+        if self._bf16 is not None:
+            self._bf16.argtypes = [ch, ch, i64, i64, i64, f32, vp, i64, vp, i64, f32, vp, i64]
+            self._bf16.restype = ctypes.c_int
+        v = lib.dnnl_version().contents
+        self.version = (v.major, v.minor, v.patch)
+        self.cpu_runtime = int(v.cpu_runtime)
+        # oneDNN's OpenMP build (onednn-cpu-gomp) runs on libgomp: the thread count of
+        # its next GEMM is the calling thread's omp_set_num_threads (a per-thread ICV).
+        try:
+            self._gomp = ctypes.CDLL("libgomp.so.1")
+            self._gomp.omp_set_num_threads.argtypes = [ctypes.c_int]
+            self.max_threads = int(self._gomp.omp_get_max_threads())
+        except (OSError, AttributeError):
+            self._gomp = None
+            self.max_threads = os.cpu_count() or 1
+        self.hash = (v.hash or b"").decode(errors="replace")
+        self._zero_offset = (ctypes.c_int32 * 1)(0)
+
+    @property
+    def isa(self) -> int:
+        """``dnnl_get_effective_cpu_isa()`` (fixed once oneDNN generated a kernel)."""
+        return int(self.lib.dnnl_get_effective_cpu_isa())
+
+    @property
+    def isa_name(self) -> str:
+        isa = self.isa
+        return ISA_NAMES.get(isa, hex(isa))
+
+    def set_threads(self, n):
+        """Threads of this thread's next oneDNN calls (no-op without libgomp)."""
+        # Set before every call: numba's OpenMP layer resets the ICV.
+        if self._gomp is not None:
+            self._gomp.omp_set_num_threads(max(1, min(int(n), self.max_threads)))
+
+    def gemm_s8s8s32(self, transa, transb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, beta):
+        """Row-major ``C (m x n, int32) = op(A) @ op(B) + beta C`` (``beta`` 0 or 1).
+
+        ``transa`` b"N": A stored m x k (row stride lda), b"T": stored k x m;
+        ``transb`` b"N": B stored k x n (row stride ldb), b"T": stored n x k.
+        """
+        st = self._s8(transa, transb, b"F", m, n, k, 1.0, a_ptr, lda, 0, b_ptr, ldb, 0,
+                      float(beta), c_ptr, ldc, ctypes.addressof(self._zero_offset))
+        if st != 0:
+            raise RuntimeError(f"ozlinalg: dnnl_gemm_s8s8s32 failed with status {st} "
+                               f"(m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc})")
+
+    def gemm_bf16(self, transa, transb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc):
+        """Row-major ``C (m x n, float32) = op(A) @ op(B)`` of bf16 operands (as above)."""
+        st = self._bf16(transa, transb, m, n, k, 1.0, a_ptr, lda, b_ptr, ldb, 0.0, c_ptr, ldc)
+        if st != 0:
+            raise RuntimeError(f"ozlinalg: dnnl_gemm_bf16bf16f32 failed with status {st}")
+
+
+_LOCK = threading.Lock()
+_LOADED: dict = {}
+
+
+def load():
+    """``(DNNL or None, reason)``, once per process."""
+    with _LOCK:
+        if "lib" not in _LOADED:
+            path, tried = find_library()
+            if path is None:
+                _LOADED["lib"] = (None, "oneDNN library not found (looked at: "
+                                  + "; ".join(tried) + ")")
+            else:
+                try:
+                    _LOADED["lib"] = (DNNL(path), f"loaded {path}")
+                except (OSError, AttributeError) as exc:
+                    _LOADED["lib"] = (None, f"oneDNN at {path} failed to load: {exc}")
+        return _LOADED["lib"]

@@ -1,0 +1,579 @@
+"""Fused, multi-threaded passes of the CPU INT8 engine (numba).
+
+At INT8 speed the NumPy passes around the GEMMs (normalization, splitting,
+residues, FP64 accumulation, CRT rebuild) cost more than the GEMMs. Each
+kernel here does in ONE pass over memory what the generic array code
+(:mod:`ozlinalg.ozaki.split`, :mod:`ozlinalg.ozaki.crt`, ``Engine.axpy``) does
+in several, row-parallel (``prange``) on the OpenMP pool that oneDNN uses too.
+
+Bit-identity with the generic code is the contract (tests/test_engine_onednn.py
+compares every kernel with it): each kernel performs the generic code's IEEE
+operations, per element, in the generic order. numba does not contract
+``a * b + c`` into an FMA without ``fastmath``, which none of these use.
+
+Importing this module imports numba (~0.15 s) and loads compiled kernels from
+numba's on-disk cache (``cache=True``); the first process after an install
+compiles them (a few seconds, see docs/performance.md).
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+_OPTS = dict(cache=True, nogil=True)
+_PAR = dict(parallel=True, **_OPTS)
+
+MIN_GRID_EXP = -1000  # ozlinalg.exact.MIN_GRID_EXP (checked by the tests)
+
+
+_THREADS = threading.local()
+
+
+def set_threads(n):
+    """Threads of the next kernels called from this thread (numba's setting is per
+    thread; remembered here, since asking numba costs ~10 us a call)."""
+    n = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
+    if getattr(_THREADS, "n", None) != n:
+        numba.set_num_threads(n)
+        _THREADS.n = n
+
+
+# ---------------------------------------------------------------------------
+# Layout. Every pass comes in two forms: "rows" reads an operand whose rows are
+# contiguous (x is rows x k, C order) and "cols" one whose columns are (x.T is
+# k x rows, C order: B in its own row-major layout, or a Fortran-ordered A).
+# Both write slices that follow the input's order, so no pass ever transposes
+# (a transposing copy of a 2048 x 2048 matrix costs ~55 ms on the 2-core
+# test machine, as much as 15 row-order passes).
+
+
+@njit(**_PAR)
+def col_absmax(xt):
+    """``max_r |xt[r, j]|`` per column of a row-major (k x n) array (row-parallel
+    partial maxima, then a reduction: every read streams)."""
+    k, n = xt.shape
+    nb = max(1, min(k, 64))
+    part = np.zeros((nb, n))
+    for b in prange(nb):
+        for r in range(b * k // nb, (b + 1) * k // nb):
+            for j in range(n):
+                v = abs(xt[r, j])
+                if v > part[b, j]:
+                    part[b, j] = v
+    out = np.zeros(n)
+    for b in range(nb):
+        for j in range(n):
+            if part[b, j] > out[j]:
+                out[j] = part[b, j]
+    return out
+
+
+@njit(**_OPTS)
+def _absmax(x, i):
+    m = 0.0
+    for j in range(x.shape[1]):
+        v = abs(x[i, j])
+        if v > m:
+            m = v
+    return m
+
+
+# ---------------------------------------------------------------------------
+# normalization (ozlinalg.ozaki.split.normalize_rows)
+
+
+@njit(**_OPTS)
+def _row_factors(m):
+    """frexp exponent of the row maximum and the generic code's two power-of-two factors."""
+    e = math.frexp(m)[1]
+    e1 = min(max(-e, -1022), 1000)
+    e2 = -e - e1
+    return e, math.ldexp(1.0, e1), math.ldexp(1.0, e2)
+
+
+@njit(**_PAR)
+def normalize_rows(a, x, exps):
+    """``x[i] = a[i] * 2**-e_i`` with ``max |x[i]| in [0.5, 1)``; ``exps[i] = e_i``."""
+    rows, k = a.shape
+    for i in prange(rows):
+        e, f1, f2 = _row_factors(_absmax(a, i))
+        exps[i] = e
+        for j in range(k):
+            x[i, j] = (a[i, j] * f1) * f2
+
+
+@njit(**_PAR)
+def normalize_cols(at, xt, exps):
+    """:func:`normalize_rows` of ``at.T``: ``xt[:, j] = at[:, j] * 2**-e_j``."""
+    k, n = at.shape
+    mx = col_absmax(at)
+    f1 = np.empty(n)
+    f2 = np.empty(n)
+    for j in range(n):
+        e, g1, g2 = _row_factors(mx[j])
+        exps[j] = e
+        f1[j] = g1
+        f2[j] = g2
+    for r in prange(k):
+        for j in range(n):
+            xt[r, j] = (at[r, j] * f1[j]) * f2[j]
+
+
+# ---------------------------------------------------------------------------
+# splits (ozlinalg.ozaki.split)
+
+
+@njit(**_OPTS)
+def _grid(m, width):
+    """``ozlinalg.exact.residual_grid`` of one row with maximum m."""
+    if not m > 0.0:
+        return 1.0
+    f, e = math.frexp(m)
+    if f == 0.5:
+        e -= 1
+    return math.ldexp(1.0, max(e + 1 - width, MIN_GRID_EXP))
+
+
+@njit(**_OPTS)
+def _digits(v, s, unit, out, i, trunc):
+    """``out[t, i]`` = digit t of the row ``v`` (consumed: the residual in units of the
+    current digit), t = 0 .. s - 1, by ``rint`` (hybrid) or ``trunc`` (bitmask)."""
+    for t in range(s):
+        for j in range(v.shape[0]):
+            r = np.trunc(v[j]) if trunc else np.rint(v[j])
+            out[t, i, j] = np.int8(r)
+            v[j] = (v[j] - r) * unit
+
+
+@njit(**_PAR)
+def split_hybrid(x, s, width, out, base):
+    """Hybrid split: ``base[i]`` = grid of row i, ``out[t, i] = rint`` digits (int8)."""
+    rows, k = x.shape
+    unit = 2.0**width
+    for i in prange(rows):
+        b = _grid(_absmax(x, i), width)
+        base[i] = b
+        inv = 1.0 / b
+        v = np.empty(k)  # the residual in units of the current slice (row buffer)
+        for j in range(k):
+            v[j] = x[i, j] * inv
+        _digits(v, s, unit, out, i, False)
+
+
+@njit(**_PAR)
+def split_hybrid_cols(xt, s, width, outt, base):
+    """:func:`split_hybrid` of ``xt.T`` into ``outt`` (s, k, rows): ``outt[t].T`` is slice t."""
+    k, n = xt.shape
+    unit = 2.0**width
+    mx = col_absmax(xt)
+    inv = np.empty(n)
+    for j in range(n):
+        base[j] = _grid(mx[j], width)
+        inv[j] = 1.0 / base[j]
+    for r in prange(k):
+        v = np.empty(n)
+        for j in range(n):
+            v[j] = xt[r, j] * inv[j]
+        _digits(v, s, unit, outt, r, False)
+
+
+@njit(**_PAR)
+def split_hybrid_raw(a, s, width, out, base, exps):
+    """:func:`normalize_rows` and :func:`split_hybrid` in one pass, with no normalized
+    copy: row i is scaled by ``2**-e_i`` (the same two roundings) on the fly."""
+    rows, k = a.shape
+    unit = 2.0**width
+    for i in prange(rows):
+        m = _absmax(a, i)
+        e, f1, f2 = _row_factors(m)
+        exps[i] = e
+        b = _grid((m * f1) * f2, width)  # the normalized row's maximum, exactly
+        base[i] = b
+        inv = 1.0 / b
+        v = np.empty(k)
+        for j in range(k):
+            v[j] = ((a[i, j] * f1) * f2) * inv
+        _digits(v, s, unit, out, i, False)
+
+
+@njit(**_PAR)
+def split_hybrid_raw_cols(at, s, width, outt, base, exps):
+    """:func:`split_hybrid_raw` of ``at.T`` (column-contiguous rows)."""
+    k, n = at.shape
+    unit = 2.0**width
+    mx = col_absmax(at)
+    f1 = np.empty(n)
+    f2 = np.empty(n)
+    inv = np.empty(n)
+    for j in range(n):
+        e, g1, g2 = _row_factors(mx[j])
+        exps[j] = e
+        f1[j] = g1
+        f2[j] = g2
+        base[j] = _grid((mx[j] * g1) * g2, width)
+        inv[j] = 1.0 / base[j]
+    for r in prange(k):
+        v = np.empty(n)
+        for j in range(n):
+            v[j] = ((at[r, j] * f1[j]) * f2[j]) * inv[j]
+        _digits(v, s, unit, outt, r, False)
+
+
+@njit(**_PAR)
+def split_bitmask(x, s, width, out):
+    """Bitmask split: truncated ``width``-bit chunks (int8). Elementwise, so it also
+    serves the column layout (called on the transposes)."""
+    rows, k = x.shape
+    unit = 2.0**width
+    for i in prange(rows):
+        v = np.empty(k)
+        for j in range(k):
+            v[j] = x[i, j] * unit
+        _digits(v, s, unit, out, i, True)
+
+
+@njit(**_PAR)
+def split_rn(x, s, width, out, mus):
+    """Round-to-nearest split with per-slice grids (``x`` is left as the residual)."""
+    rows, k = x.shape
+    c = 0.75 * 2.0**53
+    for i in prange(rows):
+        for t in range(s):
+            mu = _grid(_absmax(x, i), width)
+            mus[t, i] = mu
+            sigma = c * mu
+            inv = 1.0 / mu
+            for j in range(k):
+                tmp = (x[i, j] + sigma) - sigma
+                x[i, j] = x[i, j] - tmp
+                out[t, i, j] = np.int8(tmp * inv)
+
+
+@njit(**_PAR)
+def split_rn_cols(xt, s, width, outt, mus):
+    """:func:`split_rn` of ``xt.T`` (``xt`` is left as the residual's transpose)."""
+    k, n = xt.shape
+    c = 0.75 * 2.0**53
+    sigma = np.empty(n)
+    inv = np.empty(n)
+    for t in range(s):
+        mx = col_absmax(xt)
+        for j in range(n):
+            mu = _grid(mx[j], width)
+            mus[t, j] = mu
+            sigma[j] = c * mu
+            inv[j] = 1.0 / mu
+        for r in prange(k):
+            for j in range(n):
+                tmp = (xt[r, j] + sigma[j]) - sigma[j]
+                xt[r, j] = xt[r, j] - tmp
+                outt[t, r, j] = np.int8(tmp * inv[j])
+
+
+# ---------------------------------------------------------------------------
+# Ozaki scheme II (ozlinalg.ozaki.crt)
+
+
+@njit(**_OPTS)
+def _sym_residue(acc, pf, inv, h):
+    """The symmetric residue of the integer ``acc`` (|acc| <= 2**52) modulo p, exactly.
+
+    The residue is a unique integer in ``[-h, p - 1 - h]``, so any exact route
+    gives the generic ``symmetric_mod``'s value; this one has no division:
+    ``q = floor(acc / p)`` from a multiplication is off by at most one, so
+    ``r = acc - q p`` (exact: integers below 2**53) lies in ``[-p, 2p)``, and
+    compare-and-select brings ``r + h`` into ``[0, p)``.
+    """
+    q = np.floor(acc * inv)
+    y = (acc - q * pf) + h
+    if y >= pf:
+        y -= pf
+    if y >= pf:
+        y -= pf
+    if y < 0.0:
+        y += pf
+    return y - h
+
+
+@njit(**_OPTS)
+def _residues_of_row(rest, dig, acc, d, mods, coefs, out, i):
+    """Residues of the integers ``rest`` (one row, consumed) into ``out[:, i, :]``:
+    cut into signed d-bit digits as ``residues_into`` does (every digit sum is an
+    exact integer below 2**52), then reduced exactly for every modulus."""
+    nmod, count = coefs.shape
+    n = rest.shape[0]
+    for t in range(count - 1, 0, -1):
+        scale = 2.0 ** (d * t)
+        inv_scale = 1.0 / scale
+        for j in range(n):
+            top = np.trunc(rest[j] * inv_scale)
+            dig[t, j] = top
+            rest[j] = rest[j] - top * scale
+    for j in range(n):
+        dig[0, j] = rest[j]
+    for idx in range(nmod):
+        pf = mods[idx]
+        inv = 1.0 / pf
+        h = np.floor(pf * 0.5)
+        c0 = coefs[idx, 0]
+        for j in range(n):
+            acc[j] = dig[0, j] * c0
+        for t in range(1, count):
+            ct = coefs[idx, t]
+            for j in range(n):
+                acc[j] = acc[j] + dig[t, j] * ct
+        for j in range(n):
+            out[idx, i, j] = np.int8(_sym_residue(acc[j], pf, inv, h))
+
+
+@njit(**_PAR)
+def crt_residues(x, mult, round_rows, mods, coefs, d, out):
+    """Symmetric residues of ``rint|trunc(x * mult[:, None])`` for every modulus
+    (int8); ``coefs[idx, t] = 2**(d t) mod p_idx``."""
+    rows, k = x.shape
+    count = coefs.shape[1]
+    for i in prange(rows):
+        mlt = mult[i]
+        rest = np.empty(k)
+        if round_rows[i]:
+            for j in range(k):
+                rest[j] = np.rint(x[i, j] * mlt)
+        else:
+            for j in range(k):
+                rest[j] = np.trunc(x[i, j] * mlt)
+        _residues_of_row(rest, np.empty((count, k)), np.empty(k), d, mods, coefs, out, i)
+
+
+@njit(**_PAR)
+def crt_residues_cols(xt, mult, round_cols, mods, coefs, d, outt):
+    """:func:`crt_residues` of ``xt.T`` into ``outt`` (nmod, k, rows)."""
+    k, n = xt.shape
+    count = coefs.shape[1]
+    for r in prange(k):
+        rest = np.empty(n)
+        for j in range(n):
+            v = xt[r, j] * mult[j]
+            rest[j] = np.rint(v) if round_cols[j] else np.trunc(v)
+        _residues_of_row(rest, np.empty((count, n)), np.empty(n), d, mods, coefs, outt, r)
+
+
+@njit(**_PAR)
+def crt_bound(x, out):
+    """``out[i, j] = -ceil(128 |x[i, j]|)`` (int8): the accurate scaling's bound operand
+    (elementwise: the column layout passes the transposes)."""
+    rows, k = x.shape
+    for i in prange(rows):
+        for j in range(k):
+            out[i, j] = np.int8(-np.ceil(abs(x[i, j]) * 128.0))
+
+
+@njit(**_PAR)
+def crt_reduce(prod, pf, out):
+    """``out = prod mod p`` (symmetric, int8) of an INT32 product."""
+    m, p = prod.shape
+    inv = 1.0 / pf
+    h = np.floor(pf * 0.5)
+    for i in prange(m):
+        for j in range(p):
+            out[i, j] = np.int8(_sym_residue(float(prod[i, j]), pf, inv, h))
+
+
+@njit(**_PAR)
+def crt_combine(res, frac, wlimbs, plimbs, unit, out):
+    """C' from the residues ``res[t]`` of every modulus: the generic CRTAccumulator's
+    operations in its order (quotient, limbs, ``- q P``, carries, top-down
+    combination), a row at a time in cache-resident row buffers."""
+    nmod, m, p = res.shape
+    nl = plimbs.shape[0]
+    inv_unit = 1.0 / unit
+    for i in prange(m):
+        quot = np.zeros(p)
+        limbs = np.zeros((nl, p))
+        for t in range(nmod):
+            ft = frac[t]
+            for j in range(p):
+                quot[j] = quot[j] + ft * float(res[t, i, j])
+            for l in range(nl):
+                wl = wlimbs[t, l]
+                if wl != 0.0:
+                    for j in range(p):
+                        limbs[l, j] = limbs[l, j] + wl * float(res[t, i, j])
+        for j in range(p):
+            quot[j] = np.rint(quot[j])  # the quotient q
+        for l in range(nl):
+            pl = plimbs[l]
+            if pl != 0.0:
+                for j in range(p):
+                    limbs[l, j] = limbs[l, j] - quot[j] * pl
+        for l in range(nl - 1):
+            for j in range(p):
+                carry = np.rint(limbs[l, j] * inv_unit)
+                limbs[l, j] = limbs[l, j] - carry * unit
+                limbs[l + 1, j] = limbs[l + 1, j] + carry
+        for j in range(p):
+            out[i, j] = limbs[nl - 1, j]
+        for l in range(nl - 2, -1, -1):
+            for j in range(p):
+                v = out[i, j] * unit
+                out[i, j] = v + limbs[l, j]
+
+
+# ---------------------------------------------------------------------------
+# FP64 accumulation
+
+
+@njit(**_PAR)
+def axpy(alpha, x, acc):
+    """``acc += alpha * x`` (x int32 / int64 / float64), as ``acc += alpha * x``."""
+    m, p = acc.shape
+    for i in prange(m):
+        for j in range(p):
+            acc[i, j] = acc[i, j] + alpha * float(x[i, j])
+
+
+@njit(**_PAR)
+def axpy_outer(x, fa, fb, acc):
+    """``acc += (x * fa[:, None]) * fb[None, :]`` (the per-slice scales of the
+    round-to-nearest split; two separately rounded products, then the add)."""
+    m, p = acc.shape
+    for i in prange(m):
+        f = fa[i]
+        for j in range(p):
+            acc[i, j] = acc[i, j] + (float(x[i, j]) * f) * fb[j]
+
+
+@njit(**_PAR)
+def finish_ef(acc, g2, g1, g0, w2, w1, w0, alpha, fa, fb, scale):
+    """The end of an EF product in one pass: ``top = w2 G2 + w1 G1 + w0 G0`` (exact
+    integers, added in this order), ``acc += alpha * top``, and where ``scale``
+    ``acc = (acc * fa[:, None]) * fb[None, :]``."""
+    m, p = acc.shape
+    for i in prange(m):
+        f = fa[i]
+        for j in range(p):
+            t = w2 * float(g2[i, j])
+            t = t + w1 * float(g1[i, j])
+            t = t + w0 * float(g0[i, j])
+            v = acc[i, j] + alpha * t
+            if scale:
+                v = (v * f) * fb[j]
+            acc[i, j] = v
+
+
+@njit(**_PAR)
+def scale_outer(acc, fa, fb):
+    """``acc *= fa[:, None]; acc *= fb[None, :]`` (two separately rounded products)."""
+    m, p = acc.shape
+    for i in prange(m):
+        f = fa[i]
+        for j in range(p):
+            acc[i, j] = (acc[i, j] * f) * fb[j]
+
+
+# ---------------------------------------------------------------------------
+# magnitude estimates (slices="auto")
+
+
+@njit(**_PAR)
+def squares_bf16(x, scale, out):
+    """``out = bf16(float32((x * x) * scale))`` (round to nearest even): scaled in
+    float64 before the casts, as ``Engine.approx_operand`` does, so that tiny squares
+    (down to 2**-149 of the row maximum) are normal numbers on every engine."""
+    rows, k = x.shape
+    for i in prange(rows):
+        for j in range(k):
+            f = np.float32((x[i, j] * x[i, j]) * scale)
+            u = np.uint32(f.view(np.uint32))
+            u = u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
+            out[i, j] = np.uint16(u >> np.uint32(16))
+
+
+@njit(**_PAR)
+def to_float64(c, scale, out):
+    """``out = float64(c) * scale`` (the estimate back from its scaled FP32 form)."""
+    m, p = c.shape
+    for i in prange(m):
+        for j in range(p):
+            out[i, j] = float(c[i, j]) * scale
+
+
+@njit(**_OPTS)
+def _row_spread(q, i, thr):
+    npos = 0
+    nlow = 0
+    mn = np.inf
+    for j in range(q.shape[1]):
+        v = q[i, j]
+        if v > 0.0:
+            npos += 1
+            if v < thr:
+                nlow += 1
+            elif v < mn:
+                mn = v
+    return npos, nlow, mn
+
+
+@njit(**_PAR)
+def spread_stats(q, thr):
+    """``(positive, below thr, min of the positive entries >= thr)`` over ``q``."""
+    m = q.shape[0]
+    npos = np.zeros(m, np.int64)
+    nlow = np.zeros(m, np.int64)
+    qmin = np.full(m, np.inf)
+    for i in prange(m):
+        npos[i], nlow[i], qmin[i] = _row_spread(q, i, thr)
+    return npos.sum(), nlow.sum(), qmin.min() if m else np.inf
+
+
+@njit(**_OPTS)
+def _row_ratio(q, i, ia, nb, na, ib, thr):
+    nzero = 0
+    nhigh = 0
+    mx = 0.0
+    for j in range(q.shape[1]):
+        v = q[i, j]
+        if v > 0.0:
+            r = (ia[i] * nb[j] + na[i] * ib[j]) / np.sqrt(v)
+            if r > thr:
+                nhigh += 1
+            elif r > mx:
+                mx = r
+        else:
+            nzero += 1
+    return nzero, nhigh, mx
+
+
+@njit(**_PAR)
+def crt_ratio_stats(q, ia, nb, na, ib, thr):
+    """``(zero, above thr, max of the others)`` of ``r_ij = (ia_i nb_j + na_i ib_j) /
+    sqrt(q_ij)`` over the entries with ``q_ij > 0`` (Ozaki-II's predicted error ratio)."""
+    m = q.shape[0]
+    nzero = np.zeros(m, np.int64)
+    nhigh = np.zeros(m, np.int64)
+    rmax = np.zeros(m)
+    for i in prange(m):
+        nzero[i], nhigh[i], rmax[i] = _row_ratio(q, i, ia, nb, na, ib, thr)
+    return nzero.sum(), nhigh.sum(), rmax.max() if m else 0.0
+
+
+@njit(**_PAR)
+def count_nonpositive(q):
+    """Number of entries ``<= 0`` (zeros of an estimate)."""
+    m = q.shape[0]
+    cnt = np.zeros(m, np.int64)
+    for i in prange(m):
+        cnt[i] = _row_nonpositive(q, i)
+    return cnt.sum()
+
+
+@njit(**_OPTS)
+def _row_nonpositive(q, i):
+    c = 0
+    for j in range(q.shape[1]):
+        if not q[i, j] > 0.0:
+            c += 1
+    return c

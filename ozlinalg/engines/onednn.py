@@ -1,0 +1,694 @@
+"""CPU engine: exact INT8 products on the CPU's INT8 units through oneDNN.
+
+``dnnl_gemm_s8s8s32`` (oneDNN's row-major BLAS-like INT8 GEMM) runs on AVX-512
+VNNI / AVX-VNNI (``vpdpbusd``) or AMX-INT8 tiles where the CPU has them: 16-20x
+native DGEMM's rate on the machines this project measured (docs/performance.md).
+It is exact there. Below VNNI, oneDNN emulates it with ``vpmaddubsw``, which
+saturates to INT16 and is NOT exact for values near -128 / 127; so the engine
+never assumes: a one-time self-test at the extreme values (:func:`self_test`)
+decides, and the engine is only used where it passes
+(:func:`ozlinalg.engines.select`).
+
+Storage
+-------
+Slices are int8 (``slice_bytes = 1``: a quarter of the SGEMM engine's float32
+slices). The slices of a product's operand live in a ``(rows, s, k)`` array,
+slice index in the middle and B's slices in reverse order (the layout the GPU
+engine uses), so the slices ``A_i, A_{i+1}, ...`` of one row lie side by side
+along the inner dimension, as do ``B_{g-i}, B_{g-i-1}, ...``: the EF group
+``sum_i A_i B_{g-i}^T`` is ONE GEMM with inner length ``count * k`` and leading
+dimension ``s * k`` (DESIGN.md section 5), as long as ``count * k * bound**2``
+stays below 2**31; longer runs are several GEMMs accumulated in INT32 with
+``beta = 1``, and a run that would pass 2**31 is added to an int64 buffer
+(never needed with the driver's group limit ``r``; it keeps the engine exact
+for any caller). SplitFP's floating slices stay on SGEMM (``float_matmul``).
+
+The passes around the GEMMs are fused numba kernels
+(:mod:`._numba_kernels`) where numba is installed, and the generic array code
+otherwise; both give the same bits.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+import numpy as np
+
+from . import _dnnl
+from .base import APPROX_PRESCALE, group_runs
+from .cpu import CPUEngine
+
+__all__ = ["EngineUnavailable", "OneDNNEngine", "INT32_EXACT", "self_test"]
+
+#: Largest magnitude an INT32 run may reach.
+INT32_EXACT = (1 << 31) - 1
+
+#: Scale of the estimate operands (squares in [0, 1)): keeps tiny squares out of
+#: BF16 / FP32 subnormals (which oneDNN may flush); the products stay below 2**113.
+_EST_SCALE = APPROX_PRESCALE
+
+ENV_FUSED = "OZLINALG_FUSED"
+
+
+class EngineUnavailable(RuntimeError):
+    """The oneDNN engine cannot run here (library missing, or not exact)."""
+
+
+#: Passes over fewer entries than this, and GEMMs of fewer INT8 operations than
+#: GEMM_PARALLEL_MIN, run on one thread (about a millisecond of work): a parallel
+#: region's barrier costs more than the work when the other cores are busy
+#: (measured on the shared 2-core box under load: a 40 x 300 split took 8 ms on
+#: two threads and 0.15 ms on one; a 40 x 30 x 300 GEMM 3.5-12 ms against 9 us).
+PARALLEL_MIN = 1 << 20
+GEMM_PARALLEL_MIN = 1 << 30
+
+
+def _load_kernels():
+    """The numba kernel module, or ``(None, reason)``."""
+    if os.environ.get(ENV_FUSED, "1").strip().lower() in ("0", "no", "off", "false"):
+        return None, f"{ENV_FUSED}=0"
+    try:
+        from . import _numba_kernels  # noqa: PLC0415
+    except Exception as exc:  # ImportError, or numba failing to initialize
+        return None, f"numba unavailable ({type(exc).__name__}: {exc})"
+    return _numba_kernels, "numba"
+
+
+class OneDNNEngine(CPUEngine):
+    """Exact INT8 GEMMs on oneDNN (``dnnl_gemm_s8s8s32``) for NumPy arrays.
+
+    Raises :class:`EngineUnavailable` (with the reason) where oneDNN does not
+    load or its INT8 GEMM fails the exactness self-test.
+    """
+
+    name = "cpu-onednn"
+    device = "cpu"
+    slice_bytes = 1
+
+    def __init__(self, threads: int | None = None, lib=None, fused: bool | None = None):
+        super().__init__(threads)
+        if lib is None:
+            lib, reason = _dnnl.load()
+            if lib is None:
+                raise EngineUnavailable(reason)
+        self.lib = lib
+        if fused is False:
+            self.kernels, self.kernels_reason = None, "disabled"
+        else:
+            self.kernels, self.kernels_reason = _load_kernels()
+        self.launches = 0
+        self._lock = threading.Lock()
+        ok, detail = self_test(self)
+        self.self_test = detail
+        if not ok:
+            raise EngineUnavailable(
+                f"oneDNN {self.version} (ISA {lib.isa_name}) failed the INT8 exactness "
+                f"self-test: {detail}")
+
+    # -- what ran ---------------------------------------------------------------------
+
+    @property
+    def version(self):
+        return ".".join(map(str, self.lib.version))
+
+    @property
+    def isa(self):
+        return self.lib.isa_name
+
+    #: BLAS threads for the native calls between emulated products (factorization
+    #: panels, see :meth:`native_blas`); None leaves BLAS alone.
+    native_blas_threads = 1
+
+    def native_blas(self):
+        """One BLAS thread for the native calls between emulated products.
+
+        OpenBLAS's worker threads keep spinning for a while after each call
+        (``OPENBLAS_THREAD_TIMEOUT``, 2**28 cycles by default) and take the cores
+        from the next oneDNN GEMM (2x slower on the 2-core box; the panel of a
+        factorization is followed by its trailing update every step). With one
+        BLAS thread the workers stay asleep; the panels are a small share of the
+        flops. Measured: ``benchmarks/cpu_threads.py``, docs/performance.md.
+        """
+        if self.native_blas_threads is None:
+            return contextlib.nullcontext()
+        ctl = self._blas_controller()
+        if ctl is None:
+            return contextlib.nullcontext()
+        return ctl.limit(limits=self.native_blas_threads, user_api="blas")
+
+    def _blas_controller(self):
+        ctl = getattr(self, "_blas_ctl", None)
+        if ctl is None:
+            try:
+                from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+                ctl = ThreadpoolController()
+            except Exception:  # not installed: BLAS keeps its threads
+                ctl = False
+            self._blas_ctl = ctl
+        return ctl or None
+
+    def describe(self):
+        return (f"{self.name} (oneDNN {self.version}, ISA {self.isa}, int8 self-test passed, "
+                f"passes: {'fused (numba)' if self.kernels else 'NumPy: ' + self.kernels_reason})")
+
+    # -- storage ----------------------------------------------------------------------
+
+    def empty_slices(self, s, rows, k, kind, operand=None):
+        """int8 slices ``(s, rows, k)``, rows contiguous; for a product's operand
+        ("a" / "b") grouped as in the module doc. SplitFP's slices (kind "fp") are
+        float32 for SGEMM."""
+        if kind == "fp":
+            return np.empty((s, rows, k), dtype=np.float32)
+        if operand not in ("a", "b"):
+            return np.empty((s, rows, k), dtype=np.int8)
+        full = np.empty((rows, s, k), dtype=np.int8)
+        view = full if operand == "a" else full[:, ::-1, :]
+        return view.transpose(1, 0, 2)
+
+    def empty_slices_like(self, x, s, kind, operand=None):
+        """Slices of ``x`` (rows x k) laid out in ``x``'s own memory order.
+
+        Rows of B^T are columns of a row-major B (and a Fortran-ordered A has
+        contiguous columns): their slices are stored as ``(s, k, rows)``
+        (``[:, ::-1]`` for "b": slices reversed), so splitting never transposes and
+        the GEMM reads them with ``trans = 'N'`` / ``'T'``; an EF group's slices are
+        still stacked along the inner dimension (one GEMM).
+        """
+        rows, k = x.shape
+        if kind == "fp" or not _is_cols(x):
+            return self.empty_slices(s, rows, k, kind, operand)
+        full = np.empty((s, k, rows), dtype=np.int8)
+        view = full[::-1] if operand == "b" else full
+        return view.transpose(0, 2, 1)
+
+    output_orders = ("C", "F")
+    #: Never: on the 2-core AVX-512 VNNI machine this was measured on, emulation
+    #: (default method, ``slices="auto"``) took 3.7x native DGEMM and 3.2-4.1x
+    #: LAPACK at n = 4096, 3.1-4.3x at n = 1024 .. 2048
+    #: (``python benchmarks/cpu_crossover.py --engine onednn --n 1024 2048 4096
+    #: --threads 1 --clock cpu``; docs/performance.md, "Crossover"). The INT8
+    #: units are 15x DGEMM's rate there and a DGEMM-level product needs 36-45 INT8
+    #: GEMMs; on AMX machines (2048 INT8 ops per cycle per core) re-measure.
+    crossovers: dict = {}
+
+    @property
+    def memory_model(self):
+        """``ozaki.gemm.working_bytes`` coefficients of the fused passes: one normalized
+        float64 copy (none for fixed counts) and BF16 squares per input entry; FP64
+        accumulator, top groups, INT32 result and the FP32 estimate per output entry;
+        for Ozaki-II also the bound operand, and one int8 residue per output entry and
+        modulus instead of FP64 limbs (tests/test_matmul.py::TestMemory checks it)."""
+        if self.kernels is None:
+            return None
+        return {"input": 12, "output": 24, "crt_input": 16, "crt_output": 32,
+                "crt_output_per_modulus": 1}
+    #: Panel width of the factorizations: at INT8 speed the passes over each trailing
+    #: update's output (estimate, one per EF group, scaling) weigh against its
+    #: k = block_size inner dimension; 256 halves their share against 128
+    #: (docs/performance.md, "Factorizations").
+    block_size = 256
+
+    def workspace(self, m, p, order="C"):
+        """The INT32 result buffer, in the memory order the caller accumulates in."""
+        return {"out": np.empty((m, p), np.int32, order=order)}
+
+    # -- products ---------------------------------------------------------------------
+
+    @staticmethod
+    def _layout(x):
+        """``(x, trans, ld, kstep)`` of int8 slices ``x`` (s, rows, k): ``trans`` False
+        when the k entries of a row are contiguous (stored rows x k, row stride ld),
+        True when the rows are (stored k x rows, ld = kstep = stride along k)."""
+        if x.dtype != np.int8:
+            raise TypeError(f"ozlinalg: the oneDNN engine multiplies int8 slices, got {x.dtype}")
+        _, rows, k = x.shape
+        if (x.strides[2] == 1 or k <= 1) and x.strides[1] >= max(k, 1):
+            return x, False, max(x.strides[1], k, 1), 1
+        if (x.strides[1] == 1 or rows <= 1) and x.strides[2] >= max(rows, 1):
+            return x, True, max(x.strides[2], rows, 1), max(x.strides[2], rows, 1)
+        x = np.ascontiguousarray(x)
+        return x, False, max(k, 1), 1
+
+    def gemm(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, m, p, k, beta):
+        """``c (m x p, int32, row-major) (+)= A @ B^T`` for int8 ``A`` (m x k) and ``B``
+        (p x k), each stored either way (``trans*``: stored transposed)."""
+        lib = self.lib
+        lib.set_threads(self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
+        # (a one-row c may carry any row stride: oneDNN wants ldc >= p)
+        lib.gemm_s8s8s32(b"T" if transa else b"N", b"N" if transb else b"T", m, p, k,
+                         a_ptr, lda, b_ptr, ldb, c.ctypes.data, max(c.strides[0] // 4, p, 1),
+                         beta)
+        self.launches += 1
+
+    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
+        """Exact ``sum((i, j) in pairs) a[i] @ b[j].T`` as int32 (int64 when a sum could
+        pass INT32), a buffer of ``ws``; runs of pairs adjacent in the grouped storage
+        are one GEMM each."""
+        _, m, k = a.shape
+        p = b.shape[1]
+        a, ta, lda, ka = self._layout(a)
+        b, tb, ldb, kb = self._layout(b)
+        ws = ws if ws is not None else self.workspace(m, p)
+        out = ws["out"]
+        if m == 0 or p == 0:
+            return out, 0
+        if k == 0 or not pairs:
+            out.fill(0)
+            return out, 0
+        per_elem = max(1, int(bound_a) * int(bound_b))
+        one = k * per_elem  # worst case of one product
+        joinable = (a.strides[0] == k * ka and b.strides[0] == -k * kb and one <= INT32_EXACT)
+        runs = group_runs(pairs, joinable, max(1, INT32_EXACT // one))
+        kc = max(1, INT32_EXACT // per_elem)  # pieces of a single product past INT32
+        a0, b0 = a.ctypes.data, b.ctypes.data
+        sa, sb = a.strides[0], b.strides[0]
+        # A column-major result is the row-major C^T = B A^T: the operands swap roles.
+        colmajor = not out.flags.c_contiguous and out.flags.f_contiguous
+        acc64 = None
+        cur = 0
+        calls = 0
+        for i, j, count in runs:
+            pieces = [(0, count * k)] if one <= INT32_EXACT else [
+                (k0, min(k, k0 + kc)) for k0 in range(0, k, kc)]
+            for k0, k1 in pieces:
+                w = (k1 - k0) * per_elem
+                if cur and cur + w > INT32_EXACT:
+                    acc64 = out.astype(np.int64, order="K") if acc64 is None else acc64 + out
+                    cur = 0
+                pa, pb = a0 + i * sa + k0 * ka, b0 + j * sb + k0 * kb
+                if colmajor:
+                    self.gemm(tb, pb, ldb, ta, pa, lda, out.T, p, m, k1 - k0, 1 if cur else 0)
+                else:
+                    self.gemm(ta, pa, lda, tb, pb, ldb, out, m, p, k1 - k0, 1 if cur else 0)
+                calls += 1
+                cur += w
+        if acc64 is not None:
+            acc64 += out
+            return acc64, calls
+        return out, calls
+
+    def approx_matmul(self, a, b):
+        """``a @ b.T`` of nonnegative float32 data to a few bits, on BF16
+        (``dnnl_gemm_bf16bf16f32``, FP32 accumulation), as float64.
+
+        Inputs are scaled by 2**48 (exact) so that no product is flushed as a
+        subnormal; relative error per entry below 2**-7 (0.01 bit in log2).
+        """
+        if self.lib._bf16 is None:
+            return super().approx_matmul(a, b)
+        return self._bf16_products(_to_bf16(self.approx_operand(a)), False,
+                                   _to_bf16(self.approx_operand(b)), False)
+
+    def approx_squares(self, xa, xb):
+        """``(xa**2) @ (xb**2).T`` to a few bits (``slices="auto"``'s estimate):
+        squares written as BF16 in one fused pass per operand, one BF16 GEMM."""
+        if self.lib._bf16 is None or self.kernels is None:
+            return None
+        (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
+        return self._bf16_products(a16, ta, b16, tb)
+
+    def _squares(self, x):
+        """bf16 of ``x**2 * 2**48`` in ``x``'s memory order: ``(array, transposed)``."""
+        cols = _is_cols(x)
+        x = x.T if cols else np.ascontiguousarray(x)
+        out = np.empty(x.shape, np.uint16)
+        self._k(x.size).squares_bf16(x, _EST_SCALE, out)
+        return out, cols
+
+    def _bf16_products(self, a16, ta, b16, tb):
+        """float64 products of the scaled bf16 operands, scaled back."""
+        c = self._bf16_scaled(a16, ta, b16, tb)
+        out = np.empty(c.shape)
+        if self.kernels is not None:
+            self._k(out.size).to_float64(c, _EST_SCALE**-2, out)
+        else:
+            np.multiply(c, _EST_SCALE**-2, out=out)
+        return out
+
+    def _bf16_scaled(self, a16, ta, b16, tb):
+        """float32 ``op(a16) @ op(b16)`` (still scaled by 2**96)."""
+        m, k = a16.shape[::-1] if ta else a16.shape
+        p = b16.shape[1] if tb else b16.shape[0]
+        c = np.empty((m, p), np.float32)
+        if m and p:
+            if k:
+                self.lib.set_threads(self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
+                self.lib.gemm_bf16(b"T" if ta else b"N", b"N" if tb else b"T", m, p, k,
+                                   a16.ctypes.data, max(a16.shape[1], 1), b16.ctypes.data,
+                                   max(b16.shape[1], 1), c.ctypes.data, max(p, 1))
+            else:
+                c.fill(0)
+        return c
+
+    def _scaled_estimate(self, xa, xb):
+        """``(q32, scale)``: the estimate of ``xa**2 @ xb**2.T`` times ``scale`` (2**96),
+        float32, never converted; None where there is no BF16 GEMM or kernel."""
+        if self.lib._bf16 is None or self.kernels is None:
+            return None
+        (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
+        return self._bf16_scaled(a16, ta, b16, tb), _EST_SCALE**2
+
+    def spread_plan_fused(self, xa, xb, cap):
+        """``slices="auto"``'s ``(rho, native)`` straight from the operands: BF16
+        squares, one BF16 GEMM, one pass over its FP32 output (never converted);
+        None where the estimate has zeros (structural, or underflow: the generic
+        code tells them apart)."""
+        est = self._scaled_estimate(xa, xb)
+        if est is None:
+            return None
+        q, scale = est
+        thr = 2.0 ** min(-2.0 * cap, 1000.0) * scale
+        npos, nlow, qmin = self._k(q.size).spread_stats(q, thr)
+        if npos != q.size:
+            return None
+        if nlow == npos:
+            return None, np.ones(q.shape, dtype=bool)
+        rho = max(0.0, -0.5 * (float(np.log2(qmin)) - np.log2(scale)))
+        return rho, (q < thr) if nlow else None
+
+    def crt_auto_fused(self, xa, xb, ia, nb, na, ib, cap):
+        """Ozaki-II ``moduli="auto"`` on one tile, ``(rho, native, only_native)``,
+        straight from the operands (as :meth:`spread_plan_fused`); None: generic."""
+        est = self._scaled_estimate(xa, xb)
+        if est is None:
+            return None
+        q, scale = est
+        # Zeros of the estimate may be underflow: the generic code tells (needs q64).
+        if self._k(q.size).count_nonpositive(q):
+            return None
+        return self.crt_auto_stats(q, ia, nb, na, ib, cap, scale)
+
+    def crt_auto_stats(self, q, ia, nb, na, ib, cap, scale=1.0):
+        """Ozaki-II ``moduli="auto"`` on one tile, ``(rho, native, only_native)``, from the
+        estimate ``q`` (times ``scale``) in one pass (``ozlinalg.ozaki.crt._auto_stats``:
+        ``lr_ij > cap`` taken as ``ratio_ij > 2**cap``, the estimate's own reading);
+        None: generic code."""
+        if self.kernels is None or q.ndim != 2:
+            return None
+        root = float(np.sqrt(scale))  # ratio = num / sqrt(q / scale)
+        thr = 2.0 ** min(cap, 1000.0) / root
+        args = [np.ascontiguousarray(v, np.float64) for v in (ia, nb, na, ib)]
+        nzero, nhigh, rmax = self._k(q.size).crt_ratio_stats(np.ascontiguousarray(q), *args,
+                                                             thr)
+        rho = float(np.log2(rmax * root)) if rmax > 0 else -np.inf
+        native = None
+        if nhigh:
+            ia, nb, na, ib = args
+            native = np.zeros(q.shape, dtype=bool)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                for r0 in range(0, q.shape[0], 64):
+                    qb = q[r0:r0 + 64]
+                    num = ia[r0:r0 + 64, None] * nb[None, :] + na[r0:r0 + 64, None] * ib[None, :]
+                    native[r0:r0 + 64] = (qb > 0) & (num / np.sqrt(qb) > thr)
+        return rho, native, nzero + nhigh == q.size
+
+    # -- fused passes (numba), each returning False where the generic code must run ------
+
+    def _k(self, work):
+        """The kernel module, its thread count set for a pass over ``work`` entries."""
+        ker = self.kernels
+        ker.set_threads(self.threads if work >= PARALLEL_MIN else 1)
+        return ker
+
+    def map_rows(self, fn, rows, k):
+        if self.kernels is not None:
+            fn(0, rows)  # the fused kernels are row-parallel themselves
+        else:
+            super().map_rows(fn, rows, k)
+
+    def axpy(self, alpha, x, acc):
+        ker = self.kernels
+        if (ker is not None and acc.ndim == 2 and x.shape == acc.shape
+                and acc.dtype == np.float64 and x.dtype in (np.int32, np.int64, np.float64)):
+            if acc.flags.c_contiguous:
+                self._k(acc.size).axpy(float(alpha), x, acc)
+                return
+            if acc.flags.f_contiguous:  # elementwise: the transposes are row-major
+                self._k(acc.size).axpy(float(alpha), x.T, acc.T)
+                return
+        super().axpy(alpha, x, acc)
+
+    def axpy_outer(self, x, fa, fb, acc):
+        """``acc += (x * fa[:, None]) * fb[None, :]`` in one pass; False: generic code."""
+        # row-major only: on the transposes the products would come in the other
+        # order, (x fb) fa, which rounds differently where one underflows
+        if (self.kernels is None or acc.ndim != 2 or x.shape != acc.shape
+                or acc.dtype != np.float64 or not acc.flags.c_contiguous):
+            return False
+        self._k(acc.size).axpy_outer(x, np.ascontiguousarray(fa, np.float64),
+                                     np.ascontiguousarray(fb, np.float64), acc)
+        return True
+
+    def finish_ef(self, acc, tops, weights, alpha, factors):
+        """End of an EF product: ``top = sum(w G for w, G in zip(weights, tops))``
+        (exact, in this order), ``acc += alpha * top`` and, with ``factors = (fa, fb)``,
+        ``acc *= fa[:, None]; acc *= fb[None, :]``: one pass over the output instead
+        of five, the generic operations in the generic order."""
+        ok = (self.kernels is not None and acc.ndim == 2 and len(tops) == 3
+              and all(t.shape == acc.shape for t in tops))
+        fa, fb = factors if factors is not None else (np.ones(1), np.ones(1))
+        fa = np.ascontiguousarray(fa, np.float64)
+        fb = np.ascontiguousarray(fb, np.float64)
+        if ok and acc.flags.c_contiguous:
+            self._k(acc.size).finish_ef(acc, *tops, *weights, alpha, fa, fb, factors is not None)
+        elif ok and acc.flags.f_contiguous:  # elementwise; (x fb) fa: both exact
+            self._k(acc.size).finish_ef(acc.T, *(t.T for t in tops), *weights, alpha, fb, fa,
+                                        factors is not None)
+        else:
+            top = np.zeros(acc.shape, order="F" if acc.flags.f_contiguous else "C")
+            for w, t in zip(weights, tops):
+                self.axpy(w, t, top)
+            self.axpy(alpha, top, acc)
+            if factors is not None:
+                acc *= fa[:, None]
+                acc *= fb[None, :]
+
+    def scale_outer(self, acc, fa, fb):
+        """``acc *= fa[:, None] * fb[None, :]`` (two roundings, as the generic code) in
+        one pass; False: use the generic code."""
+        if self.kernels is None or acc.dtype != np.float64 or acc.ndim != 2:
+            return False
+        fa = np.ascontiguousarray(fa, np.float64)
+        fb = np.ascontiguousarray(fb, np.float64)
+        if acc.flags.c_contiguous:
+            self._k(acc.size).scale_outer(acc, fa, fb)
+        elif acc.flags.f_contiguous:
+            # (x fb) fa instead of (x fa) fb: both products are exact (powers of two,
+            # no intermediate leaves the normal range: apply_exponents' safe case)
+            self._k(acc.size).scale_outer(acc.T, fb, fa)
+        else:
+            return False
+        return True
+
+    def normalize_rows(self, a):
+        """Fused :func:`ozlinalg.ozaki.split.normalize_rows` (one pass, row-parallel);
+        the result follows ``a``'s memory order (column-contiguous stays so)."""
+        ker = self.kernels
+        if ker is None or a.dtype != np.float64 or a.ndim != 2:
+            return None
+        rows, k = a.shape
+        e = np.empty(rows, np.int32)
+        ker = self._k(a.size)
+        if _is_cols(a):
+            xt = np.empty((k, rows))
+            ker.normalize_cols(a.T, xt, e)
+            return xt.T, e
+        x = np.empty((rows, k))
+        ker.normalize_rows(a, x, e)
+        return x, e
+
+    def split_rows(self, kind, x, s, width, out, scales):
+        """Fused split into int8 slices (hybrid, bitmask, rn) in ``x``'s memory order;
+        False: use the generic code."""
+        ker = self.kernels
+        if ker is None or out.dtype != np.int8 or x.dtype != np.float64 or kind == "fp":
+            return False
+        rows = x.shape[0]
+        cols = _is_cols(x) and (out.strides[1] == 1 or rows <= 1)
+        if cols:
+            xt, outt = x.T, out.transpose(0, 2, 1)
+        else:
+            x = np.ascontiguousarray(x)
+        ker = self._k(x.size * s)
+        if kind == "hybrid":
+            base = np.empty(rows)
+            if cols:
+                ker.split_hybrid_cols(xt, s, width, outt, base)
+            else:
+                ker.split_hybrid(x, s, width, out, base)
+            for t in range(s):
+                scales[t] = base * 2.0 ** (-width * t)
+        elif kind == "bitmask":
+            if cols:  # elementwise: the transposes are a row split
+                ker.split_bitmask(xt, s, width, outt)
+            else:
+                ker.split_bitmask(x, s, width, out)
+            for t in range(s):
+                scales[t] = 2.0 ** (-width * (t + 1))
+        elif kind == "rn":
+            mus = np.empty((s, rows))
+            if cols:
+                ker.split_rn_cols(xt, s, width, outt, mus)
+            else:
+                ker.split_rn(x, s, width, out, mus)
+            scales[...] = mus
+        else:
+            return False
+        return True
+
+    def split_raw(self, kind, a, s, width, operand):
+        """``(slices, scales, exps)`` of the rows of ``a`` straight from ``a``: the
+        normalization and the split in one pass, no normalized copy (fixed slice
+        counts: ``auto`` needs the normalized rows for its estimate). The result
+        is that of :func:`ozlinalg.ozaki.split.normalize_rows` and the split, bit
+        for bit. None where it does not apply (kind, dtype, no kernels)."""
+        if self.kernels is None or kind != "hybrid" or a.dtype != np.float64 or a.ndim != 2:
+            return None
+        rows = a.shape[0]
+        out = self.empty_slices_like(a, s, kind, operand)
+        base = np.empty(rows)
+        exps = np.empty(rows, np.int32)
+        ker = self._k(a.size * s)
+        if _is_cols(a) and (out.strides[1] == 1 or rows <= 1):
+            ker.split_hybrid_raw_cols(a.T, s, width, out.transpose(0, 2, 1), base, exps)
+        else:
+            if not (a.flags.c_contiguous or a.strides[1] == 8):
+                a = np.ascontiguousarray(a)
+            ker.split_hybrid_raw(a, s, width, out, base, exps)
+        scales = np.empty((s, rows))
+        for t in range(s):
+            scales[t] = base * 2.0 ** (-width * t)
+        return out, scales, exps
+
+    def crt_residues(self, x, mult, round_rows, mods, bits, out):
+        """Fused Ozaki-II residues (int8) in ``x``'s memory order; False: generic code."""
+        ker = self.kernels
+        if ker is None or out.dtype != np.int8 or x.dtype != np.float64:
+            return False
+        from ..exact import digit_plan  # noqa: PLC0415
+
+        d, count = digit_plan(bits)
+        coefs = np.array([[float(pow(2, d * t, p)) for t in range(count)] for p in mods])
+        mods_f = np.array([float(p) for p in mods])
+        mult = np.ascontiguousarray(mult, np.float64)
+        rnd = np.ascontiguousarray(round_rows, np.bool_)
+        ker = self._k(x.size * len(mods))
+        if _is_cols(x) and (out.strides[1] == 1 or x.shape[0] <= 1):
+            ker.crt_residues_cols(x.T, mult, rnd, mods_f, coefs, d, out.transpose(0, 2, 1))
+        else:
+            ker.crt_residues(np.ascontiguousarray(x), mult, rnd, mods_f, coefs, d, out)
+        return True
+
+    def crt_bound(self, x, out):
+        """``out = -ceil(128 |x|)`` in int8 (Ozaki-II's accurate bound); False: generic."""
+        if self.kernels is None or out.dtype != np.int8:
+            return False
+        ker = self._k(x.size)
+        if _is_cols(x) and (out.strides[0] == 1 or x.shape[0] <= 1):
+            ker.crt_bound(x.T, out.T)  # elementwise
+        else:
+            ker.crt_bound(np.ascontiguousarray(x), out)
+        return True
+
+    def crt_accumulator(self, consts):
+        """Residues reduced to int8 right after each GEMM, one combine pass at the end."""
+        if self.kernels is None:
+            return None
+        return _FusedCRT(self, consts)
+
+
+class _FusedCRT:
+    """:class:`ozlinalg.ozaki.crt.CRTAccumulator` in two fused kernels: ``add`` reduces
+    each INT32 product mod p_t to int8 (1 byte per entry and modulus), ``result``
+    rebuilds C' per entry from all residues (the generic operations in the generic
+    order)."""
+
+    def __init__(self, engine, consts):
+        self.engine, self.consts = engine, consts
+        self.res = None
+
+    def add(self, t, prod):
+        consts = self.consts
+        if self.res is None:
+            self.res = np.empty((len(consts.moduli),) + prod.shape, np.int8)
+        if prod.dtype == np.int32 and prod.flags.c_contiguous:
+            self.engine._k(prod.size).crt_reduce(prod, float(consts.moduli[t]), self.res[t])
+        else:
+            from ..exact import symmetric_mod  # noqa: PLC0415
+
+            self.res[t] = symmetric_mod(np, prod.astype(np.float64), consts.moduli[t])
+
+    def result(self):
+        consts = self.consts
+        res, self.res = self.res, None
+        from ..exact import LIMB_BITS  # noqa: PLC0415
+
+        out = np.empty(res.shape[1:])
+        self.engine._k(res.size).crt_combine(res, np.array(consts.frac),
+                                             np.array(consts.weight_limbs),
+                                             np.array(consts.P_limbs), 2.0**LIMB_BITS, out)
+        return out
+
+
+def _is_cols(x):
+    """True when the columns of the 2-D ``x`` are contiguous and its rows are not."""
+    return x.ndim == 2 and x.T.flags.c_contiguous and not x.flags.c_contiguous
+
+
+def _to_bf16(x):
+    """float32 -> bfloat16 bits (uint16), round to nearest even."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    u = u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
+    return (u >> np.uint32(16)).astype(np.uint16)
+
+
+def self_test(engine):
+    """``(ok, detail)``: is ``engine``'s INT8 GEMM exact at the extreme values?
+
+    Products of -128 and 127 in every sign combination, a long inner dimension
+    whose worst case is just below 2**31 (k = 2**17 - 1024 of (-128)(-128),
+    the Ozaki-II bound GEMM's case), random full-range values, and the grouped
+    storage with a multi-GEMM ``beta = 1`` run, all against int64 NumPy.
+    Below VNNI, oneDNN's ``vpmaddubsw`` path saturates on these and fails.
+    """
+    rng = np.random.default_rng(20250)
+    checks = []
+    try:
+        k = (1 << 17) - 1024
+        pat = np.empty((6, k), np.int8)
+        pat[0] = -128
+        pat[1] = 127
+        pat[2] = np.where(np.arange(k) % 2, 127, -128)
+        pat[3] = np.where(np.arange(k) % 3, -128, 127)
+        pat[4] = rng.choice(np.array([-128, 127, -127, 126], np.int8), k)
+        pat[5] = rng.integers(-128, 128, k)
+        checks.append(("extremes, k = 2**17 - 1024", pat[None], pat[None], [(0, 0)], 128))
+        for kk in (1, 3, 64, 1000, 4099):
+            a = rng.choice(np.array([-128, 127], np.int8), (2, 9, kk))
+            b = rng.choice(np.array([-128, 127], np.int8), (2, 7, kk))
+            checks.append((f"+-128/127, k = {kk}", a, b, [(0, 0), (0, 1), (1, 0)], 128))
+        s, kk = 4, 515
+        da = engine.empty_slices(s, 33, kk, "bitmask", "a")
+        db = engine.empty_slices(s, 17, kk, "bitmask", "b")
+        da[...] = rng.integers(-128, 128, da.shape)
+        db[...] = rng.integers(-128, 128, db.shape)
+        checks.append(("grouped storage, one EF group", da, db, [(i, 3 - i) for i in range(4)],
+                       128))
+        for name, a, b, pairs, bound in checks:
+            got, _ = engine.int_matmul_sum(a, b, pairs, bound, bound)
+            a64, b64 = a.astype(np.int64), b.astype(np.int64)
+            want = sum(a64[i] @ b64[j].T for i, j in pairs)
+            if not np.array_equal(got, want):
+                bad = int(np.count_nonzero(got != want))
+                return False, f"{name}: {bad} of {want.size} entries wrong"
+        # beta = 1 accumulation over several GEMMs (claimed bounds force one GEMM each)
+        a = rng.choice(np.array([-128, 127], np.int8), (3, 5, 300))
+        got, calls = engine.int_matmul_sum(a, a, [(0, 0), (1, 1), (2, 2)], 1 << 10, 1 << 10)
+        want = sum(a[t].astype(np.int64) @ a[t].astype(np.int64).T for t in range(3))
+        if calls < 2 or not np.array_equal(got, want):
+            return False, "beta = 1 accumulation wrong"
+    except Exception as exc:  # a failing call is a failed test, never a crash
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, f"exact on {len(checks) + 1} checks (ISA {engine.isa})"

@@ -1,0 +1,94 @@
+"""Which engine multiplies NumPy arrays: oneDNN's INT8 GEMM where it is exact, else SGEMM.
+
+``"auto"`` (the default) takes the oneDNN engine (:mod:`.onednn`) when
+``libdnnl.so.3`` loads and its INT8 GEMM passes the one-time exactness
+self-test at the extreme values, and the SGEMM engine (:mod:`.cpu`)
+otherwise; the reason is kept on the engine (``engine.describe()``, shown by
+``ozlinalg.profile()`` and ``python -m ozlinalg compare``).
+
+Forcing one:
+
+* ``OZLINALG_ENGINE=sgemm|onednn|auto`` (environment, read when the default
+  engine is first created);
+* ``ozlinalg.options(engine="sgemm" | "onednn" | "auto")`` (per context,
+  overrides the environment).
+
+Asking for ``"onednn"`` where it cannot run raises
+:class:`~ozlinalg.engines.onednn.EngineUnavailable` with the reason: it
+never falls back silently to an engine the caller did not choose, and never
+runs where it is not exact.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from .base import register_engine
+from .cpu import CPUEngine
+
+__all__ = ["ENGINE_CHOICES", "ENV_ENGINE", "cpu_engine", "default_cpu_engine", "validate_engine"]
+
+ENV_ENGINE = "OZLINALG_ENGINE"
+
+#: Accepted names (and aliases) of the NumPy engines.
+ENGINE_CHOICES = {"auto": "auto", "sgemm": "sgemm", "cpu-sgemm": "sgemm", "onednn": "onednn",
+                  "cpu-onednn": "onednn", "int8": "onednn"}
+
+_LOCK = threading.Lock()
+_CACHE: dict = {}  # "sgemm" / "onednn" -> Engine or the EngineUnavailable it raised
+
+
+def validate_engine(name):
+    """Canonical engine name ("auto", "sgemm", "onednn") or ValueError; None stays None."""
+    if name is None:
+        return None
+    key = str(name).strip().lower()
+    if key not in ENGINE_CHOICES:
+        raise ValueError(f"ozlinalg: unknown engine {name!r}; choose 'auto', 'onednn' "
+                         "(exact INT8 GEMM on the CPU's INT8 units) or 'sgemm' "
+                         "(INT8 values on BLAS SGEMM)")
+    return ENGINE_CHOICES[key]
+
+
+def _make(name):
+    with _LOCK:
+        if name not in _CACHE:
+            if name in ("sgemm", "sgemm-fallback"):
+                _CACHE[name] = CPUEngine()
+            else:
+                from .onednn import EngineUnavailable, OneDNNEngine  # noqa: PLC0415
+
+                try:
+                    _CACHE[name] = OneDNNEngine()
+                except EngineUnavailable as exc:
+                    _CACHE[name] = exc
+        return _CACHE[name]
+
+
+def cpu_engine(name="auto"):
+    """The NumPy engine called ``name`` ("auto", "sgemm", "onednn"), created once."""
+    name = validate_engine(name) or "auto"
+    if name == "auto":
+        eng = _make("onednn")
+        if not isinstance(eng, Exception):
+            return eng
+        sgemm = _make("sgemm-fallback")
+        sgemm.selection_reason = f"oneDNN engine not used: {eng}"
+        return sgemm
+    eng = _make(name)
+    if isinstance(eng, Exception):
+        raise type(eng)(f"ozlinalg: engine 'onednn' was asked for but cannot run: {eng}")
+    return eng
+
+
+def default_cpu_engine():
+    """The default NumPy engine: ``OZLINALG_ENGINE`` if set, else ``"auto"``."""
+    env = os.environ.get(ENV_ENGINE)
+    try:
+        name = validate_engine(env) if env else "auto"
+    except ValueError as exc:
+        raise ValueError(f"{ENV_ENGINE}={env!r}: {exc}") from None
+    return cpu_engine(name)
+
+
+register_engine("numpy", default_cpu_engine, named=cpu_engine)

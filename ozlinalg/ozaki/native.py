@@ -1,0 +1,41 @@
+"""Entries of an emulated product that are computed in native FP64 instead.
+
+``slices="auto"`` / ``moduli="auto"`` hand over the entries whose exponent
+spread no count up to the cap serves (or whose magnitude even float64 loses):
+they are computed natively, never silently wrong. Shared by the Ozaki-I
+driver (:mod:`.gemm`) and Ozaki scheme II (:mod:`.crt`).
+"""
+from __future__ import annotations
+
+from .._array import fp_errstate
+from .._profile import record_native_flops
+
+__all__ = ["native_entries"]
+
+
+def native_entries(xp, c, a, bt, mask):
+    """``c[i, j] = a[i] . bt[j]`` in native FP64 where ``mask`` (entries ``auto``
+    cannot serve within max_slices; see :func:`ozlinalg.ozaki.auto.plan_slices`).
+
+    Where native arithmetic overflows on the way (``inf - inf``: NaN from finite
+    inputs, which the emulation never gives), the entry is recomputed with row i
+    and column j scaled to maxima below 1 (no term can overflow) and scaled back.
+    """
+    rows, cols = xp.nonzero(mask)
+    count, k = int(rows.size), a.shape[1]
+    with fp_errstate(xp, over="ignore", invalid="ignore", under="ignore"):
+        if count * 8 > c.size:  # many: one native GEMM is cheaper than gathering
+            vals = xp.matmul(a, bt.T)[rows, cols]
+            flops = 2.0 * c.size * k
+        else:
+            vals = (a[rows] * bt[cols]).sum(axis=1)
+            flops = 2.0 * count * k
+        bad = ~xp.isfinite(vals)
+        if bool(bad.any()):
+            r, q = rows[bad], cols[bad]
+            ea = xp.frexp(xp.abs(a[r]).max(axis=1))[1]
+            eb = xp.frexp(xp.abs(bt[q]).max(axis=1))[1]
+            dots = (xp.ldexp(a[r], -ea[:, None]) * xp.ldexp(bt[q], -eb[:, None])).sum(axis=1)
+            vals[bad] = xp.ldexp(dots, ea + eb)
+    c[rows, cols] = vals
+    record_native_flops(flops, "auto: entries beyond max_slices")

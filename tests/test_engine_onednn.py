@@ -1,0 +1,482 @@
+"""The CPU INT8 engine on oneDNN: exactness, selection, fused passes, and the
+SGEMM engine's results bit for bit.
+
+One test body runs over both NumPy engines where that is the point (like
+tests/test_engine_cublaslt.py does for the GPU engine and its host stand-in):
+every method, fixed and ``auto`` counts, shapes that hit the EF group limit r,
+the inner block and the output tiles, both memory orders of each operand,
+Inf/NaN and complex inputs. Everything that needs oneDNN skips (naming the
+reason) where the engine cannot run; the selection tests run everywhere.
+"""
+import ast
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import cpu_engine_or_skip
+
+import ozlinalg
+from ozlinalg.engines import select
+from ozlinalg.engines.onednn import EngineUnavailable, OneDNNEngine, self_test
+from ozlinalg.ozaki import params
+from ozlinalg.ozaki.split import normalize_rows, split_rows
+from ozlinalg.testing import random_matrix
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def onednn():
+    return cpu_engine_or_skip("onednn")
+
+
+def _run(engine, a, b, **kw):
+    with ozlinalg.options(engine=engine), ozlinalg.profile() as prof:
+        c = ozlinalg.matmul(a, b, **kw)
+    return c, prof
+
+
+def _order(x, order):
+    return np.asfortranarray(x) if order == "F" else np.ascontiguousarray(x)
+
+
+INT8_METHODS = ["hybrid-ef", "bitmask-ef", "bitmask", "rn", "crt", "crt-fast"]
+
+
+class TestSameBitsAsSGEMM:
+    """``ozlinalg.matmul`` on the oneDNN engine equals the SGEMM engine bit for bit."""
+
+    @pytest.mark.parametrize("method", INT8_METHODS + ["splitfp"])
+    @pytest.mark.parametrize("slices", [7, "auto"])
+    @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+    def test_methods_counts_and_layouts(self, rng, onednn, method, slices, orders):
+        a = _order(random_matrix(rng, 45, 203, 1.0), orders[0])
+        b = _order(random_matrix(rng, 203, 37, 1.0), orders[1])
+        if method.startswith("crt") and slices == 7:
+            slices = 14
+        want, p0 = _run("sgemm", a, b, method=method, slices=slices)
+        got, p1 = _run("onednn", a, b, method=method, slices=slices)
+        np.testing.assert_array_equal(got, want)
+        assert p0.slices == p1.slices and p1.int8_gemms == p0.int8_gemms
+        assert p1.calls[0].engine.startswith("cpu-onednn")
+        if method.endswith("-ef"):  # each EF group is one oneDNN GEMM
+            assert p1.engine_calls == p1.slices[0] < p1.int8_gemms
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "rn"])
+    def test_group_limit_r(self, rng, onednn, method):
+        # k = 5000: r = 2**(31 - 14 - 13) = 16 products per INT32 accumulator, below
+        # the 20 pairs of the largest group at 20 slices.
+        k = 5000
+        assert params.group_limit(k, params.slice_width(k)) == 16
+        a = random_matrix(rng, 6, k, 0.5)
+        b = random_matrix(rng, k, 5, 0.5)
+        want, _ = _run("sgemm", a, b, method=method, slices=20)
+        got, prof = _run("onednn", a, b, method=method, slices=20)
+        np.testing.assert_array_equal(got, want)
+        if method.endswith("-ef"):
+            assert prof.engine_calls == 20 + 4  # groups of 17..20 pairs take two GEMMs
+
+    @pytest.mark.parametrize("method, slices", [("hybrid-ef", 9), ("hybrid-ef", "auto"),
+                                                ("crt", 15), ("crt-fast", "auto")])
+    def test_inner_blocks(self, rng, onednn, method, slices):
+        k = params.INT8_INNER_BLOCK + 999  # two inner blocks (CRT: its own block length)
+        a = random_matrix(rng, 3, k, 0.5)
+        b = random_matrix(rng, k, 2, 0.5)
+        want, _ = _run("sgemm", a, b, method=method, slices=slices)
+        got, prof = _run("onednn", a, b, method=method, slices=slices)
+        np.testing.assert_array_equal(got, want)
+        assert len(prof.calls) == 1
+
+    @pytest.mark.parametrize("method, slices", [("hybrid-ef", 9), ("bitmask", 8),
+                                                ("hybrid-ef", "auto"), ("crt", 16),
+                                                ("crt", "auto"), ("rn", "auto")])
+    @pytest.mark.parametrize("limit", [1 << 16, 3 << 20, 6 << 20])
+    def test_output_tiles(self, rng, onednn, method, slices, limit):
+        # int8 slices need less memory, so the two engines' tiles differ at the
+        # larger limits (e.g. 130 x 125 against 65 x 125 tiles of 260 x 250)
+        a = random_matrix(rng, 260, 200, 2.0)
+        b = random_matrix(rng, 200, 250, 2.0)
+        want, _ = _run("sgemm", a, b, method=method, slices=slices)  # one tile
+        with ozlinalg.options(memory_limit=limit):
+            tiled, _ = _run("sgemm", a, b, method=method, slices=slices)
+            got, _ = _run("onednn", a, b, method=method, slices=slices)
+        # the count (and Ozaki-II's scalings) are planned for the whole product
+        np.testing.assert_array_equal(tiled, want)
+        np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
+    def test_nonfinite_and_complex(self, rng, onednn, method):
+        a = random_matrix(rng, 40, 90, 2.0) + 1j * random_matrix(rng, 40, 90, 2.0)
+        b = random_matrix(rng, 90, 30, 2.0) - 1j * random_matrix(rng, 90, 30, 2.0)
+        for scheme in ("3m", "4m"):
+            if scheme == "4m":  # (3m forms Inf - Inf by design: NumPy warns)
+                a[3, 4] = np.inf
+                b[5, 6] = np.nan
+            with ozlinalg.options(complex_scheme=scheme):
+                want, _ = _run("sgemm", a, b, method=method)
+                got, _ = _run("onednn", a, b, method=method)
+            np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask", "rn", "crt"])
+    def test_numpy_passes_without_numba(self, rng, onednn, method, monkeypatch):
+        # OZLINALG_FUSED=0 (or no numba): the generic NumPy passes around the same
+        # oneDNN GEMMs, same bits.
+        from ozlinalg.engines import base
+
+        plain = OneDNNEngine(fused=False)
+        assert plain.kernels is None and "NumPy" in plain.describe()
+        a = _order(random_matrix(rng, 33, 150, 1.0), "F")
+        b = random_matrix(rng, 150, 21, 1.0)
+        want, _ = _run("sgemm", a, b, method=method)
+        monkeypatch.setitem(base._ENGINES, "numpy", plain)
+        with ozlinalg.profile() as prof:
+            got = ozlinalg.matmul(a, b, method=method)
+        np.testing.assert_array_equal(got, want)
+        assert prof.calls[0].engine == plain.describe()
+
+    def test_factorizations(self, rng, onednn):
+        a = rng.standard_normal((300, 300))
+        spd = a @ a.T + 300 * np.eye(300)
+        for name, x in (("getrf", a), ("potrf", spd), ("geqrf", a)):
+            fn = getattr(ozlinalg.lapack, name)
+            with ozlinalg.options(engine="sgemm"):
+                want = fn(x, crossover=64, block_size=64)
+            with ozlinalg.options(engine="onednn"):
+                got = fn(x, crossover=64, block_size=64)
+            for w, g in zip(want, got):
+                np.testing.assert_array_equal(g, w)
+
+    def test_huge_exponent_range_auto(self, rng, onednn):
+        # Inner dimension scaled by 2**(+-300): auto's estimate underflows in float32 /
+        # BF16 and is redone in float64; some entries go native. Same bits.
+        a = random_matrix(rng, 30, 64, 1.0)
+        b = random_matrix(rng, 64, 20, 1.0)
+        d = 2.0 ** np.where(np.arange(64) % 2, 300, -300)
+        a, b = a * d, b / d[:, None]
+        for method in ("hybrid-ef", "crt"):
+            want, _ = _run("sgemm", a, b, method=method, balance=False)
+            got, _ = _run("onednn", a, b, method=method, balance=False)
+            np.testing.assert_array_equal(got, want)
+
+
+class TestExactness:
+    """The engine is exact where it runs, and the self-test can fail."""
+
+    @pytest.mark.parametrize("layouts", ["rows", "cols"])
+    def test_grouped_runs_in_both_layouts(self, rng, onednn, layouts):
+        s, m, p, k = 6, 19, 23, 300
+        xa = np.zeros((m, k)) if layouts == "rows" else np.zeros((k, m)).T
+        xb = np.zeros((p, k)) if layouts == "rows" else np.zeros((k, p)).T
+        da = onednn.empty_slices_like(xa, s, "bitmask", "a")
+        db = onednn.empty_slices_like(xb, s, "bitmask", "b")
+        assert (da.strides[1] == 1) == (layouts == "cols")
+        da[...] = rng.integers(-128, 128, da.shape)
+        db[...] = rng.integers(-128, 128, db.shape)
+        a64, b64 = da.astype(np.int64), db.astype(np.int64)
+        for g in range(s):
+            pairs = [(i, g - i) for i in range(g + 1)]
+            got, calls = onednn.int_matmul_sum(da, db, pairs, 128, 128)
+            assert calls == 1  # the whole group: one GEMM over the stacked slices
+            np.testing.assert_array_equal(got, sum(a64[i] @ b64[j].T for i, j in pairs))
+
+    @pytest.mark.parametrize("m, p, k", [(1, 16, 144), (16, 1, 33), (1, 1, 5), (37, 29, 300)])
+    @pytest.mark.parametrize("order", ["C", "F"])
+    def test_result_in_either_order(self, rng, onednn, m, p, k, order):
+        da = onednn.empty_slices(3, m, k, "bitmask", "a")
+        db = onednn.empty_slices(3, p, k, "bitmask", "b")
+        da[...] = rng.integers(-128, 128, da.shape)
+        db[...] = rng.integers(-128, 128, db.shape)
+        pairs = [(0, 2), (1, 1), (2, 0)]
+        got, _ = onednn.int_matmul_sum(da, db, pairs, 128, 128, ws=onednn.workspace(m, p, order))
+        a64, b64 = da.astype(np.int64), db.astype(np.int64)
+        np.testing.assert_array_equal(got, sum(a64[i] @ b64[j].T for i, j in pairs))
+
+    def test_int32_overflow_goes_to_int64(self, rng, onednn):
+        k = 1 << 16
+        a = onednn.empty_slices(2, 3, k, "bitmask")
+        a[...] = -128
+        got, calls = onednn.int_matmul_sum(a, a, [(0, 0), (1, 1)], 128, 128)
+        assert got.dtype == np.int64 and calls == 2
+        assert int(got[0, 0]) == 2 * k * 128 * 128  # 2**31: past INT32
+
+    def test_rejects_float_slices(self, onednn):
+        with pytest.raises(TypeError, match="int8"):
+            onednn.int_matmul_sum(np.zeros((1, 2, 2), np.float32), np.zeros((1, 2, 2), np.int8),
+                                  [(0, 0)], 1, 1)
+
+    def test_self_test_passes_here(self, onednn):
+        ok, detail = self_test(onednn)
+        assert ok, detail
+
+    def test_self_test_fails_on_a_saturating_gemm(self, onednn):
+        # vpmaddubsw (oneDNN below VNNI) adds pairs of u8 * s8 products in INT16 with
+        # saturation; an engine that does so must fail the test.
+        class Saturating(OneDNNEngine):
+            def __init__(self):
+                self.lib, self.kernels, self.threads = onednn.lib, None, 1
+
+            def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
+                out = 0
+                for i, j in pairs:
+                    u = a[i].astype(np.int64) + 128  # s8 -> u8, compensated below
+                    v = b[j].astype(np.int64)
+                    k = u.shape[1] - u.shape[1] % 2
+                    pair = u[:, None, :k] * v[None, :, :k]
+                    pair = np.clip(pair[..., 0::2] + pair[..., 1::2], -32768, 32767)
+                    tot = pair.sum(-1) + (u[:, None, k:] * v[None, :, k:]).sum(-1)
+                    out = out + tot - 128 * v.sum(-1)[None, :]
+                return out, len(pairs)
+
+        ok, detail = self_test(Saturating())
+        assert not ok and "entries wrong" in detail
+
+
+class TestFusedPassesMatchGeneric:
+    """Each numba kernel gives the generic array code's bits."""
+
+    @pytest.fixture
+    def fused(self, onednn):
+        if onednn.kernels is None:
+            pytest.skip(f"no fused kernels here: {onednn.kernels_reason}")
+        return onednn
+
+    @pytest.mark.parametrize("kind", ["hybrid", "bitmask", "rn"])
+    @pytest.mark.parametrize("order", ["C", "F"])
+    @pytest.mark.parametrize("phi", [0.5, 4.0])
+    def test_split(self, rng, fused, kind, order, phi):
+        a = random_matrix(rng, 33, 517, phi)
+        a[3] = 0.0
+        a[5, ::2] = 0.0
+        a[7, 4] = 5e-324
+        a[8] *= 2.0**-1040  # subnormal row
+        a = _order(a, order)
+        x_g, e_g = normalize_rows(np, a)
+        x_f, e_f = normalize_rows(np, a, fused)
+        np.testing.assert_array_equal(x_f, x_g)
+        np.testing.assert_array_equal(e_f, e_g)
+        assert x_f.flags.f_contiguous == (order == "F")  # follows the input's order
+        s, width = 9, 7
+        out_g, sc_g = np.empty((s, 33, 517), np.int8), np.empty((s, 33))
+        split_rows(np, kind, x_g.copy(), s, width, out_g, sc_g)
+        out_f = fused.empty_slices_like(x_f, s, kind, "b")
+        sc_f = np.empty((s, 33))
+        assert fused.split_rows(kind, x_f.copy(order="K"), s, width, out_f, sc_f)
+        np.testing.assert_array_equal(out_f, out_g)
+        np.testing.assert_array_equal(sc_f, sc_g)
+
+    @pytest.mark.parametrize("order", ["C", "F"])
+    @pytest.mark.parametrize("phi", [0.5, 4.0])
+    def test_split_without_normalized_copy(self, rng, fused, order, phi):
+        # fixed counts: normalization and split in one pass, straight from the input
+        a = random_matrix(rng, 29, 411, phi)
+        a[2] = 0.0
+        a[4, 7] = 5e-324
+        a[6] *= 2.0**-1040
+        a[9] *= 2.0**1000
+        a = _order(a, order)
+        x, e = normalize_rows(np, a)
+        s, width = 8, 7
+        want, sc = np.empty((s, 29, 411), np.int8), np.empty((s, 29))
+        split_rows(np, "hybrid", x, s, width, want, sc)
+        got, sc_f, e_f = fused.split_raw("hybrid", a, s, width, "a")
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(sc_f, sc)
+        np.testing.assert_array_equal(e_f, e)
+
+    @pytest.mark.parametrize("order", ["C", "F"])
+    def test_crt_residues_and_bound(self, rng, fused, order):
+        from ozlinalg.ozaki.crt import MODULI, residues_into
+
+        x, _ = normalize_rows(np, _order(random_matrix(rng, 21, 333, 2.0), order))
+        shift = rng.integers(10, 70, 21).astype(float)
+        mult = np.ldexp(np.ones(21), shift.astype(np.int32))
+        rnd = shift >= 30
+        mods = MODULI[:18]
+        bits = int(shift.max()) + 2
+        v = x * mult[:, None]
+        want = np.empty((18, 21, 333), np.int8)
+        residues_into(np, np.where(rnd[:, None], np.rint(v), np.trunc(v)), mods, bits, want)
+        got = fused.empty_slices_like(x, 18, "crt")
+        assert fused.crt_residues(x, mult, rnd, mods, bits, got)
+        np.testing.assert_array_equal(got, want)
+        bound = fused.empty_slices_like(x, 1, "crt")
+        assert fused.crt_bound(x, bound[0])
+        np.testing.assert_array_equal(bound[0], -np.ceil(np.abs(x) * 128.0))
+
+    def test_crt_accumulator(self, rng, fused):
+        from ozlinalg.ozaki.crt import CRTAccumulator, crt_constants
+
+        for n in (1, 5, 15, 20):
+            consts = crt_constants(n)
+            prods = [rng.integers(-(2**31) + 1, 2**31, (17, 29)).astype(np.int32)
+                     for _ in range(n)]
+            prods[0][0, :3] = [2**31 - 1, -(2**31) + 1, 0]
+            gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
+            fus = fused.crt_accumulator(consts)
+            for t, pr in enumerate(prods):
+                gen.add(t, pr)
+                fus.add(t, pr)
+            np.testing.assert_array_equal(fus.result(), gen.result())
+
+    @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+    def test_axpy(self, rng, fused, dtype):
+        x = rng.integers(-(2**31) + 1, 2**31, (300, 500)).astype(dtype)
+        for alpha in (1.0, 2.0**-14, 2.0**-300):
+            acc0 = rng.standard_normal((300, 500))
+            acc1 = acc0.copy()
+            ozlinalg.engines.base.Engine().axpy(alpha, x, acc0)
+            fused.axpy(alpha, x, acc1)
+            np.testing.assert_array_equal(acc1, acc0)
+
+    def test_scale_outer(self, rng, fused):
+        from ozlinalg.ozaki.scaling import apply_exponents
+
+        acc = rng.standard_normal((70, 90)) * 2.0 ** rng.integers(-60, 60, (70, 90))
+        ea, eb = rng.integers(-400, 400, 70), rng.integers(-400, 400, 90)
+        want, got = acc.copy(), acc.copy()
+        apply_exponents(np, want, ea, eb, -80, 80)
+        apply_exponents(np, got, ea, eb, -80, 80, fused)
+        np.testing.assert_array_equal(got, want)
+
+    def test_estimate_within_bf16_precision(self, rng, fused):
+        xa, _ = normalize_rows(np, random_matrix(rng, 40, 300, 4.0))
+        xb, _ = normalize_rows(np, random_matrix(rng, 300, 30, 4.0).T)
+        q = fused.approx_squares(xa, xb)
+        exact = (xa * xa) @ (xb * xb).T
+        assert np.all(np.abs(q / exact - 1) < 2.0**-6)
+        q2 = fused.approx_matmul((xa * xa).astype(np.float32), (xb * xb).astype(np.float32))
+        assert np.all(np.abs(q2 / exact - 1) < 2.0**-6)
+
+
+class TestSelection:
+    """Which engine runs, why, and how to force one."""
+
+    def test_default_is_onednn_where_it_passes(self, onednn):
+        eng = select.cpu_engine("auto")
+        assert eng is onednn
+        text = eng.describe()
+        assert "oneDNN" in text and "ISA" in text and "self-test passed" in text
+
+    def test_option_forces_either_engine(self, onednn):
+        from ozlinalg.engines import get_engine
+
+        with ozlinalg.options(engine="sgemm"):
+            assert get_engine(np).name == "cpu-sgemm"
+        with ozlinalg.options(engine="onednn"):
+            assert get_engine(np) is onednn
+
+    def test_unknown_engine_name(self):
+        with pytest.raises(ValueError, match="unknown engine 'mkl'"):
+            ozlinalg.options(engine="mkl")
+
+    def test_profile_names_engine_and_isa(self, rng, onednn):
+        a = rng.standard_normal((30, 40))
+        _, prof = _run("onednn", a, a.T)
+        assert prof.calls[0].engine.startswith("cpu-onednn")
+        assert onednn.isa in prof.summary() and "cpu-onednn" in prof.summary()
+        _, prof = _run("sgemm", a, a.T)
+        assert "cpu-sgemm" in prof.summary()
+
+    def _python(self, code, **env):
+        full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+        for key in ("OZLINALG_ENGINE", "ONEDNN_MAX_CPU_ISA", "OZLINALG_ONEDNN_LIBRARY"):
+            if key not in env:
+                full.pop(key, None)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=full, cwd=str(ROOT), timeout=300)
+
+    _WHICH = ("import numpy as np, ozlinalg; from ozlinalg.engines import get_engine; "
+              "e = get_engine(np); print(e.name); print(e.describe()); "
+              "a = np.arange(12.0).reshape(3, 4); "
+              "print(bool((ozlinalg.matmul(a, a.T) == a @ a.T).all()))")
+
+    def test_without_onednn_sgemm_runs_and_says_why(self):
+        r = self._python(self._WHICH, OZLINALG_ONEDNN_LIBRARY="none")
+        assert r.returncode == 0, r.stderr
+        name, text, ok = r.stdout.split("\n")[:3]
+        assert name == "cpu-sgemm" and ok == "True"
+        assert "oneDNN engine not used" in text and "disabled" in text
+
+    def test_env_forces_sgemm(self):
+        r = self._python(self._WHICH, OZLINALG_ENGINE="sgemm")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split("\n")[0] == "cpu-sgemm"
+
+    def test_env_asking_for_missing_onednn_raises_with_the_reason(self):
+        r = self._python(self._WHICH, OZLINALG_ENGINE="onednn", OZLINALG_ONEDNN_LIBRARY="none")
+        assert r.returncode != 0
+        assert "EngineUnavailable" in r.stderr and "disabled" in r.stderr
+
+    @pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
+    def test_below_vnni_the_self_test_fails_and_sgemm_runs(self, onednn, isa):
+        # oneDNN capped below VNNI computes s8s8s32 with saturating vpmaddubsw: not
+        # exact at -128 / 127. The self-test sees it; the SGEMM engine runs.
+        r = self._python(self._WHICH, ONEDNN_MAX_CPU_ISA=isa)
+        assert r.returncode == 0, r.stderr
+        name, text, ok = r.stdout.split("\n")[:3]
+        assert name == "cpu-sgemm" and ok == "True"
+        assert "failed the INT8 exactness self-test" in text and isa.lower() in text
+
+    def test_cli_names_the_engine(self):
+        cmd = ("import sys; from ozlinalg.__main__ import main; "
+               "main(['compare', '--n', '48', '--methods', 'hybrid-ef', '--repeat', '1', "
+               "'--check-rows', '0'] + sys.argv[1:])")
+        for env in ({}, {"OZLINALG_ENGINE": "sgemm"}):
+            r = self._python(cmd, **env)
+            assert r.returncode == 0, r.stderr
+            line = next(x for x in r.stdout.splitlines() if x.startswith("engine: "))
+            want = "cpu-sgemm" if env else select.cpu_engine("auto").name
+            assert line.startswith(f"engine: {want}")
+        r = subprocess.run([sys.executable, "-c", cmd, "--json"], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=str(ROOT), timeout=300)
+        import json
+
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["engine"].startswith(select.cpu_engine("auto").name)
+
+    def test_library_lookup_order(self, monkeypatch, tmp_path):
+        from ozlinalg.engines import _dnnl
+
+        monkeypatch.setenv(_dnnl.ENV_LIBRARY, str(tmp_path / "nope.so"))
+        path, tried = _dnnl.find_library()
+        assert path is None and str(tmp_path) in tried[0]
+        monkeypatch.delenv(_dnnl.ENV_LIBRARY)
+        path, tried = _dnnl.find_library()
+        assert tried[0] == os.path.join(sys.prefix, "lib", "libdnnl.so.3")
+
+    def test_engine_unavailable_is_raised_not_hidden(self, monkeypatch):
+        monkeypatch.setitem(select._CACHE, "onednn", EngineUnavailable("no library"))
+        with pytest.raises(EngineUnavailable, match="no library"):
+            select.cpu_engine("onednn")
+        eng = select.cpu_engine("auto")
+        assert eng.name == "cpu-sgemm" and "no library" in eng.describe()
+
+
+class TestLayering:
+    """engines/ never imports ozaki/ (ozaki/ imports engines/), and crt.py takes no
+    private helper from gemm.py."""
+
+    @staticmethod
+    def _imports(path):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                yield ("." * node.level) + (node.module or ""), [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    yield a.name, []
+
+    def test_engines_do_not_import_ozaki(self):
+        files = sorted((ROOT / "ozlinalg" / "engines").glob("*.py"))
+        assert len(files) >= 6
+        for f in files:
+            for mod, _ in self._imports(f):
+                assert "ozaki" not in mod, f"{f.name} imports {mod}"
+
+    def test_crt_takes_nothing_private_from_gemm(self):
+        for mod, names in self._imports(ROOT / "ozlinalg" / "ozaki" / "crt.py"):
+            assert mod not in (".gemm", "ozlinalg.ozaki.gemm"), names
+            assert not any(n.startswith("_") for n in names), (mod, names)
