@@ -73,6 +73,20 @@ def measure(sizes, methods, engines, repeat, sgemm_repeat_max_n, args):
     return rows
 
 
+def _cpu_name():
+    """The CPU's model name (``/proc/cpuinfo``), else the machine type."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def plot(data, path, peak_tops=None):
     import matplotlib
 
@@ -119,8 +133,10 @@ def plot(data, path, peak_tops=None):
         ax.grid(True, alpha=0.3)
     for extra in list(axes.flat)[len(methods) + 1:]:
         extra.axis("off")
+    threads = data.get("threads", "all")
+    clock = "CPU time" if data.get("clock") == "cpu" else "wall clock"
     fig.suptitle(f"ozlinalg.matmul on {data.get('machine', 'CPU')}: phi = 0.5, "
-                 f"2 threads, time against n", fontsize=10)
+                 f"{threads} thread(s), {clock}, time against n", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -142,9 +158,7 @@ def main(argv=None):
         with open(args.from_json) as fh:
             data = json.load(fh)
     else:
-        import platform
-
-        data = dict(machine=platform.processor() or platform.machine(),
+        data = dict(machine=_cpu_name(),
                     threads=args.threads or os.cpu_count(), clock=args.clock,
                     rows=measure(args.n, args.methods, args.engines, args.repeat,
                                  args.sgemm_repeat_max_n, args))
