@@ -112,7 +112,7 @@ def measure_memory(n, slices=8):
     for engine in ("sgemm", "onednn"):
         try:
             with ozlinalg.options(engine=engine):
-                ozlinalg.matmul(a[:64], b[:, :64][:64], slices=slices)
+                ozlinalg.matmul(a[:64, :64], b[:64, :64], slices=slices)  # warm
                 tracemalloc.start()
                 try:
                     ozlinalg.matmul(a, b, slices=slices)
