@@ -65,6 +65,24 @@ class TestSameBitsAsSGEMM:
         if method.endswith("-ef"):  # each EF group is one oneDNN GEMM
             assert p1.engine_calls == p1.slices[0] < p1.int8_gemms
 
+    @pytest.mark.parametrize("order", ["C", "F"])
+    def test_top_groups_in_blocks(self, rng, onednn, order):
+        # Outputs of 2**20 entries and more: the top groups go a block of rows (of
+        # columns, column-major) at a time through thirds of the one INT32 buffer.
+        from ozlinalg.ozaki.gemm import TOP_BLOCKS_FROM, matmul_ordered
+
+        a = random_matrix(rng, 1100, 48, 1.0)
+        b = random_matrix(rng, 48, 1000, 1.0)
+        assert a.shape[0] * b.shape[1] >= TOP_BLOCKS_FROM
+        want, _ = _run("sgemm", a, b, slices=7)
+        with ozlinalg.options(engine="onednn"), ozlinalg.profile() as prof:
+            got = matmul_ordered(a, b, slices=7, order=order)
+        np.testing.assert_array_equal(got, want)
+        assert got.flags.f_contiguous == (order == "F")
+        n = 1100 if order == "C" else 1000  # blocks of rows / of columns
+        blocks = -(-n // (n // 3))
+        assert prof.int8_gemms == 28 and prof.engine_calls == 4 + 3 * blocks
+
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "rn"])
     def test_group_limit_r(self, rng, onednn, method):
         # k = 5000: r = 2**(31 - 14 - 13) = 16 products per INT32 accumulator, below

@@ -447,8 +447,9 @@ def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb
     # top = G_0 2**(2w) + G_1 2**w + G_2 stays below 2**53 (integers); with
     # per-row scales it is a compensated (TwoSum) accumulation.
     r = params.group_limit(k, width)
-    # An engine with a fused finish keeps the top groups' INT32 sums apart and
-    # combines them, the rest and the scaling in one pass (same operations).
+    # An engine with a fused finish computes the top groups last, a block of rows
+    # at a time into thirds of the one INT32 workspace, and combines them, the
+    # rest and the scaling in one pass (same operations): no FP64 top buffer.
     fused = getattr(engine, "finish_ef", None)
     tops = {} if (fused is not None and meth.groupwise and step is not None
                   and s >= TOP_GROUPS and r >= TOP_GROUPS) else None
@@ -467,18 +468,15 @@ def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb
     if meth.groupwise:
         for group in groups:
             g = group[0][0] + group[0][1]
+            if tops is not None and g < TOP_GROUPS:
+                tops[g] = group  # at the end (_finish_top_groups)
+                continue
             for c0 in range(0, len(group), r):
                 chunk = group[c0:c0 + r]
-                keep = tops is not None and g < TOP_GROUPS
-                wsg = ws if not keep else (
-                    engine.workspace(m, p) if order == "C" else engine.workspace(m, p, order=order))
                 with timers["int8"]:
-                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound, ws=wsg)
+                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound, ws=ws)
                 counts["int8_gemms"] += len(chunk)
                 counts["engine_calls"] += calls
-                if keep:
-                    tops[g] = prod
-                    continue
                 with timers["acc"]:
                     add_group(g, prod, 2.0 ** (-step * g))
                 counts["passes"] += 1
@@ -501,10 +499,10 @@ def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb
                 counts["int8_gemms"] += 1
                 counts["engine_calls"] += calls
                 with timers["acc"]:
-                    fused = getattr(engine, "axpy_outer", None)
+                    outer = getattr(engine, "axpy_outer", None)
                     if step is not None:
                         engine.axpy(1.0, prod, gacc)  # integers: exact
-                    elif fused is not None and fused(prod, ra[i], rb[j], gacc):
+                    elif outer is not None and outer(prod, ra[i], rb[j], gacc):
                         pass  # (prod * ra[i][:, None]) * rb[j][None, :] added in one pass
                     elif prod.dtype == xp.float64:  # the engine's buffer: scale in place
                         prod *= ra[i][:, None]
@@ -523,13 +521,9 @@ def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb
         lo = _log2_min(xp, ra) + _log2_min(xp, rb) - 2 * (width + 1) * s
         hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
         if tops is not None:
-            # top = G_2 + 2**w G_1 + 2**(2w) G_0 (exact), acc += 2**(-2w) top, and the
-            # scaling where it is exact, in one pass (the generic order of operations)
             factors = exponent_factors(xp, ea, eb, lo, hi)
-            fused(acc, [tops[g] for g in range(TOP_GROUPS - 1, -1, -1)],
-                  [2.0 ** (step * (TOP_GROUPS - 1 - g)) for g in range(TOP_GROUPS - 1, -1, -1)],
-                  2.0 ** (-step * (TOP_GROUPS - 1)), factors)
-            counts["passes"] += 1
+            _finish_top_groups(engine, acc, ws, da, db, tops, step, bound, factors, order,
+                               timers, counts)
             if factors is None:
                 apply_exponents(xp, acc, ea, eb, lo, hi, engine)
         else:
@@ -546,6 +540,53 @@ def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb
 
 #: Groups (g = i + j < TOP_GROUPS) combined exactly before joining the rest.
 TOP_GROUPS = 3
+
+#: Outputs from this many entries compute the top groups in blocks of rows (see
+#: ``_finish_top_groups``): 4 MiB per INT32 buffer saved.
+TOP_BLOCKS_FROM = 1 << 20
+
+
+def _finish_top_groups(engine, acc, ws, da, db, tops, step, bound, factors, order, timers,
+                       counts):
+    """The top groups' products and the engine's one-pass finish, a block of rows (of
+    columns for a column-major ``acc``) at a time: ``top = G_2 + 2**w G_1 +
+    2**(2w) G_0`` (exact integers), ``acc += 2**(-2w) top`` and the scaling where
+    ``factors`` makes it exact, the generic operations in the generic order. The
+    three INT32 products of a block live in thirds of the one workspace, so no
+    buffer beyond it is needed."""
+    m, p = acc.shape
+    cols = order == "F"  # blocks that stay contiguous in acc's order
+    n = p if cols else m
+    # Blocks only where the two INT32 buffers they save are large (a GEMM per group
+    # and block instead of one per group).
+    size = n // TOP_GROUPS if (n >= 4 * TOP_GROUPS and m * p >= TOP_BLOCKS_FROM) else n
+    flat = ws["out"].ravel(order="F" if cols else "C") if size < n else None
+    order_groups = range(TOP_GROUPS - 1, -1, -1)  # g = 2, 1, 0: the generic order
+    weights = [2.0 ** (step * (TOP_GROUPS - 1 - g)) for g in order_groups]
+    for r0 in range(0, n, size):
+        r1 = min(n, r0 + size)
+        shape = (m, r1 - r0) if cols else (r1 - r0, p)
+        prods = []
+        for t, g in enumerate(order_groups):
+            if flat is None:  # tiny outputs: separate buffers
+                part = engine.workspace(*shape, order="F") if cols else engine.workspace(*shape)
+            else:
+                part = {"out": flat[t * size * (m if cols else p):][:shape[0] * shape[1]]
+                        .reshape(shape, order="F" if cols else "C")}
+            a_blk, b_blk = (da, db[:, r0:r1]) if cols else (da[:, r0:r1], db)
+            with timers["int8"]:
+                prod, calls = engine.int_matmul_sum(a_blk, b_blk, tops[g], bound, bound, ws=part)
+            if r0 == 0:  # the products, counted once; the launches, all
+                counts["int8_gemms"] += len(tops[g])
+            counts["engine_calls"] += calls
+            prods.append(prod)
+        blk = acc[:, r0:r1] if cols else acc[r0:r1]
+        fac = None
+        if factors is not None:
+            fac = (factors[0], factors[1][r0:r1]) if cols else (factors[0][r0:r1], factors[1])
+        with timers["acc"]:
+            engine.finish_ef(blk, prods, weights, 2.0 ** (-step * (TOP_GROUPS - 1)), fac)
+    counts["passes"] += 1
 
 
 def _two_sum_into(xp, acc, comp, x):
