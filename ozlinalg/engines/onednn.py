@@ -206,9 +206,11 @@ class OneDNNEngine(CPUEngine):
                 "crt_output_per_modulus": 1}
     #: Panel width of the factorizations: at INT8 speed the passes over each trailing
     #: update's output (estimate, one per EF group, scaling) weigh against its
-    #: k = block_size inner dimension; 256 halves their share against 128
+    #: k = block_size inner dimension. Measured on 2 threads, getrf / potrf / geqrf
+    #: against LAPACK at n = 4096: 5.3 / 4.9 / 3.1x with 256, 4.4 / 4.2 / 3.0x with 384,
+    #: 3.8 / 3.6 / 3.3x with 512; 512 was also the best at n = 1024 and 2048
     #: (docs/performance.md, "Factorizations").
-    block_size = 256
+    block_size = 512
 
     def workspace(self, m, p, order="C"):
         """The INT32 result buffer, in the memory order the caller accumulates in."""
