@@ -123,12 +123,16 @@ def _check_int_option(value, default, minimum, name, fname):
     return v
 
 
-def check_block_size(block_size, fname, xp=None):
+def check_block_size(block_size, fname, xp=None, order=None):
     """``block_size``, or the default: the engine's (``Engine.block_size``: the panel
-    width its trailing updates amortize best) else :data:`DEFAULT_BLOCK_SIZE`."""
+    width its trailing updates amortize best; at most a quarter of the matrix
+    ``order``, so that small matrices still go through several emulated updates)
+    else :data:`DEFAULT_BLOCK_SIZE`."""
     default = DEFAULT_BLOCK_SIZE
     if block_size is None and xp is not None:
-        default = getattr(get_engine(xp), "block_size", None) or DEFAULT_BLOCK_SIZE
+        nb = getattr(get_engine(xp), "block_size", None)
+        if nb:
+            default = nb if order is None else min(nb, max(DEFAULT_BLOCK_SIZE, order // 4))
     return _check_int_option(block_size, default, 1, "block_size", fname)
 
 

@@ -91,7 +91,7 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     True
     """
     xp, a = as_float_matrix(a, "geqrf", check_finite=check_finite)
-    nb = check_block_size(block_size, "geqrf", xp)
+    nb = check_block_size(block_size, "geqrf", xp, min(a.shape))
     cross = check_crossover(crossover, "geqrf")
     m, n = a.shape
     k = min(m, n)
@@ -195,7 +195,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=Fal
     """
     xp, qr = as_float_matrix(qr, "orgqr", "qr", check_finite=check_finite)
     _, tau = as_float_matrix(tau, "orgqr", "tau", check_finite=check_finite, ndim=(1,))
-    nb = check_block_size(block_size, "orgqr", xp)
+    nb = check_block_size(block_size, "orgqr", xp, min(qr.shape))
     cross = check_crossover(crossover, "orgqr")
     m, n = qr.shape
     k = tau.shape[0]
@@ -292,7 +292,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
         raise ValueError("ozlinalg.lapack.ormqr: trans='T' is not supported for complex Q; "
                          "use 'C' (Q^H), as LAPACK zunmqr")
     t = tc != 0
-    nb = check_block_size(block_size, "ormqr", xp)
+    nb = check_block_size(block_size, "ormqr", xp, tau.shape[0])
     cross = check_crossover(crossover, "ormqr")
     k = tau.shape[0]
     out = work_copy(xp, c, overwrite_c, work_dtype(xp, qr, tau, c))

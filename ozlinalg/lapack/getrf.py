@@ -107,7 +107,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
     array([1, 1], dtype=int32)
     """
     xp, a = as_float_matrix(a, "getrf", check_finite=check_finite)
-    nb = check_block_size(block_size, "getrf", xp)
+    nb = check_block_size(block_size, "getrf", xp, min(a.shape))
     cross = check_crossover(crossover, "getrf")
     m, n = a.shape
     k = min(m, n)

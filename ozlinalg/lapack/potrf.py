@@ -99,7 +99,7 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
            [1., 2.]])
     """
     xp, a = as_float_matrix(a, "potrf", check_finite=check_finite, square=True)
-    nb = check_block_size(block_size, "potrf", xp)
+    nb = check_block_size(block_size, "potrf", xp, a.shape[0])
     cross = check_crossover(crossover, "potrf")
     n = a.shape[0]
     c = work_copy(xp, a, overwrite_a)

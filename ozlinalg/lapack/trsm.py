@@ -109,7 +109,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
         raise TypeError("ozlinalg.lapack.trsm: a and b must be on the same device")
     side = check_side(side, "trsm")
     t = trans_code(trans, "trsm")
-    nb = check_block_size(block_size, "trsm", xp)
+    nb = check_block_size(block_size, "trsm", xp, a.shape[0])
     cross = check_crossover(crossover, "trsm")
     n = a.shape[0]
     vec = b.ndim == 1
