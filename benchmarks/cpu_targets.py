@@ -9,7 +9,8 @@ after:
 * ``ozlinalg.matmul`` for hybrid-ef with 8 slices, hybrid-ef auto, crt auto:
   time, ratio to native DGEMM, slices, INT8 GEMMs and
   ``emulated / (INT8 GEMMs x engine GEMM)`` (1.0 = the passes around the GEMMs
-  are free), with the time split from ``ozlinalg.profile()``;
+  are free), with the time split from ``ozlinalg.profile()``, and the cost of
+  ``auto``'s estimate (BF16 squares, GEMM and reduction) against them;
 * ``--factorizations``: getrf / potrf / geqrf through ``ozlinalg.lapack``
   against SciPy's LAPACK on the same matrix;
 * ``--memory``: the tracemalloc peak of an 8-slice product (minus its result)
@@ -75,6 +76,34 @@ def measure_products(n, repeat, eng, t_native, t_gemm):
               f"model {rows[-1]['cost_model']:4.2f}  (split {rec.time_split:.3f} int8 "
               f"{rec.time_int8:.3f} acc {rec.time_accumulate:.3f})", flush=True)
     return rows
+
+
+def measure_estimate(n, repeat, eng, rows):
+    """The cost of ``auto``'s estimate (BF16 squares, GEMM, one reduction) against the
+    emulated products of ``rows`` that use it."""
+    from ozlinalg.ozaki.split import normalize_rows
+
+    rng = np.random.default_rng([n, 13])
+    a = random_matrix(rng, n, n, 0.5)
+    b = random_matrix(rng, n, n, 0.5)
+    xa, _ = normalize_rows(np, a, eng)
+    xb, _ = normalize_rows(np, b.T, eng)
+    fused = getattr(eng, "spread_plan_fused", None)
+    if fused is None:
+        return None
+    ones = np.ones(n)
+    costs = {"hybrid-ef, auto": best(lambda: fused(xa, xb, 40.0), repeat)[0],
+             "crt, auto": best(lambda: eng.crt_auto_fused(xa, xb, ones, ones, ones, ones, 0.0),
+                               repeat)[0]}
+    out = {}
+    for r in rows:
+        if r["label"] in costs:
+            out[r["label"]] = dict(seconds=costs[r["label"]],
+                                   share=costs[r["label"]] / r["seconds"])
+    print("  auto's estimate: " + ", ".join(
+        f"{v['seconds']:.3f} s = {100 * v['share']:.1f}% of {k}" for k, v in out.items()),
+        flush=True)
+    return out
 
 
 def measure_factorizations(n, repeat):
@@ -167,6 +196,7 @@ def main(argv=None):
                   f"engine INT8 GEMM {t_gemm * 1e3:.1f} ms ({tops:.2f} TOPS, "
                   f"{t_native / t_gemm:.1f}x DGEMM's rate), load {load0:.2f}", flush=True)
             run["products"] = measure_products(n, args.repeat, eng, t_native, t_gemm)
+            run["estimate"] = measure_estimate(n, args.repeat, eng, run["products"])
             if args.factorizations:
                 run["factorizations"] = measure_factorizations(n, args.repeat)
             if args.memory:
