@@ -531,20 +531,27 @@ def spread_stats(q, thr):
 
 @njit(**_OPTS)
 def _row_ratio(q, i, ia, nb, na, ib, thr):
+    """One row of :func:`crt_ratio_stats`, without a square root or a division per
+    entry: ``r > thr`` as ``num**2 > thr**2 q``, and the largest ratio tracked as
+    the fraction ``num**2 / q`` (cross-multiplied comparisons)."""
     nzero = 0
     nhigh = 0
-    mx = 0.0
+    thr2 = thr * thr
+    nbest = 0.0
+    qbest = 1.0
     for j in range(q.shape[1]):
         v = q[i, j]
         if v > 0.0:
-            r = (ia[i] * nb[j] + na[i] * ib[j]) / np.sqrt(v)
-            if r > thr:
+            num = ia[i] * nb[j] + na[i] * ib[j]
+            n2 = num * num
+            if n2 > thr2 * v:
                 nhigh += 1
-            elif r > mx:
-                mx = r
+            elif n2 * qbest > nbest * v:
+                nbest = n2
+                qbest = v
         else:
             nzero += 1
-    return nzero, nhigh, mx
+    return nzero, nhigh, np.sqrt(nbest / qbest)
 
 
 @njit(**_PAR)
