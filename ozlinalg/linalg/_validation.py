@@ -98,17 +98,20 @@ def lapack_kw(n):
     * ``slices`` / ``method``: from :func:`ozlinalg.get_options`;
     * ``crossover``: ``Options.min_size`` (below it the routine runs in
       native LAPACK; the library default 0 emulates at every size);
-    * ``block_size``: ``min(128, ceil(n / 2))``, so that every order from 2
-      up has at least one emulated update (with the lapack default of 128,
-      orders up to 128 would be factored natively in one panel).
+    * ``block_size``: ``min(128, ceil(n / 2))`` for small orders, so that every
+      order from 2 up has at least one emulated update (with the lapack default
+      of 128, orders up to 128 would be factored natively in one panel); from
+      ``n = 256`` on the lapack default, i.e. the engine's (512-wide panels on
+      the CPU INT8 engine for large orders, docs/performance.md).
     """
     opts = get_options()
     outer = _OUTER_MIN_SIZE.get()
+    half = (int(n) + 1) // 2
     return dict(
         slices=opts.slices,
         method=opts.method,
         crossover=int(opts.min_size if outer is None else outer),
-        block_size=max(1, min(DEFAULT_BLOCK_SIZE, (int(n) + 1) // 2)),
+        block_size=max(1, min(DEFAULT_BLOCK_SIZE, half)) if half < DEFAULT_BLOCK_SIZE else None,
     )
 
 
