@@ -1,4 +1,4 @@
-"""Timing helpers of the CPU benchmark scripts (cpu_targets, cpu_engines, cpu_crossover).
+"""Timing helpers of the CPU benchmark scripts (cpu_targets, cpu_engines).
 
 ``--clock cpu --threads 1`` measures this process's CPU time on one core:
 robust to the other processes of a shared machine, where wall-clock figures

@@ -185,12 +185,12 @@ class OneDNNEngine(CPUEngine):
 
     output_orders = ("C", "F")
     #: Never: on the 2-core AVX-512 VNNI machine this was measured on, emulation
-    #: (default method, ``slices="auto"``) took 3.7x native DGEMM and 3.2-4.1x
-    #: LAPACK at n = 4096, 3.1-4.3x at n = 1024 .. 2048
-    #: (``python benchmarks/cpu_crossover.py --engine onednn --n 1024 2048 4096
-    #: --threads 1 --clock cpu``; docs/performance.md, "Crossover"). The INT8
-    #: units are 15x DGEMM's rate there and a DGEMM-level product needs 36-45 INT8
-    #: GEMMs; on AMX machines (2048 INT8 ops per cycle per core) re-measure.
+    #: (default method, ``slices="auto"``) took 3.2-4.6x native DGEMM / LAPACK at
+    #: n = 1024 .. 4096 (``OZLINALG_ENGINE=onednn python benchmarks/crossover.py
+    #: --sizes 1024 2048 4096 --reps 2``, 2026-12-01, 2 threads;
+    #: benchmarks/results/crossover-cpu-onednn-2026-12-01.json). The INT8 units are
+    #: 15-16x DGEMM's rate there and a DGEMM-level product needs 36-45 INT8 GEMMs;
+    #: on AMX machines (2048 INT8 ops per cycle per core) re-measure.
     crossovers: dict = {}
 
     @property
