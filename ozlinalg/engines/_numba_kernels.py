@@ -106,10 +106,11 @@ def normalize_rows(a, x, exps):
             x[i, j] = (a[i, j] * f1) * f2
 
 
-@njit(**_PAR)
-def normalize_cols(at, xt, exps):
-    """:func:`normalize_rows` of ``at.T``: ``xt[:, j] = at[:, j] * 2**-e_j``."""
-    k, n = at.shape
+@njit(**_OPTS)
+def _col_factors(at, exps):
+    """Column maxima of ``at`` and the normalization factors of each column
+    (:func:`_row_factors`); ``exps[j]`` = the column's exponent."""
+    n = at.shape[1]
     mx = col_absmax(at)
     f1 = np.empty(n)
     f2 = np.empty(n)
@@ -118,6 +119,14 @@ def normalize_cols(at, xt, exps):
         exps[j] = e
         f1[j] = g1
         f2[j] = g2
+    return mx, f1, f2
+
+
+@njit(**_PAR)
+def normalize_cols(at, xt, exps):
+    """:func:`normalize_rows` of ``at.T``: ``xt[:, j] = at[:, j] * 2**-e_j``."""
+    k, n = at.shape
+    _, f1, f2 = _col_factors(at, exps)
     for r in prange(k):
         for j in range(n):
             xt[r, j] = (at[r, j] * f1[j]) * f2[j]
@@ -149,19 +158,24 @@ def _digits(v, s, unit, out, i, trunc):
             v[j] = (v[j] - r) * unit
 
 
+@njit(**_OPTS)
+def _row_digits(x, i, factor, s, unit, out, trunc):
+    """:func:`_digits` of row i of ``x`` times ``factor`` (a row buffer holds the residual
+    in units of the current slice)."""
+    v = np.empty(x.shape[1])
+    for j in range(x.shape[1]):
+        v[j] = x[i, j] * factor
+    _digits(v, s, unit, out, i, trunc)
+
+
 @njit(**_PAR)
 def split_hybrid(x, s, width, out, base):
     """Hybrid split: ``base[i]`` = grid of row i, ``out[t, i] = rint`` digits (int8)."""
-    rows, k = x.shape
     unit = 2.0**width
-    for i in prange(rows):
+    for i in prange(x.shape[0]):
         b = _grid(_absmax(x, i), width)
         base[i] = b
-        inv = 1.0 / b
-        v = np.empty(k)  # the residual in units of the current slice (row buffer)
-        for j in range(k):
-            v[j] = x[i, j] * inv
-        _digits(v, s, unit, out, i, False)
+        _row_digits(x, i, 1.0 / b, s, unit, out, False)
 
 
 @njit(**_PAR)
@@ -205,16 +219,10 @@ def split_hybrid_raw_cols(at, s, width, outt, base, exps):
     """:func:`split_hybrid_raw` of ``at.T`` (column-contiguous rows)."""
     k, n = at.shape
     unit = 2.0**width
-    mx = col_absmax(at)
-    f1 = np.empty(n)
-    f2 = np.empty(n)
+    mx, f1, f2 = _col_factors(at, exps)
     inv = np.empty(n)
     for j in range(n):
-        e, g1, g2 = _row_factors(mx[j])
-        exps[j] = e
-        f1[j] = g1
-        f2[j] = g2
-        base[j] = _grid((mx[j] * g1) * g2, width)
+        base[j] = _grid((mx[j] * f1[j]) * f2[j], width)
         inv[j] = 1.0 / base[j]
     for r in prange(k):
         v = np.empty(n)
@@ -227,13 +235,9 @@ def split_hybrid_raw_cols(at, s, width, outt, base, exps):
 def split_bitmask(x, s, width, out):
     """Bitmask split: truncated ``width``-bit chunks (int8). Elementwise, so it also
     serves the column layout (called on the transposes)."""
-    rows, k = x.shape
     unit = 2.0**width
-    for i in prange(rows):
-        v = np.empty(k)
-        for j in range(k):
-            v[j] = x[i, j] * unit
-        _digits(v, s, unit, out, i, True)
+    for i in prange(x.shape[0]):
+        _row_digits(x, i, unit, s, unit, out, True)
 
 
 @njit(**_PAR)
