@@ -506,85 +506,67 @@ def to_float64(c, scale, out):
 
 
 @njit(**_OPTS)
-def _row_spread(q, i, thr):
-    npos = 0
-    nlow = 0
-    mn = np.inf
-    for j in range(q.shape[1]):
-        v = q[i, j]
-        if v > 0.0:
-            npos += 1
-            if v < thr:
-                nlow += 1
-            elif v < mn:
-                mn = v
-    return npos, nlow, mn
-
-
-@njit(**_PAR)
-def spread_stats(q, thr):
-    """``(positive, below thr, min of the positive entries >= thr)`` over ``q``."""
-    m = q.shape[0]
-    npos = np.zeros(m, np.int64)
-    nlow = np.zeros(m, np.int64)
-    qmin = np.full(m, np.inf)
-    for i in prange(m):
-        npos[i], nlow[i], qmin[i] = _row_spread(q, i, thr)
-    return npos.sum(), nlow.sum(), qmin.min() if m else np.inf
+def _interval(v, inv, absf, c_lo, c_hi, slack, d):
+    """Bounds of ``r = q / d`` from the estimate ``v`` (``q ~ v * inv``; see
+    ``ozlinalg.ozaki.decide.CountPlan``); ``d = 1`` for Ozaki-I."""
+    w = v * inv
+    lo = (w - absf) * c_lo
+    hi = (w + absf) * c_hi
+    if d != 1.0:
+        if not d > 0.0 or d == np.inf:  # no divisor to bound with: undecided
+            return w, 0.0, np.inf
+        lo = lo / d * (1.0 - slack)
+        hi = hi / d * (1.0 + slack)
+    return w, lo, hi
 
 
 @njit(**_OPTS)
-def _row_ratio(q, i, ia, nb, na, ib, thr):
-    """One row of :func:`crt_ratio_stats`, without a square root or a division per
-    entry: ``r > thr`` as ``num**2 > thr**2 q``, and the largest ratio tracked as
-    the fraction ``num**2 / q`` (cross-multiplied comparisons)."""
-    nzero = 0
-    nhigh = 0
-    thr2 = thr * thr
-    nbest = 0.0
-    qbest = 1.0
-    for j in range(q.shape[1]):
-        v = q[i, j]
-        if v > 0.0:
-            num = ia[i] * nb[j] + na[i] * ib[j]
-            n2 = num * num
-            if n2 > thr2 * v:
-                nhigh += 1
-            elif n2 * qbest > nbest * v:
-                nbest = n2
-                qbest = v
-        else:
-            nzero += 1
-    return nzero, nhigh, np.sqrt(nbest / qbest)
+def _num2(ia, nb, na, ib, i, j, has_num):
+    if not has_num:
+        return 1.0
+    n = ia[i] * nb[j] + na[i] * ib[j]
+    return n * n
 
 
 @njit(**_PAR)
-def crt_ratio_stats(q, ia, nb, na, ib, thr):
-    """``(zero, above thr, max of the others)`` of ``r_ij = (ia_i nb_j + na_i ib_j) /
-    sqrt(q_ij)`` over the entries with ``q_ij > 0`` (Ozaki-II's predicted error ratio)."""
-    m = q.shape[0]
-    nzero = np.zeros(m, np.int64)
-    nhigh = np.zeros(m, np.int64)
-    rmax = np.zeros(m)
+def classify_estimate(q, inv, absf, c_lo, c_hi, slack, cap, ia, nb, na, ib, has_num, codes,
+                      row_lo, row_hi):
+    """Per entry of an estimate: ``codes`` 0 kept (``r >= cap`` for sure), 1 native for
+    sure (``r < cap``), 2 undecided (near the cap, or an estimate too small to bound
+    below); per row the smallest lower and upper bounds of the kept entries."""
+    m, p = q.shape
     for i in prange(m):
-        nzero[i], nhigh[i], rmax[i] = _row_ratio(q, i, ia, nb, na, ib, thr)
-    return nzero.sum(), nhigh.sum(), rmax.max() if m else 0.0
+        lmin = np.inf
+        hmin = np.inf
+        for j in range(p):
+            w, lo, hi = _interval(float(q[i, j]), inv, absf, c_lo, c_hi, slack,
+                                  _num2(ia, nb, na, ib, i, j, has_num))
+            if w <= 0.0 or lo <= 0.0:
+                codes[i, j] = 2
+            elif hi < cap:
+                codes[i, j] = 1
+            elif lo < cap:
+                codes[i, j] = 2
+            else:
+                codes[i, j] = 0
+                if lo < lmin:
+                    lmin = lo
+                if hi < hmin:
+                    hmin = hi
+        row_lo[i] = lmin
+        row_hi[i] = hmin
 
 
 @njit(**_PAR)
-def count_nonpositive(q):
-    """Number of entries ``<= 0`` (zeros of an estimate)."""
-    m = q.shape[0]
-    cnt = np.zeros(m, np.int64)
+def kept_below(q, inv, absf, c_lo, c_hi, slack, ia, nb, na, ib, has_num, codes, bound, out):
+    """``out = codes == 0 and lower bound < bound``: the kept entries that may hold the
+    smallest ``r`` (see :func:`classify_estimate`)."""
+    m, p = q.shape
     for i in prange(m):
-        cnt[i] = _row_nonpositive(q, i)
-    return cnt.sum()
-
-
-@njit(**_OPTS)
-def _row_nonpositive(q, i):
-    c = 0
-    for j in range(q.shape[1]):
-        if not q[i, j] > 0.0:
-            c += 1
-    return c
+        for j in range(p):
+            if codes[i, j] == 0:
+                _, lo, _ = _interval(float(q[i, j]), inv, absf, c_lo, c_hi, slack,
+                                     _num2(ia, nb, na, ib, i, j, has_num))
+                out[i, j] = lo < bound
+            else:
+                out[i, j] = False

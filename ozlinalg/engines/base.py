@@ -36,8 +36,10 @@ Optional fused passes; the driver runs the generic array code where an engine
 lacks one or it returns ``False`` / ``None``, and each must give the generic
 code's bits: ``normalize_rows``, ``split_rows``, ``split_raw`` (normalize and
 split in one pass), ``empty_slices_like`` (storage in the operand's memory
-order), ``approx_squares``, ``spread_plan_fused`` (``slices="auto"``),
-``crt_auto_fused`` / ``crt_auto_stats`` (``moduli="auto"``), ``crt_residues``,
+order), ``approx_squares``, ``scaled_estimate`` / ``classify_estimate`` /
+``kept_below`` (the ``auto`` decisions' estimate and its interval pass, which
+need not give the generic bits: only rigorous bounds, see
+:mod:`ozlinalg.ozaki.decide`), ``crt_residues``,
 ``crt_bound``, ``crt_accumulator``, ``scale_outer``, ``finish_ef``.
 
 ``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``

@@ -344,7 +344,7 @@ class OneDNNEngine(CPUEngine):
                 c.fill(0)
         return c
 
-    def _scaled_estimate(self, xa, xb):
+    def scaled_estimate(self, xa, xb):
         """``(q32, scale)``: the estimate of ``xa**2 @ xb**2.T`` times ``scale`` (2**96),
         float32, never converted; None where there is no BF16 GEMM or kernel."""
         if self.lib._bf16 is None or self.kernels is None:
@@ -352,59 +352,36 @@ class OneDNNEngine(CPUEngine):
         (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
         return self._bf16_scaled(a16, ta, b16, tb), _EST_SCALE**2
 
-    def spread_plan_fused(self, xa, xb, cap):
-        """``slices="auto"``'s ``(rho, native)`` straight from the operands: BF16
-        squares, one BF16 GEMM, one pass over its FP32 output (never converted);
-        None where the estimate has zeros (structural, or underflow: the generic
-        code tells them apart)."""
-        est = self._scaled_estimate(xa, xb)
-        if est is None:
+    def classify_estimate(self, q, consts, num):
+        """One pass of ``ozlinalg.ozaki.decide.CountPlan.add_tile``: ``(codes, row_lo,
+        row_hi)`` (0 kept, 1 native, 2 undecided; per row the smallest bounds of the kept
+        entries); None where the generic code must run."""
+        if self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous:
             return None
-        q, scale = est
-        thr = 2.0 ** min(-2.0 * cap, 1000.0) * scale
-        npos, nlow, qmin = self._k(q.size).spread_stats(q, thr)
-        if npos != q.size:
-            return None
-        if nlow == npos:
-            return None, np.ones(q.shape, dtype=bool)
-        rho = max(0.0, -0.5 * (float(np.log2(qmin)) - np.log2(scale)))
-        return rho, (q < thr) if nlow else None
+        m, p = q.shape
+        codes = np.empty((m, p), np.int8)
+        row_lo, row_hi = np.empty(m), np.empty(m)
+        self._k(q.size).classify_estimate(q, *consts, *self._num_args(num, m, p), codes,
+                                          row_lo, row_hi)
+        return codes, row_lo, row_hi
 
-    def crt_auto_fused(self, xa, xb, ia, nb, na, ib, cap):
-        """Ozaki-II ``moduli="auto"`` on one tile, ``(rho, native, only_native)``,
-        straight from the operands (as :meth:`spread_plan_fused`); None: generic."""
-        est = self._scaled_estimate(xa, xb)
-        if est is None:
+    def kept_below(self, q, consts, num, codes, bound):
+        """The kept entries whose lower bound is below ``bound`` (bool mask); None: generic."""
+        if self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous:
             return None
-        q, scale = est
-        # Zeros of the estimate may be underflow: the generic code tells (needs q64).
-        if self._k(q.size).count_nonpositive(q):
-            return None
-        return self.crt_auto_stats(q, ia, nb, na, ib, cap, scale)
+        out = np.empty(q.shape, np.bool_)
+        inv, absf, c_lo, c_hi, slack, _ = consts
+        self._k(q.size).kept_below(q, inv, absf, c_lo, c_hi, slack,
+                                   *self._num_args(num, *q.shape), codes, bound, out)
+        return out
 
-    def crt_auto_stats(self, q, ia, nb, na, ib, cap, scale=1.0):
-        """Ozaki-II ``moduli="auto"`` on one tile, ``(rho, native, only_native)``, from the
-        estimate ``q`` (times ``scale``) in one pass (``ozlinalg.ozaki.crt._auto_stats``:
-        ``lr_ij > cap`` taken as ``ratio_ij > 2**cap``, the estimate's own reading);
-        None: generic code."""
-        if self.kernels is None or q.ndim != 2:
-            return None
-        root = float(np.sqrt(scale))  # ratio = num / sqrt(q / scale)
-        thr = 2.0 ** min(cap, 1000.0) / root
-        args = [np.ascontiguousarray(v, np.float64) for v in (ia, nb, na, ib)]
-        nzero, nhigh, rmax = self._k(q.size).crt_ratio_stats(np.ascontiguousarray(q), *args,
-                                                             thr)
-        rho = float(np.log2(rmax * root)) if rmax > 0 else -np.inf
-        native = None
-        if nhigh:
-            ia, nb, na, ib = args
-            native = np.zeros(q.shape, dtype=bool)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                for r0 in range(0, q.shape[0], 64):
-                    qb = q[r0:r0 + 64]
-                    num = ia[r0:r0 + 64, None] * nb[None, :] + na[r0:r0 + 64, None] * ib[None, :]
-                    native[r0:r0 + 64] = (qb > 0) & (num / np.sqrt(qb) > thr)
-        return rho, native, nzero + nhigh == q.size
+    @staticmethod
+    def _num_args(num, m, p):
+        if num is None:
+            z = np.zeros(1)
+            return z, z, z, z, False
+        ia, nb, na, ib = (np.ascontiguousarray(v, np.float64) for v in num)
+        return ia, nb, na, ib, True
 
     # -- fused passes (numba), each returning False where the generic code must run ------
 

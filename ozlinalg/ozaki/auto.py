@@ -84,11 +84,11 @@ from __future__ import annotations
 import math
 import warnings
 
-from .._array import row_blocks, set_block_mask
 from .._exceptions import AccuracyWarning
+from .decide import CountPlan, Operands, estimate, slice_thresholds
 
-__all__ = ["choose_slices", "HIGH_SLOPE", "plan_slices", "rho_capacity", "RHO_KNEE", "RHO_SLOPE",
-           "SAFETY_BITS", "spread_bits", "spread_plan", "squared_products"]
+__all__ = ["choose_slices", "HIGH_SLOPE", "plan_auto", "plan_slices", "rho_capacity", "RHO_KNEE",
+           "RHO_SLOPE", "SAFETY_BITS", "spread_bits", "squared_products"]
 
 #: Offset per split kind, in bits (calibrated; see module doc).
 SAFETY_BITS = {"bitmask": 3.5, "rn": 1.5, "hybrid": 1.5, "fp": 1.5}
@@ -169,66 +169,39 @@ def rho_capacity(split, width, max_slices, outputs=SMALL_OUTPUT):
     return cap - 1e-9  # a hair inside, so choose_slices(cap) never tips over
 
 
-def spread_plan(xp, engine, split, width, xa, xb, a, b, max_slices, outputs):
-    """``(rho, native)``: the largest spread ``rho`` over the entries the emulation
-    serves (``None`` when there are none: structural zeros only, or every entry
-    native), and the boolean mask ``native`` of the entries it cannot serve
-    within ``max_slices`` (``None`` when there are none). See :func:`plan_slices`.
+def plan_auto(xp, engine, split, width, tiles, a, bt, max_slices, outputs):
+    """``(s, natives)`` of ``slices="auto"`` for a whole product, decided exactly.
 
-    Entries are independent, so the plans of output tiles combine: the count of
-    the whole product is :func:`choose_slices` of the largest tile ``rho``
-    (``ozlinalg.ozaki.gemm`` does this, so tiling never changes the count).
+    ``tiles`` yields ``(key, i0, j0, xa, xb)``: the normalized rows of each output
+    tile's operands (the caller may free them after the next item); ``a``, ``bt``:
+    the operands' rows (A, and B^T) before normalization, for the few entries the
+    estimate cannot decide (:class:`ozlinalg.ozaki.decide.CountPlan`: the decision
+    is that of the exact ``q_ij``, the same on every engine, tiling and thread
+    count). ``natives`` maps tile keys to the boolean masks of the entries no count
+    up to ``max_slices`` serves (or whose terms normalization lost): the driver
+    computes them natively (exactly, in faithful mode). Every entry native:
+    ``s = max_slices`` and all-True masks; structural zeros only: ``s = 1``.
     """
-    if xa.shape[0] == 0 or xb.shape[0] == 0 or xa.shape[1] == 0:
-        return 0.0, None
-    cap = rho_capacity(split, width, max_slices, outputs)
-    fused = getattr(engine, "spread_plan_fused", None)  # estimate and reduction, fused
-    if fused is not None:
-        done = fused(xa, xb, cap)
-        if done is not None:
-            return done
-    q, lost = squared_products(xp, engine, xa, xb, a, b)
-    native = None
-    any_pos = any_keep = False
-    rho_max = -math.inf  # over the entries kept for the emulation
-    for r0, r1 in row_blocks(*q.shape):
-        qb = q[r0:r1].astype(xp.float64, copy=False)
-        pos = qb > 0
-        if bool(pos.any()):
-            any_pos = True
-        rho = -0.5 * xp.log2(xp.where(pos, qb, 1.0))
-        nat = pos & (rho > cap)
-        if lost is not None:
-            nat |= lost[r0:r1]
-        native = set_block_mask(xp, native, nat, r0, q.shape)
-        pos &= ~nat
-        if bool(pos.any()):
-            any_keep = True
-            rho_max = max(rho_max, float(rho[pos].max()))
-    if not any_pos and lost is None:  # every entry a structural zero: C = 0
-        return None, None
-    if native is not None and not any_keep:
-        # nothing left for the emulation (structural zeros are exact)
-        return None, xp.ones(q.shape, dtype=bool)
-    return max(0.0, rho_max), native
+    thr = slice_thresholds(split, width, max_slices, outputs)
+    plan = CountPlan(xp, thr, Operands(xp, a, bt))
+    for key, i0, j0, xa, xb in tiles:
+        q, scale = estimate(xp, engine, xa, xb)
+        plan.add_tile(key, i0, j0, q, scale, engine=engine)
+        del q
+    n, natives = plan.finish()
+    if n is None:
+        if natives:  # no entry left for the emulation (structural zeros are exact)
+            return max_slices, {key: xp.ones(shape, dtype=bool)
+                                for key, shape in plan.shapes.items()}
+        return 1, {}
+    return n + 1, natives
 
 
 def plan_slices(xp, engine, split, width, xa, xb, a, b, max_slices, outputs):
-    """``(s, native)``: the slice count for ``slices="auto"`` and the entries it cannot serve.
-
-    Entries whose spread exceeds what ``max_slices`` slices serve
-    (:func:`rho_capacity`), or whose magnitude is lost even in float64, are
-    returned as the boolean mask ``native`` (``None`` when there are none): the
-    driver computes them in native FP64, so they are as accurate as DGEMM
-    instead of silently wrong or merely warned about, and the count ``s`` is
-    chosen for the rest.
-    """
-    rho, native = spread_plan(xp, engine, split, width, xa, xb, a, b, max_slices, outputs)
-    if native is not None and bool(native.all()):
-        return max_slices, native
-    if rho is None:  # structural zeros only: any count gives the exact zeros
-        return 1, native
-    return choose_slices(split, width, rho, max_slices, outputs), native
+    """``(s, native)``: :func:`plan_auto` for one tile (``native``: mask or None)."""
+    s, natives = plan_auto(xp, engine, split, width, [(0, 0, 0, xa, xb)], a, b, max_slices,
+                           outputs)
+    return s, natives.get(0)
 
 
 def choose_slices(split, width, rho, max_slices, outputs=SMALL_OUTPUT):

@@ -105,7 +105,7 @@ from functools import cache
 from .._array import fp_errstate, row_blocks, set_block_mask
 from .._exceptions import AccuracyWarning
 from ..exact import LIMB_BITS, digit_plan, symmetric_mod
-from .auto import squared_products
+from .decide import CountPlan, Operands, crt_thresholds, dec_log2, estimate, robust_floor, sq_norm_upper
 from .native import native_entries
 from .scaling import apply_exponents
 from .split import normalize_rows, slice_storage
@@ -218,7 +218,7 @@ def crt_constants(n_moduli: int) -> CRTConstants:
         weights.append(Mt * pow(Mt, -1, p) % P)
     frac = tuple(_ratio(w, P) for w in weights)
     return CRTConstants(
-        moduli=mods, P=P, log2P=math.log2(P), frac=frac,
+        moduli=mods, P=P, log2P=float(dec_log2(P)), frac=frac,
         weight_limbs=tuple(_limbs(w, nl) for w in weights), P_limbs=_limbs(P, nl),
     )
 
@@ -261,8 +261,9 @@ def residues_into(xp, v, mods, bits, out):
 
 
 def _row_norms_upper(xp, x):
-    """Upper bounds of the row 2-norms (float64 rounding covered by 2**-30)."""
-    return xp.sqrt((x * x).sum(axis=1)) * (1.0 + 2.0**-30)
+    """Upper bounds of the row 2-norms, the same float on every engine
+    (:func:`ozlinalg.ozaki.decide.sq_norm_upper`: the shifts depend on them)."""
+    return sq_norm_upper(xp, x)
 
 
 def _ceil_log2_safe(xp, v):
@@ -277,29 +278,33 @@ def _quiet(xp):
 
 def _fast_shifts(xp, na, nb, log2P):
     h = (log2P - 1.0 - MARGIN_BITS) / 2.0
-    mu = xp.where(na > 0, xp.floor(h - _ceil_log2_safe(xp, na)), 0.0)
-    nu = xp.where(nb > 0, xp.floor(h - _ceil_log2_safe(xp, nb)), 0.0)
+    mu = xp.where(na > 0, robust_floor(xp, h, xp.where(na > 0, na, 1.0)), 0.0)
+    nu = xp.where(nb > 0, robust_floor(xp, h, xp.where(nb > 0, nb, 1.0)), 0.0)
     return mu, nu
 
 
-def _accurate_shifts(xp, logw_tiles, log2P, m, p):
-    """Shifts from ``logw = log2 W`` (+inf... -inf where W == 0), given as output
-    tiles ``(i0, i1, j0, j1, logw_t)``: the row and column minima are exact
-    minima over all tiles, so the shifts do not depend on the tiling."""
+def _accurate_shifts(xp, w_tiles, log2P, m, p):
+    """Shifts from the bound products ``W`` (integers), given as output tiles
+    ``(i0, i1, j0, j1, w_t)``: ``mu_i = floor((c - log2 max_j W_ij) / 2)`` and
+    ``nu_j = floor(c - log2 max_i W_ij 2**mu_i)`` (``c = log2(P / 2) + 14 - margin``),
+    the row and column maxima exact over all tiles and the floors exact
+    (:func:`ozlinalg.ozaki.decide.robust_floor`), so the shifts depend neither on the
+    tiling nor on the engine's ``log2``."""
     c = log2P - 1.0 + 14.0 - MARGIN_BITS
-    rmin = xp.full(m, xp.inf)
-    for i0, i1, _, _, logw in logw_tiles:
-        if logw.shape[1]:
-            # min_j fl(c - l_j) = fl(c - max_j l_j): rounding is monotone
-            xp.minimum(rmin[i0:i1], c - logw.max(axis=1), out=rmin[i0:i1])
-    mu = xp.where(xp.isfinite(rmin), xp.floor(rmin / 2.0), 0.0)
-    cmin = xp.full(p, xp.inf)
-    for i0, _, j0, j1, logw in logw_tiles:
-        for r0, r1 in row_blocks(*logw.shape):
-            t = c - logw[r0:r1]
-            t -= mu[i0 + r0:i0 + r1, None]
-            xp.minimum(cmin[j0:j1], t.min(axis=0), out=cmin[j0:j1])
-    nu = xp.where(xp.isfinite(cmin), xp.floor(cmin), 0.0)
+    rmax = xp.zeros(m)
+    for i0, i1, _, _, w in w_tiles:
+        if w.shape[1]:
+            xp.maximum(rmax[i0:i1], w.max(axis=1), out=rmax[i0:i1])
+    pos = rmax > 0
+    mu = xp.where(pos, robust_floor(xp, c, xp.where(pos, rmax, 1.0), div=2), 0.0)
+    scale = xp.ldexp(xp.ones(m), mu.astype(xp.int32))
+    cmax = xp.zeros(p)
+    for i0, i1, j0, j1, w in w_tiles:
+        for r0, r1 in row_blocks(*w.shape):
+            t = w[r0:r1] * scale[i0 + r0:i0 + r1, None]  # exact: W < 2**31
+            xp.maximum(cmax[j0:j1], t.max(axis=0), out=cmax[j0:j1])
+    pos = cmax > 0
+    nu = xp.where(pos, robust_floor(xp, c, xp.where(pos, cmax, 1.0)), 0.0)
     return mu, nu
 
 
@@ -350,50 +355,6 @@ def choose_moduli(rho, scaling, max_moduli, log2p_max):
         stacklevel=4,
     )
     return max_moduli
-
-
-def _auto_stats(xp, engine, xa, xb, na, nb, mu, nu, cap, a=None, b=None):
-    """``moduli="auto"`` on one output tile: ``(rho, native, only_native)``.
-
-    With ``lr_ij = log2((2**-mu_i ||Y_j|| + 2**-nu_j ||X_i||) / sqrt(Q_ij))``
-    (``-inf`` where ``Q_ij = 0``): ``native`` marks the entries beyond ``cap`` or
-    lost even in float64 (``None`` if none;
-    :func:`ozlinalg.ozaki.auto.squared_products`), ``rho`` is the largest ``lr``
-    of the other entries (``-inf`` if none), ``only_native`` whether every entry
-    is native or zero. Computed in cache-sized row blocks.
-    """
-    ia = xp.ldexp(xp.ones(mu.shape), (-mu).astype(xp.int32))
-    ib = xp.ldexp(xp.ones(nu.shape), (-nu).astype(xp.int32))
-    fused = getattr(engine, "crt_auto_fused", None)  # estimate and reduction, fused
-    if fused is not None:
-        done = fused(xa, xb, ia, nb, na, ib, cap)
-        if done is not None:
-            return done
-    q, lost = squared_products(xp, engine, xa, xb, a, b)
-    fused = getattr(engine, "crt_auto_stats", None)  # one pass over a given estimate
-    if fused is not None and lost is None:
-        done = fused(q, ia, nb, na, ib, cap)
-        if done is not None:
-            return done
-    native = None
-    rho = -math.inf
-    only_native = True
-    for r0, r1 in row_blocks(*q.shape):
-        qb = q[r0:r1].astype(xp.float64, copy=False)
-        pos = qb > 0
-        num = ia[r0:r1, None] * nb[None, :] + na[r0:r1, None] * ib[None, :]
-        with _quiet(xp):
-            lr = xp.where(pos, xp.log2(num / xp.sqrt(xp.where(pos, qb, 1.0))), -xp.inf)
-        nat = lr > cap
-        if lost is not None:
-            nat |= lost[r0:r1]
-        native = set_block_mask(xp, native, nat, r0, q.shape)
-        lr[nat] = -xp.inf
-        if lr.size:
-            rho = max(rho, float(lr.max()))
-        if only_native and not bool(((lr == -xp.inf) | nat).all()):
-            only_native = False
-    return rho, native, only_native
 
 
 def rho_capacity(scaling, max_moduli, log2p_ref):
@@ -605,8 +566,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                     counts["int8_gemms"] += 1
                     counts["bound_gemms"] += 1
                     counts["engine_calls"] += calls
-                    with _quiet(xp):  # W >= 0: log2(0) = -inf is what the shifts need
-                        logw_tiles.append((i0, i1, j0, j1, xp.log2(w)))
+                    logw_tiles.append((i0, i1, j0, j1, w.astype(xp.float64)))
                     del w, bb
             del ba
 
@@ -619,26 +579,29 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
     with _timer(timers, "split"):
         if moduli == "auto":
             mu, nu = shifts(log2p_ref)
-            cap = rho_capacity(scaling, max_moduli, log2p_ref)
-            rho = -math.inf
-            all_native = True
-            any_native = False
+            ia = xp.ldexp(xp.ones(mu.shape), (-mu).astype(xp.int32))
+            ib = xp.ldexp(xp.ones(nu.shape), (-nu).astype(xp.int32))
+
+            def num(I, J):  # the predicted error's divisor of the entries (I, J)
+                I, J = xp.asarray(I), xp.asarray(J)
+                return ia[I] * nb[J] + na[I] * ib[J]
+
+            # One count for the whole product, decided exactly from the estimates
+            # (ozlinalg.ozaki.decide): entries no count up to max_moduli serves (or
+            # whose terms normalization lost) are computed natively.
+            plan = CountPlan(xp, crt_thresholds(scaling, max_moduli, log2p_ref),
+                             Operands(xp, a, bt), weights=num)
             for i0, i1 in rtiles:
                 xa = operand("a", i0, i1)[0]
                 for j0, j1 in ctiles:
                     xb = operand("b", j0, j1)[0]
-                    # Entries no count up to max_moduli serves (or lost even in float64)
-                    # are computed in native FP64; the count is chosen for the rest.
-                    t_rho, native, t_only = _auto_stats(
-                        xp, engine, xa, xb, na[i0:i1], nb[j0:j1], mu[i0:i1], nu[j0:j1], cap,
-                        a[i0:i1], bt[j0:j1])
+                    q, scale = estimate(xp, engine, xa, xb)
+                    plan.add_tile((i0, j0), i0, j0, q, scale, engine=engine,
+                                  num=(ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]))
+                    del q
                     counts["float_gemms"] += 1
-                    rho = max(rho, t_rho)
-                    if native is not None:
-                        natives[(i0, j0)] = native
-                        any_native = True
-                    all_native = all_native and t_only
-            if any_native and all_native:
+            n_idx, natives = plan.finish()
+            if n_idx is None and natives:
                 counts["slices"].append(0)
                 counts.setdefault("crt_rho", []).append(math.inf)
                 c = xp.empty((m, p)) if out is None else out
@@ -649,8 +612,10 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                                        xp.ones(t.shape, dtype=bool))
                         _store(xp, c, t, i0, j0, out is not None, timers)
                 return c
-            counts.setdefault("crt_rho", []).append(rho)
-            nmod = 1 if rho == -math.inf else choose_moduli(rho, scaling, max_moduli, log2p_ref)
+            # the predicted spread, for profiles and calibration (the decision is above)
+            counts.setdefault("crt_rho", []).append(
+                -0.5 * math.log2(plan.H) if 0 < plan.H < math.inf else -math.inf)
+            nmod = 1 if n_idx is None else n_idx + 1
         else:
             nmod = moduli
         consts = crt_constants(nmod)

@@ -30,7 +30,7 @@ from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
 from . import params
-from .auto import choose_slices, plan_slices, spread_plan
+from .auto import plan_auto, plan_slices
 from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
 from .native import native_entries
@@ -298,8 +298,8 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
 
 def _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block):
     """``slices="auto"`` over several output tiles: ``{(i0, j0, k0): (s, native)}``
-    with ONE count per inner block, chosen from the largest spread over all tiles
-    (:func:`ozlinalg.ozaki.auto.spread_plan`; the count a single tile would get)."""
+    with ONE count per inner block, decided for the whole product
+    (:func:`ozlinalg.ozaki.auto.plan_auto`: the count one tile would get)."""
     m, n = aw.shape
     p = bt.shape[0]
     mt, pt = tiles
@@ -308,21 +308,20 @@ def _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, bloc
     for k0 in range(0, n, block):
         kb = min(n, k0 + block) - k0
         width = params.slice_width(kb) if meth.engine == "int8" else params.fp_slice_width(kb)
-        rhos, natives = [], {}
-        with timers["split"]:
+
+        def normalized(k0=k0):
             for i0, j0 in tile_list:
-                a_t = aw[i0:i0 + mt, k0:k0 + block]
-                b_t = bt[j0:j0 + pt, k0:k0 + block]
-                xa, _ = normalize_rows(xp, a_t, engine)
-                xb, _ = normalize_rows(xp, b_t, engine)
-                rho, natives[(i0, j0)] = spread_plan(xp, engine, kind, width, xa, xb, a_t, b_t,
-                                                     opts.max_slices, outputs=m * p)
-                if rho is not None:
-                    rhos.append(rho)
+                xa, _ = normalize_rows(xp, aw[i0:i0 + mt, k0:k0 + block], engine)
+                xb, _ = normalize_rows(xp, bt[j0:j0 + pt, k0:k0 + block], engine)
+                yield (i0, j0), i0, j0, xa, xb
                 del xa, xb
-        s = choose_slices(kind, width, max(rhos), opts.max_slices, m * p) if rhos else 1
-        for (i0, j0), native in natives.items():
-            plans[(i0, j0, k0)] = (s, native)
+
+        with timers["split"]:
+            s, natives = plan_auto(xp, engine, kind, width, normalized(),
+                                   aw[:, k0:k0 + block], bt[:, k0:k0 + block],
+                                   opts.max_slices, m * p)
+        for i0, j0 in tile_list:
+            plans[(i0, j0, k0)] = (s, natives.get((i0, j0)))
     return plans
 
 
