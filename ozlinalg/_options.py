@@ -56,6 +56,13 @@ class Options:
         Calls made by name (``ozlinalg.matmul``, ``ozlinalg.linalg.*``) are
         emulated at or above `min_size` whatever the strategy: the caller
         asked for emulation.
+    accuracy : {"dgemm", "faithful"}
+        ``"dgemm"`` (the default): ``slices="auto"`` picks the count that reaches
+        native DGEMM's max error. ``"faithful"``: every entry of every emulated
+        product is a faithful rounding of the exact one (within one ulp),
+        certified per entry, uncertified entries recomputed exactly; applies to
+        the factorizations' and solvers' products too (see
+        :mod:`ozlinalg.ozaki.faithful`, docs/guarantees.md).
     engine : {None, "auto", "onednn", "sgemm"}
         Which engine multiplies NumPy arrays (see :mod:`ozlinalg.engines.select`):
         ``"onednn"`` (exact INT8 GEMM on the CPU's INT8 units), ``"sgemm"``
@@ -73,6 +80,7 @@ class Options:
     balance: object = "auto"
     strategy: str = "eager"
     engine: object = None
+    accuracy: str = "dgemm"
 
     def __post_init__(self):
         # Per-instance cache of the backend's routing thresholds
@@ -122,6 +130,10 @@ def validate(overrides: dict) -> dict:
         from .ozaki.balance import min_shift_for
 
         min_shift_for(overrides["balance"])  # validates
+    if "accuracy" in overrides:
+        from .ozaki.faithful import validate_accuracy
+
+        validate_accuracy(overrides["accuracy"])
     if "engine" in overrides:
         from .engines.select import validate_engine
 

@@ -37,6 +37,9 @@ class CallRecord:
     time_total: float
     device: str
     engine: str = ""  # the engine's describe(): name, library, ISA
+    accuracy: str = "dgemm"
+    certified: int = 0  # faithful mode: entries certified by the bound
+    recomputed: int = 0  # faithful mode: entries recomputed exactly
 
 
 class Route(NamedTuple):
@@ -89,6 +92,9 @@ class Profile:
     engines : collections.Counter
         Calls per engine, each named by its ``describe()`` line (engine, library,
         ISA, and why it was chosen).
+    entries_certified, entries_recomputed : int
+        ``accuracy="faithful"``: output entries the bound certified, and entries
+        recomputed exactly (the rest of the finite entries).
     """
 
     emulated_gemm_calls: int = 0
@@ -106,6 +112,8 @@ class Profile:
     native_calls: Counter = field(default_factory=Counter)
     calls: list = field(default_factory=list)
     routing: Counter = field(default_factory=Counter)
+    entries_certified: int = 0
+    entries_recomputed: int = 0
 
     @property
     def routed_emulated(self) -> int:
@@ -145,6 +153,8 @@ class Profile:
         m, n, p = rec.shape
         self.emulated_flops += 2.0 * m * n * p
         self.calls.append(rec)
+        self.entries_certified += rec.certified
+        self.entries_recomputed += rec.recomputed
         if rec.engine:
             self.engines[rec.engine] += 1
 
@@ -158,6 +168,9 @@ class Profile:
             f"slices              : {sorted(set(self.slices))}",
             f"INT8 GEMMs          : {self.int8_gemms} ({self.engine_calls} engine calls)",
             f"FP64 accum. passes  : {self.accumulation_passes}",
+            *([f"faithful entries    : {self.entries_certified} certified, "
+               f"{self.entries_recomputed} recomputed exactly"]
+              if self.entries_certified or self.entries_recomputed else []),
             "time split / int8 / accumulate / other : "
             f"{self.time_split:.4f} / {self.time_int8:.4f} / "
             f"{self.time_accumulate:.4f} / {self.time_other:.4f} s "

@@ -386,6 +386,38 @@ def crt_reduce(prod, pf, out):
             out[i, j] = np.int8(_sym_residue(float(prod[i, j]), pf, inv, h))
 
 
+@njit(**_OPTS)
+def _crt_limbs(res, frac, wlimbs, plimbs, unit, i, quot, limbs):
+    """Balanced limbs of C' for row i (the generic CRTAccumulator's operations in its
+    order: quotient, limbs, ``- q P``, carries)."""
+    nmod, m, p = res.shape
+    nl = plimbs.shape[0]
+    inv_unit = 1.0 / unit
+    quot[:] = 0.0
+    limbs[:, :] = 0.0
+    for t in range(nmod):
+        ft = frac[t]
+        for j in range(p):
+            quot[j] = quot[j] + ft * float(res[t, i, j])
+        for l in range(nl):
+            wl = wlimbs[t, l]
+            if wl != 0.0:
+                for j in range(p):
+                    limbs[l, j] = limbs[l, j] + wl * float(res[t, i, j])
+    for j in range(p):
+        quot[j] = np.rint(quot[j])  # the quotient q
+    for l in range(nl):
+        pl = plimbs[l]
+        if pl != 0.0:
+            for j in range(p):
+                limbs[l, j] = limbs[l, j] - quot[j] * pl
+    for l in range(nl - 1):
+        for j in range(p):
+            carry = np.rint(limbs[l, j] * inv_unit)
+            limbs[l, j] = limbs[l, j] - carry * unit
+            limbs[l + 1, j] = limbs[l + 1, j] + carry
+
+
 @njit(**_PAR)
 def crt_combine(res, frac, wlimbs, plimbs, unit, out):
     """C' from the residues ``res[t]`` of every modulus: the generic CRTAccumulator's
@@ -393,37 +425,46 @@ def crt_combine(res, frac, wlimbs, plimbs, unit, out):
     combination), a row at a time in cache-resident row buffers."""
     nmod, m, p = res.shape
     nl = plimbs.shape[0]
-    inv_unit = 1.0 / unit
     for i in prange(m):
-        quot = np.zeros(p)
-        limbs = np.zeros((nl, p))
-        for t in range(nmod):
-            ft = frac[t]
-            for j in range(p):
-                quot[j] = quot[j] + ft * float(res[t, i, j])
-            for l in range(nl):
-                wl = wlimbs[t, l]
-                if wl != 0.0:
-                    for j in range(p):
-                        limbs[l, j] = limbs[l, j] + wl * float(res[t, i, j])
-        for j in range(p):
-            quot[j] = np.rint(quot[j])  # the quotient q
-        for l in range(nl):
-            pl = plimbs[l]
-            if pl != 0.0:
-                for j in range(p):
-                    limbs[l, j] = limbs[l, j] - quot[j] * pl
-        for l in range(nl - 1):
-            for j in range(p):
-                carry = np.rint(limbs[l, j] * inv_unit)
-                limbs[l, j] = limbs[l, j] - carry * unit
-                limbs[l + 1, j] = limbs[l + 1, j] + carry
+        quot = np.empty(p)
+        limbs = np.empty((nl, p))
+        _crt_limbs(res, frac, wlimbs, plimbs, unit, i, quot, limbs)
         for j in range(p):
             out[i, j] = limbs[nl - 1, j]
         for l in range(nl - 2, -1, -1):
             for j in range(p):
                 v = out[i, j] * unit
                 out[i, j] = v + limbs[l, j]
+
+
+@njit(**_PAR)
+def crt_combine_faithful(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop):
+    """C' as :func:`crt_combine`, rebuilt with TwoSums top limb first (``powers[l] =
+    unit**l``), and the bound ``slop`` of its error: the generic
+    ``CRTAccumulator.faithful_result``'s operations in its order."""
+    nmod, m, p = res.shape
+    nl = plimbs.shape[0]
+    for i in prange(m):
+        quot = np.empty(p)
+        limbs = np.empty((nl, p))
+        _crt_limbs(res, frac, wlimbs, plimbs, unit, i, quot, limbs)
+        for j in range(p):
+            s = limbs[nl - 1, j] * powers[nl - 1]
+            e = 0.0
+            eb = 0.0
+            for l in range(nl - 2, -1, -1):
+                t = limbs[l, j] * powers[l]
+                r = s + t
+                bb = r - s
+                err = (s - (r - bb)) + (t - bb)
+                s = r
+                e = e + err
+                eb = eb + abs(e)
+            r2 = s + e
+            bb = r2 - s
+            e2 = (s - (r2 - bb)) + (e - bb)
+            out[i, j] = r2
+            slop[i, j] = abs(e2) + cu * eb
 
 
 # ---------------------------------------------------------------------------

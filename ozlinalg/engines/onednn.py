@@ -599,6 +599,22 @@ class _FusedCRT:
 
             self.res[t] = symmetric_mod(np, prod.astype(np.float64), consts.moduli[t])
 
+    def faithful_result(self):
+        """``(c, slop)`` as ``CRTAccumulator.faithful_result``, in one fused pass."""
+        consts = self.consts
+        res, self.res = self.res, None
+        from ..exact import LIMB_BITS  # noqa: PLC0415
+
+        nl = len(consts.P_limbs)
+        out = np.empty(res.shape[1:])
+        slop = np.empty(res.shape[1:])
+        powers = np.array([2.0 ** (LIMB_BITS * l) for l in range(nl)])
+        self.engine._k(res.size).crt_combine_faithful(
+            res, np.array(consts.frac), np.array(consts.weight_limbs),
+            np.array(consts.P_limbs), 2.0**LIMB_BITS, powers, 2.0**-53 * (1.0 + 2.0**-20), out,
+            slop)
+        return out, slop
+
     def result(self):
         consts = self.consts
         res, self.res = self.res, None

@@ -102,10 +102,12 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
-from .._array import fp_errstate, row_blocks, set_block_mask
+from .._array import fp_errstate, row_blocks, to_numpy
 from .._exceptions import AccuracyWarning
 from ..exact import LIMB_BITS, digit_plan, symmetric_mod
-from .decide import CountPlan, Operands, crt_thresholds, dec_log2, estimate, robust_floor, sq_norm_upper
+from . import faithful
+from .decide import (CountPlan, Operands, abs_sum_upper, crt_thresholds, dec_log2, estimate,
+                     robust_floor, sq_norm_upper)
 from .native import native_entries
 from .scaling import apply_exponents
 from .split import normalize_rows, slice_storage
@@ -395,6 +397,47 @@ class CRTAccumulator:
             if wl != 0.0:
                 self.engine.axpy(wl, c, self.limbs[l])
 
+    def _limbs_balanced(self):
+        """The limbs of C' after ``- q P`` and carry propagation (balanced digits)."""
+        xp, consts = self.xp, self.consts
+        limbs = self.limbs
+        nl = len(limbs)
+        q = xp.rint(self.quot)
+        self.quot = None
+        unit = 2.0**LIMB_BITS
+        for l in range(nl):
+            if consts.P_limbs[l] != 0.0:
+                limbs[l] -= q * consts.P_limbs[l]
+        for l in range(nl - 1):
+            carry = xp.rint(limbs[l] * (1.0 / unit))
+            limbs[l] -= carry * unit
+            limbs[l + 1] += carry
+        self.limbs = None
+        return limbs
+
+    def faithful_result(self):
+        """``(c, slop)``: C' rebuilt from its limbs with TwoSums, top limb first, and a
+        bound ``slop`` of ``|C' - c|`` (faithful mode, :mod:`.faithful`)."""
+        xp = self.xp
+        limbs = self._limbs_balanced()
+        nl = len(limbs)
+        unit = 2.0**LIMB_BITS
+        s = limbs[nl - 1] * unit ** (nl - 1)
+        e = xp.zeros(s.shape)
+        eb = xp.zeros(s.shape)
+        for l in range(nl - 2, -1, -1):
+            t = limbs[l] * unit**l
+            r = s + t
+            bb = r - s
+            err = (s - (r - bb)) + (t - bb)
+            s = r
+            e = e + err
+            eb = eb + xp.abs(e)
+        r2 = s + e
+        bb = r2 - s
+        e2 = (s - (r2 - bb)) + (e - bb)
+        return r2, xp.abs(e2) + (2.0**-53 * (1.0 + 2.0**-20)) * eb
+
     def result(self):
         xp, consts = self.xp, self.consts
         limbs = self.limbs
@@ -426,7 +469,8 @@ def crt_reconstruct(xp, engine, products, consts):
 
 
 def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_moduli=20,
-                  profile_counts=None, timers=None, tiles=None):
+                  profile_counts=None, timers=None, tiles=None, accuracy="dgemm",
+                  recompute=True):
     """``a @ b`` for finite float64 2-D arrays by Ozaki scheme II.
 
     Parameters
@@ -459,6 +503,11 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         The count, the scalings and the native entries are planned for the
         WHOLE product (row and column minima over all tiles), so the result
         does not depend on the tiles, nor on which engine chose them.
+    accuracy : {"dgemm", "faithful"}
+        ``"faithful"``: every entry certified within one ulp (:mod:`.faithful`),
+        ``moduli="auto"`` taking ``faithful.EXTRA_MODULI`` more moduli; the
+        entries not certified are recomputed exactly (``recompute=False``: left
+        in ``profile_counts["uncertified"]`` as ``(rows, cols)`` instead).
 
     Returns
     -------
@@ -487,6 +536,25 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
     nblocks = -(-n // CRT_INNER_BLOCK)
     step = -(-n // nblocks)
     c = None
+    if accuracy == "faithful":
+        parts = faithful.combine(xp) if nblocks > 1 else None
+        for k0 in range(0, n, step):
+            k1 = min(n, k0 + step)
+            c, bnd = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
+                                max_moduli, counts, timers, tiles, None, True)
+            if parts is not None:
+                parts.add(c, bnd)
+        if parts is not None:
+            c, bnd = parts.result()
+        ok = faithful.certify(xp, c, bnd)
+        rows, cols = (to_numpy(v) for v in xp.nonzero(~ok))
+        counts["certified"] = int(ok.sum())
+        if recompute:
+            faithful.recompute(xp, c, a, bt, rows, cols)
+            counts["recomputed"] = int(rows.size)
+        else:
+            counts["uncertified"] = (rows, cols)
+        return c
     for k0 in range(0, n, step):
         k1 = min(n, k0 + step)
         part = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
@@ -509,9 +577,10 @@ def _timer(timers, key):
 
 
 def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
-               out=None):
+               out=None, faith=False):
     """One inner block over all output tiles; returns the block's product, or adds it
-    to ``out`` (a previous block's result) tile by tile."""
+    to ``out`` (a previous block's result) tile by tile; ``faith``: returns ``(c,
+    bound)`` (final units; bound ``inf`` at entries left to native arithmetic)."""
     m, k = a.shape
     p = bt.shape[0]
     mt, pt = tiles or (m, p)
@@ -525,7 +594,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         key = (which, r0)
         if key not in kept:
             x, e = normalize_rows(xp, (a if which == "a" else bt)[r0:r1], engine)
-            val = (x, e, _row_norms_upper(xp, x))
+            val = (x, e, _row_norms_upper(xp, x), abs_sum_upper(xp, x) if faith else None)
             if not single:
                 return val
             kept[key] = val
@@ -548,6 +617,9 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         eb = xp.concatenate([v[1] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][1]
         na = xp.concatenate([v[2] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][2]
         nb = xp.concatenate([v[2] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][2]
+        if faith:
+            sx = xp.concatenate([v[3] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][3]
+            sy = xp.concatenate([v[3] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][3]
         del parts_a, parts_b
         n_ref = AUTO_REF_MODULI if moduli == "auto" else moduli
         log2p_ref = crt_constants(n_ref).log2P
@@ -601,6 +673,9 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                     del q
                     counts["float_gemms"] += 1
             n_idx, natives = plan.finish()
+            if n_idx is None and natives and faith:  # every entry exactly, later
+                counts["slices"].append(0)
+                return xp.zeros((m, p)), xp.full((m, p), xp.inf)
             if n_idx is None and natives:
                 counts["slices"].append(0)
                 counts.setdefault("crt_rho", []).append(math.inf)
@@ -616,6 +691,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             counts.setdefault("crt_rho", []).append(
                 -0.5 * math.log2(plan.H) if 0 < plan.H < math.inf else -math.inf)
             nmod = 1 if n_idx is None else n_idx + 1
+            if faith:
+                nmod = min(nmod + faithful.EXTRA_MODULI, MAX_MODULI)
         else:
             nmod = moduli
         consts = crt_constants(nmod)
@@ -634,6 +711,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         eb = eb.astype(xp.int32) - nu.astype(xp.int32)
 
     c = out
+    bnd_all = xp.empty((m, p)) if faith else None
     make = getattr(engine, "crt_accumulator", None)  # fused residues + one combine pass
     for i0, i1 in rtiles:
         with _timer(timers, "split"):
@@ -651,8 +729,9 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                                  db)
                 del xb
                 kept.clear()
-            acc = (make(consts) if make is not None else None) or CRTAccumulator(xp, engine,
-                                                                                 consts)
+            acc = (make(consts) if make is not None else None)
+            if acc is None or (faith and not hasattr(acc, "faithful_result")):
+                acc = CRTAccumulator(xp, engine, consts)
             for t in range(nmod):
                 with _timer(timers, "int8"):
                     prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128,
@@ -665,9 +744,27 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                 del prod
             del db
             with _timer(timers, "acc"):
-                cpr = acc.result()
+                if faith:
+                    cpr, slop = acc.faithful_result()
+                    for r0, r1 in row_blocks(*slop.shape):
+                        slop[r0:r1] += faithful.crt_delta(
+                            xp, sx[i0:i1], sy[j0:j1], mu[i0:i1], nu[j0:j1], ra[i0:i1],
+                            rb[j0:j1], k, r0, r1)
+                    slop *= 1.0 + 2.0**-40
+                else:
+                    cpr = acc.result()
                 apply_exponents(xp, cpr, ea[i0:i1], eb[j0:j1], 0.0, consts.log2P + 1.0,
                                 engine)
+                if faith:
+                    bnd = faithful.scaled_bound(xp, slop, ea[i0:i1], eb[j0:j1])
+                    native = natives.get((i0, j0))
+                    if native is not None:
+                        bnd[native] = xp.inf
+                    bnd_all[i0:i1, j0:j1] = bnd
+                    if c is None:
+                        c = xp.empty((m, p))
+                    c[i0:i1, j0:j1] = cpr
+                    continue
             native = natives.get((i0, j0))
             if native is not None:
                 native_entries(xp, cpr, a[i0:i1], bt[j0:j1], native)
@@ -677,7 +774,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                 c = xp.empty((m, p))
             _store(xp, c, cpr, i0, j0, out is not None, timers)
         del da
-    return c
+    return (c, bnd_all) if faith else c
 
 
 def _store(xp, c, tile, i0, j0, add, timers):

@@ -24,12 +24,12 @@ import time
 
 import numpy as np
 
-from .._array import array_namespace
+from .._array import array_namespace, to_numpy
 from .._dask_dispatch import is_dask_collection
 from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
-from . import params
+from . import faithful, params
 from .auto import plan_auto, plan_slices
 from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
@@ -55,7 +55,7 @@ def _as_float64(xp, x, name):
     return x.astype(xp.complex128 if kind == "c" else xp.float64, copy=False)
 
 
-def matmul(a, b, *, slices=None, method=None, balance=None):
+def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
     """Matrix product ``a @ b`` in FP64 accuracy from exact INT8 products.
 
     Parameters
@@ -83,6 +83,16 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
         :func:`ozlinalg.options`) balances only strongly imbalanced products
         (see :mod:`ozlinalg.ozaki.balance`), which keeps ``slices="auto"`` at
         its calibrated counts for them.
+    accuracy : {"dgemm", "faithful"}, optional
+        ``"dgemm"`` (the default, from :func:`ozlinalg.options`): the count
+        ``slices="auto"`` picks reaches native DGEMM's max error on the
+        calibrated inputs. ``"faithful"``: every finite entry is a faithful
+        rounding of the exact product (one of the two floats around it),
+        certified entry by entry by a deterministic bound; entries the bound
+        cannot certify are recomputed exactly (:mod:`ozlinalg.ozaki.faithful`;
+        methods ``hybrid-ef``, ``bitmask-ef``, ``crt``, ``crt-fast``). Whatever
+        the accuracy, the result has the same bits on every engine, memory
+        limit and thread count (docs/guarantees.md).
 
     Returns
     -------
@@ -113,11 +123,13 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     if is_dask_collection(a) or is_dask_collection(b):  # lazy: ozlinalg.dask builds the graph
         from ..dask import matmul as dask_matmul
 
-        return dask_matmul(a, b, slices=slices, method=method, balance=balance)
-    return matmul_ordered(a, b, slices=slices, method=method, balance=balance)
+        return dask_matmul(a, b, slices=slices, method=method, balance=balance,
+                           accuracy=accuracy)
+    return matmul_ordered(a, b, slices=slices, method=method, balance=balance,
+                          accuracy=accuracy)
 
 
-def matmul_ordered(a, b, *, slices=None, method=None, balance=None, order="C"):
+def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=None, order="C"):
     """:func:`matmul` with the memory order of a real 2-D result chosen: "C" (what
     :func:`matmul` returns, as NumPy does) or "F" (the blocked factorizations
     update column-major work arrays). Same values either way."""
@@ -131,6 +143,10 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, order="C"):
     slices = opts.slices if slices is None else slices
     params.validate_slices(slices)
     min_shift = min_shift_for(opts.balance if balance is None else balance)
+    if accuracy is not None and accuracy != opts.accuracy:
+        opts = opts.replace(accuracy=faithful.validate_accuracy(accuracy))
+    if opts.accuracy == "faithful":
+        faithful.check_method(meth)
 
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
@@ -145,8 +161,11 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, order="C"):
         if min_shift is not None:
             x, y = balance_inner(xp, x, y, min_shift)
         if is_complex:
+            # faithful: each part of C is ONE real product (4m-fused), so that it is
+            # certified itself, not a difference of certified products
+            scheme = "4m-fused" if opts.accuracy == "faithful" else opts.complex_scheme
             return complex_matmul(lambda u, v: emulated_matmul_2d(xp, u, v, meth, slices, opts),
-                                  x, y, scheme=opts.complex_scheme)
+                                  x, y, scheme=scheme)
         return emulated_matmul_2d(xp, x, y, meth, slices, opts)
 
     if a2.ndim == 2 and b2.ndim == 2:
@@ -181,7 +200,8 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     p = b.shape[1]
     if m == 0 or p == 0 or n == 0:
         return xp.zeros((m, p), order=order)
-    if min(m, n, p) < opts.min_size:
+    faith = opts.accuracy == "faithful"
+    if min(m, n, p) < opts.min_size and not faith:
         record_native_flops(2.0 * m * n * p, "matmul below min_size")
         return xp.matmul(a, b)
 
@@ -210,12 +230,22 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     sbytes = getattr(engine, "slice_bytes", 4)
     model = getattr(engine, "memory_model", None)
     limit = opts.memory_limit if opts.memory_limit is not None else engine.memory_limit()
-    mt, pt = tile_shape(m, p, min(n, block), s_max, limit, crt, sbytes, model)
+    if faith:
+        s_max = min(64, s_max + (faithful.EXTRA_MODULI if crt else faithful.EXTRA_SLICES))
+    mt, pt = tile_shape(m, p, min(n, block), s_max, limit, crt, sbytes, model, faith)
     try:
         c = _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts,
                            (mt, pt), block, order)
+        if faith:  # the entries the bound did not certify, exactly
+            rows, cols = counts.pop("uncertified")
+            if any_bad_rows or any_bad_cols:  # those are native below
+                keep = ~(to_numpy(bad_rows)[rows] | to_numpy(bad_cols)[cols])
+                rows, cols = rows[keep], cols[keep]
+            with timers["acc"]:
+                faithful.recompute(xp, c, aw, bt, rows, cols)
+            counts["recomputed"] = int(rows.size)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
-        need = working_bytes(mt, pt, min(n, block), s_max, crt, sbytes, model)
+        need = working_bytes(mt, pt, min(n, block), s_max, crt, sbytes, model, faith)
         raise MemoryError(
             f"ozlinalg.matmul: out of {engine.device} memory for a ({m} x {n}) @ ({n} x {p}) "
             f"product with up to {s_max} slices: each {mt} x {pt} output tile needs about "
@@ -239,6 +269,8 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
             time_split=timers["split"].total, time_int8=timers["int8"].total,
             time_accumulate=timers["acc"].total, time_total=time.perf_counter() - t0,
             device=engine.device, engine=engine.describe(),
+            accuracy=opts.accuracy, certified=counts.get("certified", 0),
+            recomputed=counts.get("recomputed", 0),
         ))
     return c
 
@@ -261,9 +293,13 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
         c = crt_matmul_2d(xp, engine, aw, bt.T, moduli=slices,
                           max_moduli=min(opts.max_slices, 32),
                           scaling="fast" if meth.split == "crt-fast" else "accurate",
-                          profile_counts=counts, timers=timers, tiles=tiles)
+                          profile_counts=counts, timers=timers, tiles=tiles,
+                          accuracy=opts.accuracy, recompute=False)
         return xp.asfortranarray(c) if order == "F" else c
     tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
+    if opts.accuracy == "faithful":
+        return _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts,
+                               tiles, block, tile_list, order)
     plans = None
     if slices == "auto" and len(tile_list) > 1:
         plans = _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block)
@@ -294,6 +330,114 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
             c[i0:i0 + mt, j0:j0 + pt] = tile
 
     return c
+
+
+def _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles, block,
+                    tile_list, order):
+    """:func:`_tiled_product` for ``accuracy="faithful"`` (Ozaki-I EF methods): each tile
+    and inner block with its certificate (:mod:`.faithful`); the entries not certified
+    are left in ``counts["uncertified"]`` for the exact recomputation."""
+    m, n = aw.shape
+    p = bt.shape[0]
+    mt, pt = tiles
+    plans = None
+    if slices == "auto":  # the DGEMM-level count, decided for the whole product, plus more
+        plans = _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block)
+    c = xp.empty((m, p), order=order)
+    rows, cols = [], []
+    certified = 0
+    for i0, j0 in tile_list:
+        parts = None
+        for k0 in range(0, n, block):
+            if plans is None:
+                s, native = int(slices), None
+            else:
+                s, native = plans[(i0, j0, k0)]
+                s = faithful.faithful_slices(s, opts.max_slices)
+            v, bnd = _faithful_block(xp, engine, aw[i0:i0 + mt, k0:k0 + block],
+                                     bt[j0:j0 + pt, k0:k0 + block], meth, s, native, timers,
+                                     counts, order)
+            if k0 == 0 and k0 + block >= n:
+                break
+            with timers["acc"]:
+                if parts is None:
+                    parts = faithful.combine(xp)
+                parts.add(v, bnd)
+            counts["passes"] += 1
+        if parts is not None:
+            v, bnd = parts.result()
+        with timers["acc"]:
+            ok = faithful.certify(xp, v, bnd)
+            ii, jj = xp.nonzero(~ok)
+        certified += int(ok.sum())
+        rows.append(to_numpy(ii) + i0)
+        cols.append(to_numpy(jj) + j0)
+        c[i0:i0 + v.shape[0], j0:j0 + v.shape[1]] = v
+    counts["certified"] = certified
+    counts["uncertified"] = (np.concatenate(rows), np.concatenate(cols))
+    return c
+
+
+def _faithful_block(xp, engine, a, bt, meth, s, native, timers, counts, order):
+    """One tile and inner block in faithful mode: ``(c, bound)`` in final units, bound
+    ``inf`` at the entries ``auto`` left to native arithmetic (recomputed exactly)."""
+    m, k = a.shape
+    p = bt.shape[0]
+    kind = meth.split
+    width = params.slice_width(k)
+    step, dmax = slice_layout(kind, width)
+    counts["slices"].append(s)
+    with timers["split"]:
+        split_raw = getattr(engine, "split_raw", None)
+        raw = split_raw and split_raw(kind, a, s, width, "a")
+        raw = raw and (raw, split_raw(kind, bt, s, width, "b"))
+        if raw:
+            (da, sa, ea), (db, sb, eb) = raw
+        else:
+            xa, ea = normalize_rows(xp, a, engine)
+            da, sa = _split_operand(xp, engine, kind, xa, s, width, "a")
+            del xa
+            xb, eb = normalize_rows(xp, bt, engine)
+            db, sb = _split_operand(xp, engine, kind, xb, s, width, "b")
+            del xb
+    acc = xp.zeros((m, p), order=order)
+    comp = xp.zeros((m, p), order=order)
+    top = xp.zeros((m, p), order=order)
+    ws = engine.workspace(m, p) if order == "C" else engine.workspace(m, p, order=order)
+    r = params.group_limit(k, width)
+    updates = 0
+    for group in params.pairs_by_group(s):
+        g = group[0][0] + group[0][1]
+        for c0 in range(0, len(group), r):
+            chunk = group[c0:c0 + r]
+            with timers["int8"]:
+                prod, calls = engine.int_matmul_sum(da, db, chunk, dmax, dmax, ws=ws)
+            counts["int8_gemms"] += len(chunk)
+            counts["engine_calls"] += calls
+            with timers["acc"]:
+                if g >= TOP_GROUPS:
+                    faithful.add_compensated(xp, engine, 2.0 ** (-step * g), prod, acc, comp)
+                    updates += 1
+                else:  # integers below 2**53: exact
+                    engine.axpy(2.0 ** (step * (TOP_GROUPS - 1 - g)), prod, top)
+            counts["passes"] += 1
+    with timers["acc"]:
+        slop = faithful.finish(xp, engine, acc, comp, top, 2.0 ** (-step * (TOP_GROUPS - 1)))
+        del comp, top
+        bound = faithful.ef_bound(xp, engine, da, db, kind, width, s, k, dmax, updates)
+        for _, _, sl in faithful._blocks(slop):
+            slop[sl] += bound.block(xp, sl)
+        slop *= 1.0 + 2.0**-40
+        ea = ea + log2_pow2(xp, sa[0])
+        eb = eb + log2_pow2(xp, sb[0])
+        lo = -2 * (width + 1) * s
+        hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
+        apply_exponents(xp, acc, ea, eb, lo, hi, engine)
+        bnd = faithful.scaled_bound(xp, slop, ea, eb)
+        if native is not None:
+            bnd[native] = xp.inf
+    counts["passes"] += 1
+    return acc, bnd
 
 
 def _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block):
@@ -332,7 +476,7 @@ MEMORY_MODEL = {"input": 16, "output": 32, "crt_input": 64, "crt_output": 80,
                 "crt_output_per_modulus": 0}
 
 
-def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None):
+def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None, faithful=False):
     """Upper estimate of the working memory (bytes) of one tile of the emulation.
 
     ``16 (mt + pt) k + b s (mt' + pt') k' + 32 mt pt``: normalized copies and
@@ -346,19 +490,23 @@ def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None):
     CRT limbs and quotient (48 more per output entry). Inputs and the result
     are not included. ``model``: the engine's coefficients in place of these
     (:data:`MEMORY_MODEL`; the CPU INT8 engine's fused passes need fewer).
+    ``faithful``: five more FP64 buffers per output entry (compensation, top
+    groups, slop, bound, exponents).
     """
     c = MEMORY_MODEL if model is None else model
+    extra = 40 * mt * pt if faithful else 0
     slices = slice_bytes * s * (-(-mt // 4) * 4 + -(-pt // 4) * 4) * (-(-k // 16) * 16)
     if crt:
         return (c["crt_input"] * (mt + pt) * k + slices
-                + (c["crt_output"] + c["crt_output_per_modulus"] * s) * mt * pt)
-    return c["input"] * (mt + pt) * k + slices + c["output"] * mt * pt
+                + (c["crt_output"] + c["crt_output_per_modulus"] * s) * mt * pt + extra)
+    return c["input"] * (mt + pt) * k + slices + c["output"] * mt * pt + extra
 
 
-def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4, model=None):
+def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4, model=None, faithful=False):
     """Largest output tile (mt, pt), halving the longer side, within ``limit`` bytes."""
     mt, pt = m, p
-    while working_bytes(mt, pt, k, s, crt, slice_bytes, model) > limit and max(mt, pt) > 64:
+    while (working_bytes(mt, pt, k, s, crt, slice_bytes, model, faithful) > limit
+           and max(mt, pt) > 64):
         if mt >= pt:
             mt = -(-mt // 2)
         else:

@@ -1,0 +1,303 @@
+"""``accuracy="faithful"``: every entry of the product within one ulp, certified.
+
+A result ``c`` is a *faithful rounding* of the exact ``x`` when it is one of the
+two floats bracketing ``x`` (``x`` itself when representable): then
+``|c - x| < ulp(x)``. The emulation certifies it entry by entry with a
+deterministic bound, and recomputes the entries it cannot certify exactly
+(:mod:`.exactdot`: correctly rounded); nothing is guessed.
+
+Ozaki scheme I with fixed scales (``hybrid-ef``, ``bitmask-ef``)
+------------------------------------------------------------------
+Rows are normalized and cut into ``s`` slices, ``x = u_0 (sum_t d_t 2**(-w t)) +
+R(s)`` (units of the first slice, integer digits ``d_t``, ``|d_t| <= dmax``), with
+the residual after ``t`` slices below ``rho_t = kappa 2**(-w (t - 1))`` in those
+units (``kappa = 1/2`` for round-to-nearest slices, 1 for truncation: the
+residual of a round to nearest on a grid is at most half the grid, and at most
+the entry itself). The triangular product ``T = sum_{t + v < s} d_t d_v 2**(-w (t
++ v))`` misses
+
+    N = sum_{t < s} 2**(-w t) d^A_t . R^B(s - t)  +  R^A(s) . y,
+
+and since ``2**(-w t) rho_{s - t} = kappa 2**(-w (s - 1))`` for every t,
+
+    |N_ij| <= kappa 2**(-w (s - 1)) [ sum_t D^A_{t,i} + sum_t 2**(-w t) D^B_{t,j} ]
+              + k kappa**2 2**(-2 w (s - 1))
+
+with the digit sums ``D_{t,i} = sum_k |d_{t,ik}|`` (exact integers, a by-product
+of the split); the same with A and B swapped also holds, and the smaller is
+taken. These are vectors: the bound of every entry costs O(1).
+
+FP64 accumulation. The groups ``g >= 3`` are added with TwoSum into
+``(acc, comp)`` (``comp`` collects the exact rounding errors; its own additions
+round, by at most ``n**2 u**2 M`` in total for ``n`` additions of terms whose
+absolute sum is ``M``, bounded by digit sums: ``M <= dmax sum_t D_t
+2**(-w max(3, t)) / (1 - 2**-w)``). The top groups ``g <= 2`` are combined
+exactly (integers below 2**53) and added last with TwoSum: ``acc + top = r + e1``
+exactly; ``e = fl(e1 + comp)`` (error at most ``u |e|``); the result is
+``c = fl(r + e)`` with the exact remainder ``e2`` (TwoSum). So
+
+    |x - c| <= |e2| + u |e| + n**2 u**2 M + |N|,
+
+and ``c`` is certified when this is below the distance from ``c`` to its
+nearest neighbouring float (half an ulp below a power of two), with a relative
+slack of 2**-40 for the rounding of the bound itself. The final scaling by
+powers of two is exact where the result and its ulp are normal numbers
+(``|c| >= 2**-968``); other entries (subnormal or overflowing results, and exact
+zeros of rows that are not zero) are recomputed.
+
+Ozaki scheme II (``crt``, ``crt-fast``)
+---------------------------------------
+``C' = A' B'^T`` is exact (CRT) for the integer operands ``A' = rint|trunc(2**mu
+X)``; with ``E_A = 2**mu X - A'`` (``|E_A| <= 1/2`` rounded, ``< 1`` truncated),
+
+    2**(mu + nu) x . y - C' = E_A . (2**nu y) + A' . E_B,
+    |...| <= rho_A 2**nu |y|_1 + rho_B (2**mu |x|_1 + k rho_A)
+
+(``|x|_1`` from a fixed-point sum: the same float on every engine). ``C'`` is
+rebuilt from its limbs with TwoSums into ``r + e``.
+
+Counts. ``slices="auto"`` takes :data:`EXTRA_SLICES` more slices than the
+DGEMM-level count (``moduli="auto"``: :data:`EXTRA_MODULI` more moduli): the
+bound is a worst case over signs (about sqrt(k) above the typical error) and a
+faithful result needs the last bit, DGEMM level does not
+(docs/guarantees.md has the measured certified fractions and costs).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._array import fp_errstate, row_blocks, to_numpy
+from . import params
+
+__all__ = ["ACCURACIES", "EXTRA_MODULI", "EXTRA_SLICES", "FAITHFUL_METHODS", "certify",
+           "check_method", "combine", "digit_sums", "ef_bound", "validate_accuracy"]
+
+ACCURACIES = ("dgemm", "faithful")
+
+#: Methods with a certified faithful mode (fixed-scale EF splits and Ozaki-II).
+FAITHFUL_METHODS = ("hybrid-ef", "bitmask-ef", "crt", "crt-fast")
+
+#: Slices beyond ``slices="auto"``'s DGEMM-level count in faithful mode.
+EXTRA_SLICES = 2
+#: Moduli beyond ``moduli="auto"``'s DGEMM-level count in faithful mode.
+EXTRA_MODULI = 3
+
+U = 2.0**-53
+_SLACK = 2.0**-40
+#: Results below this magnitude are recomputed: their ulp must be a normal number
+#: for the scaling of the certificate to be exact.
+TINY = 2.0**-968
+HUGE = 2.0**1023
+
+
+def validate_accuracy(accuracy):
+    """``"dgemm"`` or ``"faithful"``, or ValueError."""
+    if accuracy not in ACCURACIES:
+        raise ValueError(f"ozlinalg: accuracy must be 'dgemm' or 'faithful', got {accuracy!r}")
+    return accuracy
+
+
+def check_method(meth):
+    """ValueError unless ``meth`` (a :class:`~ozlinalg.ozaki.params.Method`) has a
+    faithful mode."""
+    if meth.name not in FAITHFUL_METHODS:
+        raise ValueError(
+            f"ozlinalg: accuracy='faithful' needs one of the methods "
+            f"{', '.join(FAITHFUL_METHODS)} (fixed-scale error-free accumulation or "
+            f"Ozaki scheme II), got method={meth.name!r}")
+
+
+# -- bounds -----------------------------------------------------------------------------
+
+
+def digit_sums(xp, engine, d):
+    """``D[t, i] = sum_k |d[t, i, k]|`` (float64, exact) of slices ``d`` (s, rows, k)."""
+    fused = getattr(engine, "digit_sums", None)
+    if fused is not None:
+        done = fused(d)
+        if done is not None:
+            return done
+    s, rows, k = d.shape
+    out = xp.empty((s, rows))
+    for t in range(s):
+        for r0, r1 in row_blocks(rows, k, target=1 << 20):
+            blk = d[t, r0:r1]
+            out[t, r0:r1] = xp.abs(blk.astype(xp.int32 if blk.dtype.kind == "i" else
+                                              xp.float64)).sum(axis=1)
+    return out
+
+
+class EFBound:
+    """Vectors of the Ozaki-I bound (module doc), in units of the first slices."""
+
+    def __init__(self, xp, DA, DB, kind, width, s, k, dmax, n_updates):
+        kappa = 0.5 if kind in ("hybrid", "rn") else 1.0
+        tw = xp.asarray([2.0 ** (-width * t) for t in range(s)])
+        gw = xp.asarray([2.0 ** (-width * max(3, t)) for t in range(s)]) / (1.0 - 2.0**-width)
+        self.c1 = kappa * 2.0 ** (-width * (s - 1))
+        self.c0 = k * kappa * kappa * 2.0 ** (-2 * width * (s - 1))
+        self.c2 = n_updates * n_updates * U * U * (1.0 + 2.0**-20)
+        self.SA, self.WA, self.MA = DA.sum(axis=0), tw @ DA, float(dmax) * (gw @ DA)
+        self.SB, self.WB, self.MB = DB.sum(axis=0), tw @ DB, float(dmax) * (gw @ DB)
+        # rows / columns that are zero contribute nothing (not even the residual term)
+        self.nzA = self.SA > 0
+        self.nzB = self.SB > 0
+
+    def block(self, xp, sl):
+        """``delta`` of the entries ``sl`` (a pair of slices: rows, columns)."""
+        ri, ci = sl
+        sa, wa, ma = self.SA[ri, None], self.WA[ri, None], self.MA[ri, None]
+        sb, wb, mb = self.SB[None, ci], self.WB[None, ci], self.MB[None, ci]
+        t1 = xp.minimum(sa + wb, sb + wa)
+        d = self.c1 * t1 + self.c0 + self.c2 * xp.minimum(ma, mb)
+        return xp.where(self.nzA[ri, None] & self.nzB[None, ci], d, 0.0)
+
+
+def ef_bound(xp, engine, da, db, kind, width, s, k, dmax, n_updates):
+    """:class:`EFBound` of slices ``da`` (of A) and ``db`` (of B^T)."""
+    return EFBound(xp, digit_sums(xp, engine, da), digit_sums(xp, engine, db), kind, width,
+                   s, k, dmax, n_updates)
+
+
+# -- accumulation ----------------------------------------------------------------------
+
+
+def add_compensated(xp, engine, alpha, x, acc, comp):
+    """``acc + comp += alpha * x`` with TwoSum (``alpha * x`` exact: integers times a
+    power of two)."""
+    fused = getattr(engine, "axpy_twosum", None)
+    if fused is not None and fused(alpha, x, acc, comp):
+        return
+    v = x * alpha if x.dtype == xp.float64 else x.astype(xp.float64) * alpha
+    s = acc + v
+    bb = s - acc
+    err = (acc - (s - bb)) + (v - bb)
+    comp += err
+    acc[...] = s
+
+
+def finish(xp, engine, acc, comp, top, alpha):
+    """``acc + comp + alpha * top`` as ``c`` (into ``acc``) and the slop ``|e2| + u |e|``
+    (returned; module doc)."""
+    fused = getattr(engine, "finish_twosum", None)
+    if fused is not None:
+        slop = fused(acc, comp, top, alpha)
+        if slop is not None:
+            return slop
+    slop = xp.empty(acc.shape, order="F" if acc.flags.f_contiguous and not
+                    acc.flags.c_contiguous else "C")
+    for r0, r1, sl in _blocks(acc):
+        a = acc[sl]
+        t = top[sl] * alpha
+        r = a + t
+        bb = r - a
+        e1 = (a - (r - bb)) + (t - bb)
+        e = e1 + comp[sl]
+        r2 = r + e
+        bb = r2 - r
+        e2 = (r - (r2 - bb)) + (e - bb)
+        acc[sl] = r2
+        slop[sl] = xp.abs(e2) + (U * (1.0 + 2.0**-20)) * xp.abs(e)
+    return slop
+
+
+def _blocks(x):
+    """Slices of row blocks (column blocks for a column-major ``x``)."""
+    m, p = x.shape
+    if x.flags.f_contiguous and not x.flags.c_contiguous:
+        return [(c0, c1, (slice(None), slice(c0, c1))) for c0, c1 in row_blocks(p, m)]
+    return [(r0, r1, (slice(r0, r1), slice(None))) for r0, r1 in row_blocks(m, p)]
+
+
+# -- certification -----------------------------------------------------------------------
+
+
+def certify(xp, c, bound):
+    """True where ``c`` (final units) is certified faithful: ``bound`` (an upper bound of
+    ``|c - exact|``, same units) below the distance to the neighbouring floats; exact
+    zeros (bound 0) too. Results outside ``[TINY, HUGE)`` are never certified here."""
+    ac = xp.abs(c)
+    with fp_errstate(xp, invalid="ignore", over="ignore"):
+        sp = xp.spacing(xp.where(xp.isfinite(ac), ac, 1.0))
+        mant, _ = xp.frexp(ac)
+        gap = xp.where(mant == 0.5, 0.5 * sp, sp)
+        ok = (ac >= TINY) & (ac < HUGE) & (bound < gap * (1.0 - _SLACK))
+    return ok | ((c == 0) & (bound == 0))
+
+
+def scaled_bound(xp, bound, ea, eb):
+    """``bound * 2**(ea_i + eb_j)``, rounded up (final units)."""
+    with fp_errstate(xp, under="ignore", over="ignore"):
+        out = xp.ldexp(bound, ea[:, None] + eb[None, :])
+    return out * (1.0 + _SLACK) + 2.0**-1074
+
+
+class combine:
+    """Sum of inner blocks ``(c_b, bound_b)`` (final units), certified at the end:
+    ``hi + lo`` by TwoSum, the bounds added (and the rounding of ``lo``)."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        self.hi = self.lo = self.bnd = self.absl = None
+        self.n = 0
+
+    def add(self, c, bound):
+        xp = self.xp
+        self.n += 1
+        if self.hi is None:
+            self.hi, self.lo, self.bnd = c.copy(), xp.zeros_like(c), bound.copy()
+            self.absl = xp.zeros_like(c)
+            return
+        s = self.hi + c
+        bb = s - self.hi
+        err = (self.hi - (s - bb)) + (c - bb)
+        self.hi = s
+        self.lo += err
+        self.absl += xp.abs(self.lo)
+        self.bnd += bound
+
+    def result(self):
+        """``(c, bound)``: the rounded sum and its error bound (final units)."""
+        xp = self.xp
+        with fp_errstate(xp, invalid="ignore", over="ignore"):
+            r = self.hi + self.lo
+            bb = r - self.hi
+            e = (self.hi - (r - bb)) + (self.lo - bb)
+            bnd = (self.bnd + xp.abs(e) + U * self.absl) * (1.0 + _SLACK)
+        return r, xp.where(xp.isfinite(bnd), bnd, xp.inf)
+
+
+# -- Ozaki scheme II ----------------------------------------------------------------------
+
+
+def crt_delta(xp, sx, sy, mu, nu, round_a, round_b, k, r0, r1):
+    """The CRT bound (module doc) in units of ``C'`` for rows r0:r1."""
+    ra = xp.where(round_a[r0:r1], 0.5, 1.0)[:, None]
+    rb = xp.where(round_b, 0.5, 1.0)[None, :]
+    pa = xp.ldexp(sx[r0:r1], mu[r0:r1].astype(xp.int32))[:, None]
+    pb = xp.ldexp(sy, nu.astype(xp.int32))[None, :]
+    d = ra * pb + rb * (pa + k * ra)
+    zero = (sx[r0:r1, None] == 0) | (sy[None, :] == 0)
+    return xp.where(zero, 0.0, d * (1.0 + 2.0**-30))
+
+
+def recompute(xp, c, a, bt, rows, cols):
+    """``c[rows, cols] = `` the correctly rounded products (:mod:`.exactdot`)."""
+    from .exactdot import exact_dots
+
+    if len(rows) == 0:
+        return
+    vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols))
+    c[xp.asarray(rows), xp.asarray(cols)] = xp.asarray(vals)
+
+
+def faithful_slices(s_auto, max_slices):
+    """The faithful count for ``slices="auto"``: :data:`EXTRA_SLICES` more, within the
+    hard limit of 64."""
+    return int(min(s_auto + EXTRA_SLICES, max(max_slices, s_auto + EXTRA_SLICES), 64))
+
+
+def log2_or_inf(v):
+    return math.log2(v) if v > 0 else -math.inf
