@@ -611,3 +611,172 @@ def kept_below(q, inv, absf, c_lo, c_hi, slack, ia, nb, na, ib, has_num, codes, 
                 out[i, j] = lo < bound
             else:
                 out[i, j] = False
+
+
+# ---------------------------------------------------------------------------
+# faithful mode (ozlinalg.ozaki.faithful): the generic operations, in its order
+
+
+@njit(**_PAR)
+def axpy_twosum(alpha, x, acc, comp):
+    """``acc + comp += alpha * x`` by TwoSum (``alpha * x`` exact)."""
+    m, p = acc.shape
+    for i in prange(m):
+        for j in range(p):
+            v = float(x[i, j]) * alpha
+            a = acc[i, j]
+            s = a + v
+            bb = s - a
+            comp[i, j] = comp[i, j] + ((a - (s - bb)) + (v - bb))
+            acc[i, j] = s
+
+
+@njit(**_PAR)
+def finish_twosum(acc, comp, top, alpha, cu, slop):
+    """``acc <- fl(r + e)`` with ``acc + alpha top = r + e1`` (TwoSum), ``e = e1 + comp``;
+    ``slop = |remainder| + cu |e|``."""
+    m, p = acc.shape
+    for i in prange(m):
+        for j in range(p):
+            a = acc[i, j]
+            t = top[i, j] * alpha
+            r = a + t
+            bb = r - a
+            e1 = (a - (r - bb)) + (t - bb)
+            e = e1 + comp[i, j]
+            r2 = r + e
+            bb = r2 - r
+            e2 = (r - (r2 - bb)) + (e - bb)
+            acc[i, j] = r2
+            slop[i, j] = abs(e2) + cu * abs(e)
+
+
+@njit(**_PAR)
+def abs_row_sums(d, out):
+    """``out[i] = sum_k |d[i, k]|`` (int8 digits, exact)."""
+    rows, k = d.shape
+    for i in prange(rows):
+        acc = 0
+        for kk in range(k):
+            v = np.int64(d[i, kk])
+            acc += v if v >= 0 else -v
+        out[i] = float(acc)
+
+
+@njit(**_PAR)
+def abs_col_sums(dt, out):
+    """``out[r] = sum_k |dt[k, r]|`` (int8 digits stored k x rows, exact)."""
+    k, rows = dt.shape
+    nb = (rows + 255) // 256
+    for b in prange(nb):
+        r0 = b * 256
+        r1 = min(rows, r0 + 256)
+        acc = np.zeros(r1 - r0, np.int64)
+        for kk in range(k):
+            for r in range(r0, r1):
+                v = np.int64(dt[kk, r])
+                acc[r - r0] += v if v >= 0 else -v
+        for r in range(r0, r1):
+            out[r] = float(acc[r - r0])
+
+
+@njit(**_OPTS)
+def _certified(r, bnd, E, slack):
+    """The faithful certificate of one entry (``ozlinalg.ozaki.faithful.certify_core``)."""
+    if r == 0.0:
+        return bnd == 0.0
+    mant, e = math.frexp(abs(r))
+    ee = e + E
+    if ee < -967 or ee > 1023:
+        return False
+    gap = math.ldexp(1.0, e - 53 - (1 if mant == 0.5 else 0))
+    return bnd < gap * (1.0 - slack)
+
+
+@njit(**_PAR)
+def ef_certify(r, slop, sa, wa, ma, nza, sb, wb, mb, nzb, c1, c0, c2, ea, eb, slack, out):
+    """Certificate of an EF product (``ozlinalg.ozaki.faithful.EFBound``), one pass."""
+    m, p = r.shape
+    for i in prange(m):
+        for j in range(p):
+            if nza[i] and nzb[j]:
+                t1 = min(sa[i] + wb[j], sb[j] + wa[i])
+                d = c1 * t1 + c0 + c2 * min(ma[i], mb[j])
+            else:
+                d = 0.0
+            bnd = (slop[i, j] + d) * (1.0 + slack)
+            out[i, j] = _certified(r[i, j], bnd, ea[i] + eb[j], slack)
+
+
+@njit(**_PAR)
+def crt_certify(r, slop, pa, pb, ra, rb, za, zb, k, ea, eb, slack, out):
+    """Certificate of an Ozaki-II product (``ozlinalg.ozaki.faithful.crt_delta``)."""
+    m, p = r.shape
+    for i in prange(m):
+        for j in range(p):
+            if za[i] or zb[j]:
+                d = 0.0
+            else:
+                d = (ra[i] * pb[j] + rb[j] * (pa[i] + k * ra[i])) * (1.0 + 2.0**-30)
+            bnd = (slop[i, j] + d) * (1.0 + slack)
+            out[i, j] = _certified(r[i, j], bnd, ea[i] + eb[j], slack)
+
+
+@njit(**_PAR)
+def exact_dot_limbs(xd, xs, yd, ys, rows, cols, acc):
+    """Exact limb sums of dot products (``ozlinalg.ozaki.exactdot``): for entry e,
+    ``acc[e, g] = sum`` of the products of the 20-bit digits of ``x = xd[rows[e]]`` and
+    ``y = yd[cols[e]]`` whose limb indices (starts ``xs``, ``ys`` plus digit position)
+    add up to g. Integers: the order of the additions does not matter."""
+    n = rows.shape[0]
+    k = xd.shape[1]
+    for e in prange(n):
+        r = rows[e]
+        c = cols[e]
+        for kk in range(k):
+            bx = xs[r, kk]
+            by = ys[c, kk]
+            for i in range(4):
+                li = xd[r, kk, i]
+                if li == 0:
+                    continue
+                for j in range(4):
+                    lj = yd[c, kk, j]
+                    if lj != 0:
+                        acc[e, bx + by + i + j] += li * lj
+
+
+@njit(**_PAR)
+def exact_digits(rows, digits, start, qmin):
+    """``ozlinalg.ozaki.exactdot._digits`` in one pass per row: ``rows[r, k] =
+    sum_j digits[r, k, j] 2**(20 (start[r, k] + j) + qmin[r])`` exactly."""
+    n, k = rows.shape
+    mask = (1 << 20) - 1
+    for r in prange(n):
+        qm = np.int64(1) << 40
+        for kk in range(k):
+            v = rows[r, kk]
+            if v != 0.0:
+                _, e = math.frexp(v)
+                if e - 53 < qm:
+                    qm = e - 53
+        if qm == np.int64(1) << 40:
+            qm = 0
+        qmin[r] = qm
+        for kk in range(k):
+            v = rows[r, kk]
+            if v == 0.0:
+                start[r, kk] = 0
+                for j in range(4):
+                    digits[r, kk, j] = 0
+                continue
+            mant, e = math.frexp(abs(v))
+            m = np.int64(math.ldexp(mant, 53))
+            sh = np.int64(e - 53) - qm
+            st = sh // 20
+            off = sh - st * 20
+            start[r, kk] = st
+            sg = -1 if v < 0.0 else 1
+            digits[r, kk, 0] = sg * (((m & mask) << off) & mask)
+            for j in range(1, 4):
+                digits[r, kk, j] = sg * ((m >> (20 * j - off)) & mask)

@@ -540,13 +540,16 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         parts = faithful.combine(xp) if nblocks > 1 else None
         for k0 in range(0, n, step):
             k1 = min(n, k0 + step)
-            c, bnd = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
-                                max_moduli, counts, timers, tiles, None, True)
+            c, res = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
+                                max_moduli, counts, timers, tiles, None,
+                                "certify" if parts is None else "bound")
             if parts is not None:
-                parts.add(c, bnd)
+                parts.add(c, res)
         if parts is not None:
             c, bnd = parts.result()
-        ok = faithful.certify(xp, c, bnd)
+            ok = faithful.certify(xp, c, bnd)
+        else:
+            ok = res
         rows, cols = (to_numpy(v) for v in xp.nonzero(~ok))
         counts["certified"] = int(ok.sum())
         if recompute:
@@ -579,8 +582,9 @@ def _timer(timers, key):
 def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
                out=None, faith=False):
     """One inner block over all output tiles; returns the block's product, or adds it
-    to ``out`` (a previous block's result) tile by tile; ``faith``: returns ``(c,
-    bound)`` (final units; bound ``inf`` at entries left to native arithmetic)."""
+    to ``out`` (a previous block's result) tile by tile. Faithful mode (``faith``
+    "certify" or "bound"): returns ``(c, certified)`` or ``(c, bound)`` (final units),
+    the entries left to native arithmetic never certified (bound ``inf``)."""
     m, k = a.shape
     p = bt.shape[0]
     mt, pt = tiles or (m, p)
@@ -675,7 +679,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             n_idx, natives = plan.finish()
             if n_idx is None and natives and faith:  # every entry exactly, later
                 counts["slices"].append(0)
-                return xp.zeros((m, p)), xp.full((m, p), xp.inf)
+                return xp.zeros((m, p)), (xp.zeros((m, p), dtype=bool) if faith == "certify"
+                                          else xp.full((m, p), xp.inf))
             if n_idx is None and natives:
                 counts["slices"].append(0)
                 counts.setdefault("crt_rho", []).append(math.inf)
@@ -711,7 +716,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         eb = eb.astype(xp.int32) - nu.astype(xp.int32)
 
     c = out
-    bnd_all = xp.empty((m, p)) if faith else None
+    res_all = (xp.empty((m, p), dtype=bool if faith == "certify" else xp.float64)
+               if faith else None)
     make = getattr(engine, "crt_accumulator", None)  # fused residues + one combine pass
     for i0, i1 in rtiles:
         with _timer(timers, "split"):
@@ -746,21 +752,26 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             with _timer(timers, "acc"):
                 if faith:
                     cpr, slop = acc.faithful_result()
-                    for r0, r1 in row_blocks(*slop.shape):
-                        slop[r0:r1] += faithful.crt_delta(
-                            xp, sx[i0:i1], sy[j0:j1], mu[i0:i1], nu[j0:j1], ra[i0:i1],
-                            rb[j0:j1], k, r0, r1)
-                    slop *= 1.0 + 2.0**-40
+                    vec = faithful.CRTBound(xp, sx[i0:i1], sy[j0:j1], mu[i0:i1], nu[j0:j1],
+                                            ra[i0:i1], rb[j0:j1], k)
+                    native = natives.get((i0, j0))
+                    if faith == "certify":
+                        res = faithful.crt_certify(xp, engine, cpr, slop, vec, ea[i0:i1],
+                                                   eb[j0:j1])
+                        if native is not None:
+                            res &= ~native
+                    else:
+                        for _, _, sl in faithful._blocks(slop):
+                            slop[sl] = vec.bound(xp, slop, sl)
+                        res = faithful.scaled_bound(xp, slop, ea[i0:i1], eb[j0:j1])
+                        if native is not None:
+                            res[native] = xp.inf
                 else:
                     cpr = acc.result()
                 apply_exponents(xp, cpr, ea[i0:i1], eb[j0:j1], 0.0, consts.log2P + 1.0,
                                 engine)
                 if faith:
-                    bnd = faithful.scaled_bound(xp, slop, ea[i0:i1], eb[j0:j1])
-                    native = natives.get((i0, j0))
-                    if native is not None:
-                        bnd[native] = xp.inf
-                    bnd_all[i0:i1, j0:j1] = bnd
+                    res_all[i0:i1, j0:j1] = res
                     if c is None:
                         c = xp.empty((m, p))
                     c[i0:i1, j0:j1] = cpr
@@ -774,7 +785,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                 c = xp.empty((m, p))
             _store(xp, c, cpr, i0, j0, out is not None, timers)
         del da
-    return (c, bnd_all) if faith else c
+    return (c, res_all) if faith else c
 
 
 def _store(xp, c, tile, i0, j0, add, timers):

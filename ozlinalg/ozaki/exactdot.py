@@ -32,8 +32,6 @@ __all__ = ["LIMB", "exact_dots", "round_scaled"]
 LIMB = 20
 #: Inner pieces: 2**12 products below 2**40 sum exactly in float64 (< 2**53).
 _PIECE = 1 << 12
-#: Entries per batched product.
-_BATCH = 64
 
 
 def round_scaled(v: int, e: int) -> float:
@@ -46,9 +44,9 @@ def round_scaled(v: int, e: int) -> float:
         return float("inf") if v > 0 else float("-inf")
 
 
-def _limbs(rows):
-    """``(limbs, qmin)``: integer limbs ``(n, T, k)`` (float64, signed) and exponents
-    with ``rows[r, k] == sum_l limbs[r, l, k] 2**(LIMB l + qmin[r])`` exactly."""
+def _digits(rows):
+    """``(digits, start, qmin)``: each entry ``rows[r, k]`` is ``sum_j digits[r, k, j]
+    2**(LIMB (start[r, k] + j) + qmin[r])`` exactly (four signed 20-bit digits)."""
     n, k = rows.shape
     mant, ex = np.frexp(rows)
     m = np.ldexp(np.abs(mant), 53)  # integers below 2**53
@@ -58,98 +56,155 @@ def _limbs(rows):
     qmin = np.where(nz, q, big).min(axis=1) if k else np.zeros(n, np.int64)
     qmin = np.where(qmin == big, 0, qmin)
     sh = np.where(nz, q - qmin[:, None], 0)
-    l0 = sh // LIMB
-    off = sh - l0 * LIMB
-    v = np.ldexp(m, off.astype(np.int32))  # exact: below 2**72
-    T = int(l0.max()) + 4 if l0.size else 4
-    out = np.zeros((n, T, k))
+    start = sh // LIMB
+    rest = np.ldexp(m, (sh - start * LIMB).astype(np.int32))  # exact: below 2**72
     sign = np.where(mant < 0, -1.0, 1.0)
-    r_idx = np.broadcast_to(np.arange(n)[:, None], (n, k))
-    k_idx = np.broadcast_to(np.arange(k)[None, :], (n, k))
     unit = float(1 << LIMB)
-    rest = v
+    digits = np.empty((n, k, 4), np.int64)
     for j in range(4):
         top = np.floor(rest / unit)
-        digit = rest - top * unit  # exact (Sterbenz: both integers, close)
-        out[r_idx, l0 + j, k_idx] = sign * digit
+        digits[:, :, j] = sign * (rest - top * unit)  # exact (both integers, close)
         rest = top
+    return digits, start, qmin
+
+
+def _limbs(rows):
+    """``(limbs, qmin)``: integer limbs ``(n, T, k)`` (float64, signed) and exponents
+    with ``rows[r, k] == sum_l limbs[r, l, k] 2**(LIMB l + qmin[r])`` exactly."""
+    n, k = rows.shape
+    digits, start, qmin = _digits(rows)
+    T = int(start.max()) + 4 if start.size else 4
+    out = np.zeros((n, T, k))
+    r_idx = np.broadcast_to(np.arange(n)[:, None], (n, k))
+    k_idx = np.broadcast_to(np.arange(k)[None, :], (n, k))
+    for j in range(4):
+        out[r_idx, start + j, k_idx] = digits[:, :, j]
     return out, qmin
 
 
-def _products(xl, yl):
-    """Exact ``xl[e] @ yl[e].T`` as int64 (n, Tx, Ty), the inner dimension in pieces."""
-    n, tx, k = xl.shape
-    ty = yl.shape[1]
-    acc = np.zeros((n, tx, ty), np.int64)
-    for k0 in range(0, max(k, 1), _PIECE):
-        part = np.matmul(xl[:, :, k0:k0 + _PIECE], yl[:, :, k0:k0 + _PIECE].transpose(0, 2, 1))
-        acc += part.astype(np.int64)
-    return acc
+def _kernels():
+    try:
+        from ..engines import _numba_kernels  # noqa: PLC0415
+    except Exception:  # numba missing or failing: the NumPy path
+        return None
+    return _numba_kernels
 
 
-def _limb_count(rows):
-    """Limbs :func:`_limbs` needs for each row."""
-    mant, ex = np.frexp(rows)
-    nz = mant != 0
-    if rows.shape[1] == 0:
-        return np.full(rows.shape[0], 4)
-    hi = np.where(nz, ex, -(1 << 20)).max(axis=1)
-    lo = np.where(nz, ex, 1 << 20).min(axis=1)
-    return np.where(nz.any(axis=1), (hi - lo) // LIMB + 4, 4)
+def _digits_numba(ker, rows):
+    n, k = rows.shape
+    digits = np.empty((n, k, 4), np.int64)
+    start = np.empty((n, k), np.int64)
+    qmin = np.empty(n, np.int64)
+    ker.exact_digits(np.ascontiguousarray(rows), digits, start, qmin)
+    return digits, start, qmin
+
+
+def _exact_dots_numba(ker, xa, xb, ri, ci):
+    """Exact values through the numba kernel (digits of the needed vectors once)."""
+    ker.set_threads(2 if (xa.size + xb.size) > (1 << 16) else 1)
+    xd, xs, qa = _digits_numba(ker, xa)
+    yd, ys, qb = _digits_numba(ker, xb)
+    width = int(xs.max(initial=0)) + int(ys.max(initial=0)) + 8
+    acc = np.zeros((ri.size, width), np.int64)
+    ker.set_threads(2 if ri.size * xa.shape[1] > (1 << 16) else 1)
+    ker.exact_dot_limbs(xd, xs, yd, ys, ri, ci, acc)
+    out = np.empty(ri.size)
+    for t, row in enumerate(acc.tolist()):
+        total = 0
+        for g, d in enumerate(row):
+            if d:
+                total += d << (LIMB * g)
+        out[t] = round_scaled(total, int(qa[ri[t]]) + int(qb[ci[t]]))
+    return out
 
 
 def _diagonals(prods):
-    """``G[:, g] = sum_{i + j = g} prods[:, i, j]`` (int64: at most 32 terms below 2**58
-    each) or None when the limbs are too many for int64."""
-    n, tx, ty = prods.shape
+    """``G[:, g] = sum_{i + j = g} prods[i, :, j]`` for ``prods`` (Tx, n, Ty) int64 (at
+    most 32 terms below 2**58 each); None when there are more terms than int64 holds."""
+    tx, n, ty = prods.shape
     if min(tx, ty) > 32:
         return None
     out = np.zeros((n, tx + ty - 1), np.int64)
     for i in range(tx):
-        out[:, i:i + ty] += prods[:, i, :]
+        out[:, i:i + ty] += prods[i]
     return out
+
+
+def _combine(prods, qa, qb):
+    """Correctly rounded values of the limb products ``prods`` (Tx, n, Ty) of one row
+    (exponent ``qa``) against n columns (exponents ``qb``)."""
+    diag = _diagonals(prods)
+    out = np.empty(prods.shape[1])
+    for t in range(prods.shape[1]):
+        if diag is not None:
+            terms = diag[t].tolist()
+        else:
+            pt = prods[:, t, :]
+            terms = [sum(int(pt[i, g - i]) for i in range(max(0, g - pt.shape[1] + 1),
+                                                         min(g, pt.shape[0] - 1) + 1))
+                     for g in range(sum(pt.shape) - 1)]
+        total = 0
+        for g, d in enumerate(terms):
+            if d:
+                total += d << (LIMB * g)
+        out[t] = round_scaled(total, int(qa) + int(qb[t]))
+    return out
+
+
+#: Rows (and columns) whose limbs are formed together.
+_ROWS = 64
+_COLS = 256
 
 
 def exact_dots(xp, a, bt, rows, cols):
     """Correctly rounded ``a[rows[t]] . bt[cols[t]]`` for every t (finite float64 inputs;
-    ``bt`` holds the columns of B as rows). Returns a host float64 array."""
+    ``bt`` holds the columns of B as rows). Returns a host float64 array.
+
+    Entries are taken a block of rows and of columns at a time (limbs of at most
+    ``_ROWS + _COLS`` vectors, inner pieces of 2**12), and each row is multiplied
+    with the limbs of its columns in one float64 GEMM."""
     rows = np.asarray(rows, np.int64)
     cols = np.asarray(cols, np.int64)
     out = np.empty(rows.size)
     if rows.size == 0:
         return out
     k = a.shape[1]
-    # Entries in order of their limb counts, in batches of bounded memory.
-    ta = _limb_count(to_numpy(a[xp.asarray(rows)]))
-    tb = _limb_count(to_numpy(bt[xp.asarray(cols)]))
-    order = np.argsort(np.maximum(ta, tb), kind="stable")
-    start = 0
-    while start < order.size:
-        stop = start + 1
-        while (stop < order.size and stop - start < _BATCH
-               and (stop + 1 - start) * (ta[order[start:stop + 1]].max()
-                                         + tb[order[start:stop + 1]].max()) * max(k, 1)
-               <= (1 << 23)):
-            stop += 1
-        sel = order[start:stop]
-        xa = to_numpy(a[xp.asarray(rows[sel])]).astype(np.float64, copy=False)
-        xb = to_numpy(bt[xp.asarray(cols[sel])]).astype(np.float64, copy=False)
-        xl, qa = _limbs(xa)
-        yl, qb = _limbs(xb)
-        prods = _products(xl, yl)
-        diag = _diagonals(prods)
-        for t in range(sel.size):
-            if diag is not None:
-                terms = diag[t].tolist()
-            else:
-                pt = prods[t]
-                terms = [sum(int(pt[i, g - i]) for i in range(max(0, g - pt.shape[1] + 1),
-                                                             min(g, pt.shape[0] - 1) + 1))
-                         for g in range(sum(pt.shape) - 1)]
-            total = 0
-            for g, d in enumerate(terms):
-                if d:
-                    total += d << (LIMB * g)
-            out[sel[t]] = round_scaled(total, int(qa[t]) + int(qb[t]))
-        start = stop
+    ker = _kernels()
+    if ker is not None and k <= (1 << 17):
+        urows, ri = np.unique(rows, return_inverse=True)
+        ucols, ci = np.unique(cols, return_inverse=True)
+        for c0 in range(0, rows.size, 1 << 16):
+            sel = slice(c0, c0 + (1 << 16))
+            ur, rr = np.unique(ri[sel], return_inverse=True)
+            uc, cc = np.unique(ci[sel], return_inverse=True)
+            xa = to_numpy(a[xp.asarray(urows[ur])]).astype(np.float64, copy=False)
+            xb = to_numpy(bt[xp.asarray(ucols[uc])]).astype(np.float64, copy=False)
+            out[sel] = _exact_dots_numba(ker, xa, xb, rr, cc)
+        return out
+    order = np.lexsort((cols, rows))
+    urows = np.unique(rows)
+    for r0 in range(0, urows.size, _ROWS):
+        rsel = urows[r0:r0 + _ROWS]
+        in_rows = order[np.isin(rows[order], rsel)]
+        ucols = np.unique(cols[in_rows])
+        xa_all = to_numpy(a[xp.asarray(rsel)]).astype(np.float64, copy=False)
+        xl, qa = _limbs(xa_all)
+        for c0 in range(0, ucols.size, _COLS):
+            csel = ucols[c0:c0 + _COLS]
+            ent = in_rows[np.isin(cols[in_rows], csel)]
+            if ent.size == 0:
+                continue
+            xb_all = to_numpy(bt[xp.asarray(csel)]).astype(np.float64, copy=False)
+            yl, qb = _limbs(xb_all)
+            ri = np.searchsorted(rsel, rows[ent])
+            ci = np.searchsorted(csel, cols[ent])
+            for r in np.unique(ri):
+                sel = ri == r
+                cj = ci[sel]
+                tx, ty = xl.shape[1], yl.shape[1]
+                acc = np.zeros((tx, cj.size * ty), np.int64)
+                ys = yl[cj].reshape(cj.size * ty, k)
+                for k0 in range(0, max(k, 1), _PIECE):
+                    acc += (xl[r, :, k0:k0 + _PIECE] @ ys[:, k0:k0 + _PIECE].T).astype(np.int64)
+                out[ent[sel]] = _combine(acc.reshape(tx, cj.size, ty), qa[r], qb[cj])
     return out

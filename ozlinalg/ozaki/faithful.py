@@ -82,7 +82,7 @@ FAITHFUL_METHODS = ("hybrid-ef", "bitmask-ef", "crt", "crt-fast")
 #: Slices beyond ``slices="auto"``'s DGEMM-level count in faithful mode.
 EXTRA_SLICES = 2
 #: Moduli beyond ``moduli="auto"``'s DGEMM-level count in faithful mode.
-EXTRA_MODULI = 3
+EXTRA_MODULI = 4
 
 U = 2.0**-53
 _SLACK = 2.0**-40
@@ -214,6 +214,19 @@ def _blocks(x):
 # -- certification -----------------------------------------------------------------------
 
 
+def certify_core(xp, r, bnd, ea, eb):
+    """True where ``r`` (block units; final value ``r 2**(ea_i + eb_j)``) is certified:
+    ``bnd >= |r - exact|`` below the distance to the neighbouring floats (half an ulp
+    below a power of two), with the final value's ulp a normal number (exponent of
+    the result in ``[-967, 1023]``), or ``r == bnd == 0`` (exact zeros)."""
+    ar = xp.abs(r)
+    mant, e = xp.frexp(ar)
+    E = e + ea[:, None] + eb[None, :]
+    gap = xp.ldexp(xp.ones(r.shape), e - 53 - (mant == 0.5))
+    ok = (r != 0) & (E >= -967) & (E <= 1023) & (bnd < gap * (1.0 - _SLACK))
+    return ok | ((r == 0) & (bnd == 0))
+
+
 def certify(xp, c, bound):
     """True where ``c`` (final units) is certified faithful: ``bound`` (an upper bound of
     ``|c - exact|``, same units) below the distance to the neighbouring floats; exact
@@ -225,6 +238,59 @@ def certify(xp, c, bound):
         gap = xp.where(mant == 0.5, 0.5 * sp, sp)
         ok = (ac >= TINY) & (ac < HUGE) & (bound < gap * (1.0 - _SLACK))
     return ok | ((c == 0) & (bound == 0))
+
+
+def ef_bound_block(xp, vec, slop, sl):
+    """``(slop + delta) (1 + 2**-40)`` of the entries ``sl``: the bound of an EF block."""
+    return (slop[sl] + vec.block(xp, sl)) * (1.0 + _SLACK)
+
+
+def ef_certify(xp, engine, r, slop, vec, ea, eb):
+    """:func:`certify_core` of an EF block (one fused pass where the engine has one)."""
+    fused = getattr(engine, "certify_ef", None)
+    if fused is not None:
+        done = fused(r, slop, vec, ea, eb, _SLACK)
+        if done is not None:
+            return done
+    out = xp.empty(r.shape, dtype=bool)
+    for _, _, sl in _blocks(r):
+        out[sl] = certify_core(xp, r[sl], ef_bound_block(xp, vec, slop, sl), ea[sl[0]],
+                               eb[sl[1]])
+    return out
+
+
+class CRTBound:
+    """Vectors of the Ozaki-II bound (module doc), in units of ``C'``."""
+
+    def __init__(self, xp, sx, sy, mu, nu, round_a, round_b, k):
+        self.pa = xp.ldexp(sx, mu.astype(xp.int32))
+        self.pb = xp.ldexp(sy, nu.astype(xp.int32))
+        self.ra = xp.where(round_a, 0.5, 1.0)
+        self.rb = xp.where(round_b, 0.5, 1.0)
+        self.za, self.zb = sx == 0, sy == 0
+        self.k = float(k)
+
+    def block(self, xp, sl):
+        ri, ci = sl
+        ra, pa = self.ra[ri, None], self.pa[ri, None]
+        d = (ra * self.pb[None, ci] + self.rb[None, ci] * (pa + self.k * ra)) * (1.0 + 2.0**-30)
+        return xp.where(self.za[ri, None] | self.zb[None, ci], 0.0, d)
+
+    def bound(self, xp, slop, sl):
+        return (slop[sl] + self.block(xp, sl)) * (1.0 + _SLACK)
+
+
+def crt_certify(xp, engine, r, slop, vec, ea, eb):
+    """:func:`certify_core` of an Ozaki-II tile (fused where the engine has a pass)."""
+    fused = getattr(engine, "certify_crt", None)
+    if fused is not None:
+        done = fused(r, slop, vec, ea, eb, _SLACK)
+        if done is not None:
+            return done
+    out = xp.empty(r.shape, dtype=bool)
+    for _, _, sl in _blocks(r):
+        out[sl] = certify_core(xp, r[sl], vec.bound(xp, slop, sl), ea[sl[0]], eb[sl[1]])
+    return out
 
 
 def scaled_bound(xp, bound, ea, eb):
@@ -270,17 +336,6 @@ class combine:
 
 
 # -- Ozaki scheme II ----------------------------------------------------------------------
-
-
-def crt_delta(xp, sx, sy, mu, nu, round_a, round_b, k, r0, r1):
-    """The CRT bound (module doc) in units of ``C'`` for rows r0:r1."""
-    ra = xp.where(round_a[r0:r1], 0.5, 1.0)[:, None]
-    rb = xp.where(round_b, 0.5, 1.0)[None, :]
-    pa = xp.ldexp(sx[r0:r1], mu[r0:r1].astype(xp.int32))[:, None]
-    pb = xp.ldexp(sy, nu.astype(xp.int32))[None, :]
-    d = ra * pb + rb * (pa + k * ra)
-    zero = (sx[r0:r1, None] == 0) | (sy[None, :] == 0)
-    return xp.where(zero, 0.0, d * (1.0 + 2.0**-30))
 
 
 def recompute(xp, c, a, bt, rows, cols):

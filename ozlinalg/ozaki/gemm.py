@@ -354,20 +354,23 @@ def _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts, tile
             else:
                 s, native = plans[(i0, j0, k0)]
                 s = faithful.faithful_slices(s, opts.max_slices)
+            single = k0 == 0 and k0 + block >= n
             v, bnd = _faithful_block(xp, engine, aw[i0:i0 + mt, k0:k0 + block],
                                      bt[j0:j0 + pt, k0:k0 + block], meth, s, native, timers,
-                                     counts, order)
-            if k0 == 0 and k0 + block >= n:
+                                     counts, order, single)
+            if single:
                 break
             with timers["acc"]:
                 if parts is None:
                     parts = faithful.combine(xp)
                 parts.add(v, bnd)
             counts["passes"] += 1
-        if parts is not None:
-            v, bnd = parts.result()
         with timers["acc"]:
-            ok = faithful.certify(xp, v, bnd)
+            if parts is not None:
+                v, bnd = parts.result()
+                ok = faithful.certify(xp, v, bnd)
+            else:
+                ok = bnd
             ii, jj = xp.nonzero(~ok)
         certified += int(ok.sum())
         rows.append(to_numpy(ii) + i0)
@@ -378,9 +381,10 @@ def _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts, tile
     return c
 
 
-def _faithful_block(xp, engine, a, bt, meth, s, native, timers, counts, order):
-    """One tile and inner block in faithful mode: ``(c, bound)`` in final units, bound
-    ``inf`` at the entries ``auto`` left to native arithmetic (recomputed exactly)."""
+def _faithful_block(xp, engine, a, bt, meth, s, native, timers, counts, order, single):
+    """One tile and inner block in faithful mode: ``(c, certified)`` (``single``: the only
+    inner block) or ``(c, bound)`` in final units, the entries ``auto`` left to native
+    arithmetic never certified (bound ``inf``): they are recomputed exactly."""
     m, k = a.shape
     p = bt.shape[0]
     kind = meth.split
@@ -424,20 +428,24 @@ def _faithful_block(xp, engine, a, bt, meth, s, native, timers, counts, order):
     with timers["acc"]:
         slop = faithful.finish(xp, engine, acc, comp, top, 2.0 ** (-step * (TOP_GROUPS - 1)))
         del comp, top
-        bound = faithful.ef_bound(xp, engine, da, db, kind, width, s, k, dmax, updates)
-        for _, _, sl in faithful._blocks(slop):
-            slop[sl] += bound.block(xp, sl)
-        slop *= 1.0 + 2.0**-40
+        vec = faithful.ef_bound(xp, engine, da, db, kind, width, s, k, dmax, updates)
         ea = ea + log2_pow2(xp, sa[0])
         eb = eb + log2_pow2(xp, sb[0])
+        if single:
+            out = faithful.ef_certify(xp, engine, acc, slop, vec, ea, eb)
+            if native is not None:
+                out &= ~native
+        else:
+            for _, _, sl in faithful._blocks(slop):
+                slop[sl] = faithful.ef_bound_block(xp, vec, slop, sl)
+            out = faithful.scaled_bound(xp, slop, ea, eb)
+            if native is not None:
+                out[native] = xp.inf
         lo = -2 * (width + 1) * s
         hi = math.log2(k) + 2 * width + math.log2(s * s + 1) + 2
         apply_exponents(xp, acc, ea, eb, lo, hi, engine)
-        bnd = faithful.scaled_bound(xp, slop, ea, eb)
-        if native is not None:
-            bnd[native] = xp.inf
     counts["passes"] += 1
-    return acc, bnd
+    return acc, out
 
 
 def _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block):
