@@ -8,7 +8,7 @@ from ._validate import as_dask, check_dtype, work_dtype
 __all__ = ["matmul"]
 
 
-def matmul(a, b, *, slices=None, method=None, balance=None):
+def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
     """Lazy emulated ``a @ b`` of dask arrays (NumPy's matmul shape rules).
 
     Parameters
@@ -16,9 +16,11 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     a, b : dask.array.Array or array_like
         Operands; NumPy arrays are wrapped with the chunks of the other
         operand's matching axis.
-    slices, method, balance : optional
+    slices, method, balance, accuracy : optional
         As in :func:`ozlinalg.matmul`; unset ones come from
         :func:`ozlinalg.options` as in force NOW (when the graph is built).
+        ``accuracy="faithful"`` makes the inner dimension one chunk: a sum of
+        faithful block products would not be faithful.
 
     Returns
     -------
@@ -35,7 +37,9 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
     options), then a tree reduction ``oz-matmul-sum`` that adds the ``k``
     partial products in FP64 (no concatenation). The error of an entry is
     therefore that of the single-node emulation of each block product plus the
-    FP64 rounding of the sum over the inner blocks.
+    FP64 rounding of the sum over the inner blocks; with one inner chunk (always
+    in faithful mode) an entry has the bits ``ozlinalg.matmul`` gives it, for a
+    fixed count (``slices="auto"`` decides per block).
 
     Examples
     --------
@@ -72,7 +76,10 @@ def matmul(a, b, *, slices=None, method=None, balance=None):
         b = b.rechunk({b.ndim - 2: a.chunks[-1]})
 
     opts = capture(min(a.shape[-2], a.shape[-1], b.shape[-1]), slices=slices, method=method,
-                   balance=balance)
+                   balance=balance, accuracy=accuracy)
+    if opts.accuracy == "faithful" and len(a.chunks[-1]) > 1:
+        a = a.rechunk({a.ndim - 1: -1})
+        b = b.rechunk({b.ndim - 2: -1})
     token = tokenize(a, b, opts)
     # Indices as in dask.array.matmul: the contracted axis stays in the output
     # (length-1 blocks) so that the sum over it is a separate reduction.

@@ -780,3 +780,81 @@ def exact_digits(rows, digits, start, qmin):
             digits[r, kk, 0] = sg * (((m & mask) << off) & mask)
             for j in range(1, 4):
                 digits[r, kk, j] = sg * ((m >> (20 * j - off)) & mask)
+
+
+@njit(**_OPTS)
+def _two_prod(x, y):
+    """``x y = h + r`` exactly (Dekker: no FMA; |x|, |y| <= 1, no underflow)."""
+    h = x * y
+    c = 134217729.0 * x  # 2**27 + 1
+    xh = c - (c - x)
+    xl = x - xh
+    c = 134217729.0 * y
+    yh = c - (c - y)
+    yl = y - yh
+    r = xl * yl - (((h - xh * yh) - xl * yh) - xh * yl)
+    return h, r
+
+
+@njit(**_PAR)
+def dot2_nearest(a, bt, rows, cols, sa, sb, ea, eb, g2, out, ok):
+    """Dot products ``a[rows[e]] . bt[cols[e]]`` by Ogita-Rump-Oishi's Dot2 (TwoProduct,
+    TwoSum), rows scaled by the powers of two ``sa``/``sb`` (maxima below 1, exactly),
+    kept only where the result is CERTIFIED to be the correctly rounded one:
+    ``|p + s - a.b| <= g2 sum |a b|`` (``g2 = gamma_2k**2``) plus the final rounding
+    stay below the distance to the nearest rounding boundary, the result is a normal
+    number (its exponent with ``ea + eb``), and no product underflowed. ``ok[e]``
+    False: use the exact path."""
+    n = rows.shape[0]
+    k = a.shape[1]
+    for e in prange(n):
+        i = rows[e]
+        j = cols[e]
+        fa = sa[i]
+        fb = sb[j]
+        p = 0.0
+        s = 0.0
+        absum = 0.0
+        safe = True
+        for kk in range(k):
+            av = a[i, kk]
+            bv = bt[j, kk]
+            if av == 0.0 or bv == 0.0:
+                continue
+            x = av * fa
+            y = bv * fb
+            h, r = _two_prod(x, y)
+            if abs(h) < 2.0**-960:  # the error term may be inexact
+                safe = False
+                break
+            t = p + h
+            bb = t - p
+            q = (p - (t - bb)) + (h - bb)
+            p = t
+            s = s + (q + r)
+            absum = absum + abs(h)
+        if not safe:
+            ok[e] = False
+            continue
+        if absum == 0.0:
+            out[e] = 0.0
+            ok[e] = True
+            continue
+        r2 = p + s
+        bb = r2 - p
+        rem = (p - (r2 - bb)) + (s - bb)
+        bound = g2 * absum * (1.0 + 2.0**-30)
+        if r2 == 0.0:
+            ok[e] = False
+            continue
+        mant, ex = math.frexp(abs(r2))
+        ee = ex + ea[i] + eb[j]
+        if ee < -967 or ee > 1023:
+            ok[e] = False
+            continue
+        half = math.ldexp(1.0, ex - 54 - (1 if mant == 0.5 else 0))
+        if abs(rem) + bound < half * (1.0 - 2.0**-40):
+            out[e] = math.ldexp(r2, ea[i] + eb[j])
+            ok[e] = True
+        else:
+            ok[e] = False

@@ -179,12 +179,13 @@ class Runner:
     recorded as native so that :func:`ozlinalg.profile` stays truthful.
     """
 
-    __slots__ = ("xp", "slices", "method", "emulate")
+    __slots__ = ("xp", "slices", "method", "accuracy", "emulate")
 
-    def __init__(self, xp, slices, method, emulate=True):
+    def __init__(self, xp, slices, method, emulate=True, accuracy=None):
         self.xp = xp
         self.slices = slices
         self.method = method
+        self.accuracy = accuracy
         self.emulate = emulate
 
     def gemm(self, a, b, like=None):
@@ -193,7 +194,8 @@ class Runner:
         if self.emulate:
             order = "F" if like is not None and _column_major(like) else "C"
             return _emulated_matmul(a, b, slices=self.slices, method=self.method,
-                                    balance=bool(BALANCE_INNER), order=order)
+                                    accuracy=self.accuracy, balance=bool(BALANCE_INNER),
+                                    order=order)
         record_native_flops(2.0 * a.shape[0] * a.shape[1] * b.shape[1], "gemm (native path)")
         return self.xp.matmul(a, b)
 

@@ -23,7 +23,7 @@ from ._common import (
 __all__ = ["geqrf", "orgqr", "ormqr"]
 
 
-def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
+def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
           check_finite=True, crossover=None):
     """Householder QR factorization ``a = Q @ R`` in LAPACK's compact form.
 
@@ -39,6 +39,10 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         Slice count passed to :func:`ozlinalg.matmul`.
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
+    accuracy : {"dgemm", "faithful"}, optional
+        Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
+        (``"faithful"``: every product certified within one ulp; the
+        factorization's own rounding is LAPACK's).
     overwrite_a : bool, optional
         Allow the result to be written into `a` (float64 / complex128 arrays
         only).
@@ -104,7 +108,7 @@ def geqrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         Runner.native(flops_geqrf(m, n), "geqrf (native, below crossover)")
         return qr, tau
 
-    run = Runner(xp, slices, method)
+    run = Runner(xp, slices, method, accuracy=accuracy)
     tau = xp.zeros(k, dtype=qr.dtype)
     for j in range(0, k, nb):
         j1 = min(k, j + nb)
@@ -161,7 +165,7 @@ def _blocks(k, nb, reverse):
     return reversed(starts) if reverse else starts
 
 
-def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=False,
+def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
           check_finite=True, crossover=None):
     """Form the M x N matrix Q with orthonormal (unitary) columns from :func:`geqrf` output.
 
@@ -174,7 +178,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=Fal
         :func:`scipy.linalg.qr` does).
     tau : (K,) array_like, K <= N
         Scalar factors from :func:`geqrf`.
-    block_size, slices, method, crossover : optional
+    block_size, slices, method, accuracy, crossover : optional
         As in :func:`geqrf`.
     overwrite_a : bool, optional
         Allow Q to be written into `qr` (float64 / complex128 arrays only).
@@ -218,7 +222,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, overwrite_a=Fal
         Runner.native(_flops_orgqr(m, n, k), "orgqr (native, below crossover)")
         a[...] = q
         return a
-    run = Runner(xp, slices, method, emulate=not (k < cross or k <= nb))
+    run = Runner(xp, slices, method, accuracy=accuracy, emulate=not (k < cross or k <= nb))
     vsrc = qr.astype(dt, copy=False)
     if overwrite_a and vsrc is qr:
         vsrc = xp.array(qr[:, :k], copy=True)   # the reflectors are read while q is written
@@ -239,7 +243,7 @@ def _flops_orgqr(m, n, k):
 
 
 def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, method=None,
-          overwrite_c=False, check_finite=True, crossover=None):
+          accuracy=None, overwrite_c=False, check_finite=True, crossover=None):
     """Multiply ``c`` by ``Q`` or ``Q^T`` (``Q^H``) from :func:`geqrf` output.
 
     Computes ``Q^T c`` (side 'L', trans 'T', the default), ``Q c`` (side 'L',
@@ -263,7 +267,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
     trans : {'N', 'T', 'C', 0, 1, 2}, optional
         Apply ``Q`` ('N') or ``Q^T`` ('T', the default; 'C' is 'T' for real
         ``Q``). For complex ``Q``: ``Q^H`` ('C'); 'T' raises ValueError.
-    block_size, slices, method, crossover : optional
+    block_size, slices, method, accuracy, crossover : optional
         As in :func:`geqrf`.
     overwrite_c : bool, optional
         Allow the result to be written into `c` (arrays of the result's dtype
@@ -328,7 +332,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
                       "ormqr (native, below crossover)")
         cm[...] = res
         return out
-    run = Runner(xp, slices, method, emulate=not (k < cross or k <= nb))
+    run = Runner(xp, slices, method, accuracy=accuracy, emulate=not (k < cross or k <= nb))
     # Q^T C and C Q walk the reflectors forward, Q C and C Q^T backward.
     forward = (side == "L") == t
     for j in _blocks(k, nb, reverse=not forward):

@@ -24,7 +24,7 @@ from .trsm import solve_left_inplace, trsm
 __all__ = ["getrf", "getrs"]
 
 
-def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
+def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
           check_finite=True, crossover=None, warn=True):
     """LU factorization with partial pivoting, ``a = P @ L @ U``.
 
@@ -41,6 +41,10 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
         :func:`ozlinalg.options`).
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
+    accuracy : {"dgemm", "faithful"}, optional
+        Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
+        (``"faithful"``: every product certified within one ulp; the
+        factorization's own rounding is LAPACK's).
     overwrite_a : bool, optional
         Allow the factors to be written into `a` (float64 / complex128
         arrays only).
@@ -124,7 +128,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, overwrite_a=False,
             _warn_singular(info)
         return lu, xp.asarray(piv)
 
-    run = Runner(xp, slices, method)
+    run = Runner(xp, slices, method, accuracy=accuracy)
     leaf = max(8, nb // 4)
     chunk = trailing_chunk(n, nb, in_place=lu is a)
     piv = np.empty(k, dtype=np.int32)
@@ -194,7 +198,7 @@ def _warn_singular(info):
         )
 
 
-def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
+def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, accuracy=None,
           overwrite_b=False, check_finite=True, crossover=None):
     """Solve ``a @ x = b`` (``a.T``, ``a^H``) from the output of :func:`getrf`.
 
@@ -209,7 +213,7 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
     trans : {0, 1, 2, 'N', 'T', 'C'}, optional
         Solve ``a x = b`` (0/'N'), ``a^T x = b`` (1/'T') or ``a^H x = b``
         (2/'C', the conjugate transpose; the same as 1 for real `lu`).
-    block_size, slices, method, crossover : optional
+    block_size, slices, method, accuracy, crossover : optional
         As in :func:`trsm` (used for both triangular solves).
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
@@ -245,7 +249,8 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None,
     if x.size == 0:
         return x
     dst, src = swaps_to_rows(piv_h.astype(np.intp), 0)
-    kw = dict(block_size=block_size, slices=slices, method=method, overwrite_b=True,
+    kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
+              overwrite_b=True,
               check_finite=False, crossover=crossover, check_singular=False)
     if not t:
         if dst.size:

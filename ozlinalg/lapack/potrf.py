@@ -19,8 +19,8 @@ from .trsm import solve_left_inplace, trsm
 __all__ = ["potrf", "potrs"]
 
 
-def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrite_a=False,
-          clean=True, check_finite=True, crossover=None):
+def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy=None,
+          overwrite_a=False, clean=True, check_finite=True, crossover=None):
     """Cholesky factorization of a symmetric (Hermitian) positive definite matrix.
 
     Computes ``a = L @ L^H`` (`lower` True) or ``a = U^H @ U`` (default);
@@ -43,6 +43,10 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
         Slice count passed to :func:`ozlinalg.matmul`.
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
+    accuracy : {"dgemm", "faithful"}, optional
+        Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
+        (``"faithful"``: every product certified within one ulp; the
+        factorization's own rounding is LAPACK's).
     overwrite_a : bool, optional
         Allow the factor to be written into `a` (float64 / complex128 arrays
         only).
@@ -116,7 +120,7 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, overwrit
             raise_not_pd(info)
         c[...] = f
     else:
-        run = Runner(xp, slices, method)
+        run = Runner(xp, slices, method, accuracy=accuracy)
         # The upper factor of a is the transpose of the lower factor of a.T.
         _potrf_lower_inplace(run, c if lower else c.T, nb, max(8, nb // 4))
         keep_triangle(xp, c, lower)
@@ -156,8 +160,8 @@ def _syrk_lower(run, c, p, nb):
     _syrk_lower(run, c[n1:, n1:], p[n1:], nb)
 
 
-def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, overwrite_b=False,
-          check_finite=True, crossover=None):
+def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accuracy=None,
+          overwrite_b=False, check_finite=True, crossover=None):
     """Solve ``a @ x = b`` from the Cholesky factor of :func:`potrf`.
 
     Parameters
@@ -168,7 +172,7 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, overw
         Right-hand sides.
     lower : bool, optional
         Whether `c` is the lower factor.
-    block_size, slices, method, crossover : optional
+    block_size, slices, method, accuracy, crossover : optional
         As in :func:`trsm`.
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
@@ -196,7 +200,8 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, overw
     x = work_copy(xp, b, overwrite_b, work_dtype(xp, c, b))
     if x.size == 0:
         return x
-    kw = dict(block_size=block_size, slices=slices, method=method, overwrite_b=True,
+    kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
+              overwrite_b=True,
               check_finite=False, crossover=crossover, check_singular=False)
     if lower:
         x = trsm(c, x, lower=True, **kw)

@@ -20,8 +20,8 @@ __all__ = ["trsm"]
 
 
 def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_size=None,
-         slices=None, method=None, overwrite_b=False, check_finite=True, crossover=None,
-         check_singular=True):
+         slices=None, method=None, accuracy=None, overwrite_b=False, check_finite=True,
+         crossover=None, check_singular=True):
     """Solve a triangular system with many right-hand sides.
 
     Solves ``op(a) @ x = b`` (``side='L'``) or ``x @ op(a) = b``
@@ -53,6 +53,10 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
         updates (default from :func:`ozlinalg.options`).
     method : str, optional
         Emulated GEMM method passed to :func:`ozlinalg.matmul`.
+    accuracy : {"dgemm", "faithful"}, optional
+        Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
+        (``"faithful"``: every product certified within one ulp; the
+        factorization's own rounding is LAPACK's).
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
         dtype only).
@@ -140,7 +144,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
         xm = x[:, None] if vec else x.T
     else:
         xm = x[:, None] if vec else x
-    run = Runner(xp, slices, method)
+    run = Runner(xp, slices, method, accuracy=accuracy)
     solve_left_inplace(run, op, xm, low, bool(unit_diagonal), n if n < cross else nb)
     return x
 

@@ -106,8 +106,16 @@ from .._array import fp_errstate, row_blocks, to_numpy
 from .._exceptions import AccuracyWarning
 from ..exact import LIMB_BITS, digit_plan, symmetric_mod
 from . import faithful
-from .decide import (CountPlan, Operands, abs_sum_upper, crt_thresholds, dec_log2, estimate,
-                     robust_floor, sq_norm_upper)
+from .decide import (
+    CountPlan,
+    Operands,
+    abs_sum_upper,
+    crt_thresholds,
+    dec_log2,
+    estimate,
+    robust_floor,
+    sq_norm_upper,
+)
 from .native import native_entries
 from .scaling import apply_exponents
 from .split import normalize_rows, slice_storage
@@ -301,7 +309,7 @@ def _accurate_shifts(xp, w_tiles, log2P, m, p):
     mu = xp.where(pos, robust_floor(xp, c, xp.where(pos, rmax, 1.0), div=2), 0.0)
     scale = xp.ldexp(xp.ones(m), mu.astype(xp.int32))
     cmax = xp.zeros(p)
-    for i0, i1, j0, j1, w in w_tiles:
+    for i0, _, j0, j1, w in w_tiles:
         for r0, r1 in row_blocks(*w.shape):
             t = w[r0:r1] * scale[i0 + r0:i0 + r1, None]  # exact: W < 2**31
             xp.maximum(cmax[j0:j1], t.max(axis=0), out=cmax[j0:j1])

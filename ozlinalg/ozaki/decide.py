@@ -116,8 +116,7 @@ def crt_thresholds(scaling, max_moduli, log2p_ref):
     """``(R_1, ..., R_max)``: ``N`` moduli serve the entries with ``q / num**2 >= R_N``
     (:func:`ozlinalg.ozaki.crt.choose_moduli` read as a threshold on
     ``2**(-2 rho)``)."""
-    from .crt import (AUTO_HIGH_SLOPE, AUTO_OFFSET_BITS, AUTO_RHO_KNEE, AUTO_RHO_SLOPE,
-                      crt_constants)
+    from .crt import AUTO_HIGH_SLOPE, AUTO_OFFSET_BITS, AUTO_RHO_KNEE, AUTO_RHO_SLOPE, crt_constants
 
     with localcontext() as ctx:
         ctx.prec = 60
@@ -227,10 +226,19 @@ class Operands:
         return src[self.xp.asarray(idx)]
 
     def pattern(self, I, J):
-        """True where some term ``a_ik b_kj`` is nonzero."""
+        """True where some term ``a_ik b_kj`` is nonzero (exact counts: entry by entry,
+        or one float32 GEMM of the patterns for many entries)."""
         xp = self.xp
-        out = np.zeros(len(I), bool)
-        for c0 in range(0, len(I), 256):
+        I = np.asarray(I)
+        J = np.asarray(J)
+        if I.size > _GATHER_MAX:
+            ui, inv_i = np.unique(I, return_inverse=True)
+            uj, inv_j = np.unique(J, return_inverse=True)
+            pa = (self._rows("a", ui) != 0).astype(xp.float32)
+            pb = (self._rows("b", uj) != 0).astype(xp.float32)
+            return to_numpy(xp.matmul(pa, pb.T))[inv_i, inv_j] > 0
+        out = np.zeros(I.size, bool)
+        for c0 in range(0, I.size, 256):
             ai = self._rows("a", I[c0:c0 + 256]) != 0
             bj = self._rows("b", J[c0:c0 + 256]) != 0
             out[c0:c0 + 256] = to_numpy((ai & bj).any(axis=1))
@@ -328,7 +336,6 @@ class CountPlan:
         ``num``: Ozaki-II's divisor for the tile's entries, as ``(ia, nb, na, ib)``
         vectors (``num_ij = ia_i nb_j + na_i ib_j``); ``engine``: one with a fused
         ``classify_estimate`` pass (same bounds, one pass)."""
-        xp = self.xp
         m, p = q.shape
         self.shapes[key] = (m, p)
         if m == 0 or p == 0:

@@ -156,11 +156,46 @@ _ROWS = 64
 _COLS = 256
 
 
-def exact_dots(xp, a, bt, rows, cols):
+def _dot2_first(ker, xp, a, bt, rows, cols, out):
+    """The entries Dot2 (compensated, in a numba kernel) proves correctly rounded, into
+    ``out``; returns the mask of those entries (the others need the exact path). Same
+    values as the exact path: only certified round-to-nearest results are kept."""
+    urows, ri = np.unique(rows, return_inverse=True)
+    ucols, ci = np.unique(cols, return_inverse=True)
+    xa = np.ascontiguousarray(to_numpy(a[xp.asarray(urows)]), np.float64)
+    xb = np.ascontiguousarray(to_numpy(bt[xp.asarray(ucols)]), np.float64)
+    k = xa.shape[1]
+
+    def scales(x):
+        mx = np.abs(x).max(axis=1) if k else np.zeros(x.shape[0])
+        _, e = np.frexp(mx)
+        e = np.where(mx > 0, e, 0).astype(np.int64)
+        return np.ldexp(1.0, (-e).astype(np.int32)), e
+
+    sa, ea = scales(xa)
+    sb, eb = scales(xb)
+    gam = 2 * k * 2.0**-53
+    g2 = (gam / (1.0 - gam)) ** 2
+    vals = np.empty(rows.size)
+    ok = np.zeros(rows.size, np.bool_)
+    ker.set_threads(2 if rows.size * k > (1 << 16) else 1)
+    ker.dot2_nearest(xa, xb, ri.astype(np.int64), ci.astype(np.int64), sa, sb, ea, eb, g2,
+                     vals, ok)
+    out[ok] = vals[ok]
+    return ok
+
+
+def exact_dots(xp, a, bt, rows, cols, dot2=True):
     """Correctly rounded ``a[rows[t]] . bt[cols[t]]`` for every t (finite float64 inputs;
     ``bt`` holds the columns of B as rows). Returns a host float64 array.
 
-    Entries are taken a block of rows and of columns at a time (limbs of at most
+    With numba, Dot2 (Ogita, Rump & Oishi 2005: TwoProduct and TwoSum, error of the
+    unevaluated result at most ``gamma_2k**2 sum |a b|``) settles first the entries
+    it proves correctly rounded (nearly all: these entries' cancellation is far
+    below ``1 / gamma_2k**2``); the rest take the exact limb products. Either way
+    the value is the correctly rounded one, so the two paths give the same bits.
+
+    Without numba, entries are taken a block of rows and of columns at a time (limbs of at most
     ``_ROWS + _COLS`` vectors, inner pieces of 2**12), and each row is multiplied
     with the limbs of its columns in one float64 GEMM."""
     rows = np.asarray(rows, np.int64)
@@ -170,6 +205,12 @@ def exact_dots(xp, a, bt, rows, cols):
         return out
     k = a.shape[1]
     ker = _kernels()
+    if dot2 and ker is not None and k <= (1 << 17):
+        done = _dot2_first(ker, xp, a, bt, rows, cols, out)
+        rest = np.nonzero(~done)[0]
+        if rest.size:
+            out[rest] = exact_dots(xp, a, bt, rows[rest], cols[rest], dot2=False)
+        return out
     if ker is not None and k <= (1 << 17):
         urows, ri = np.unique(rows, return_inverse=True)
         ucols, ci = np.unique(cols, return_inverse=True)

@@ -66,10 +66,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .._array import fp_errstate, row_blocks, to_numpy
-from . import params
 
 __all__ = ["ACCURACIES", "EXTRA_MODULI", "EXTRA_SLICES", "FAITHFUL_METHODS", "certify",
            "check_method", "combine", "digit_sums", "ef_bound", "validate_accuracy"]
@@ -188,7 +185,7 @@ def finish(xp, engine, acc, comp, top, alpha):
             return slop
     slop = xp.empty(acc.shape, order="F" if acc.flags.f_contiguous and not
                     acc.flags.c_contiguous else "C")
-    for r0, r1, sl in _blocks(acc):
+    for _, _, sl in _blocks(acc):
         a = acc[sl]
         t = top[sl] * alpha
         r = a + t
