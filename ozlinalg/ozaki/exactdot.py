@@ -169,7 +169,9 @@ def _dot2_first(ker, xp, a, bt, rows, cols, out):
     def scales(x):
         mx = np.abs(x).max(axis=1) if k else np.zeros(x.shape[0])
         _, e = np.frexp(mx)
-        e = np.where(mx > 0, e, 0).astype(np.int64)
+        # rows of tiny entries (a scale past 2**1000) stay as they are: their products
+        # underflow and the kernel hands them to the exact path
+        e = np.where((mx > 0) & (e > -1000), e, 0).astype(np.int64)
         return np.ldexp(1.0, (-e).astype(np.int32)), e
 
     sa, ea = scales(xa)

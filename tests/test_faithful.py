@@ -1,0 +1,325 @@
+"""``accuracy="faithful"``: every finite entry one of the two floats around the exact
+product, against python-flint's exact product (``ozlinalg.testing.ExactReference``).
+
+What would fail if the guarantee stopped holding:
+
+* ``TestMatmul`` / ``TestRanges``: the results themselves, over methods, shapes,
+  dtypes, memory orders, batches, complex input, and the whole float64 range
+  (huge spreads, subnormal and overflowing results, zeros, Inf/NaN);
+* ``TestCertificate``: the certificate alone, with the exact recomputation
+  switched off: every entry the bound certifies must already be faithful (a bound
+  that were too small fails here), and the certificate must certify nearly all
+  entries at the automatic count (a vacuous bound fails here);
+* ``TestExactDots``: the recomputation path (Dot2, exact limbs, the NumPy path);
+* ``test_faithful_property``: hypothesis over tests/test_properties.py's inputs.
+"""
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+import ozlinalg
+from ozlinalg.ozaki import exactdot, faithful, params
+from ozlinalg.testing import ExactReference, random_matrix
+
+pytest.importorskip("flint")
+
+FAITHFUL = list(faithful.FAITHFUL_METHODS)
+
+
+def faithful_mask(c, ref):
+    """True where ``c`` is a faithful rounding of the exact product held by ``ref``."""
+    hi, lo = ref.hi, ref.lo
+    with np.errstate(over="ignore"):
+        up = np.nextafter(hi, np.inf)
+        dn = np.nextafter(hi, -np.inf)
+    ok = (c == hi) | ((lo > 0) & (c == up)) | ((lo < 0) & (c == dn))
+    big = np.finfo(np.float64).max  # beyond the range: RD is +-max, RU +-inf
+    ok |= np.isinf(hi) & ((c == hi) | ((np.abs(c) == big) & (np.sign(c) == np.sign(hi))))
+    return ok
+
+
+def assert_faithful(c, a, b):
+    ref = ExactReference(a, b)
+    ok = faithful_mask(np.asarray(c), ref)
+    assert ok.all(), f"{int((~ok).sum())} of {ok.size} entries not faithful"
+
+
+def product(a, b, **kw):
+    with ozlinalg.profile() as prof:
+        c = ozlinalg.matmul(a, b, accuracy="faithful", **kw)
+    return c, prof
+
+
+class TestMatmul:
+    @pytest.mark.parametrize("method", FAITHFUL)
+    @pytest.mark.parametrize("phi", [0.5, 2.0, 4.0])
+    def test_methods_and_spreads(self, rng, method, phi):
+        a = random_matrix(rng, 37, 230, phi)
+        b = random_matrix(rng, 230, 29, phi)
+        c, prof = product(a, b, method=method)
+        assert_faithful(c, a, b)
+        assert prof.entries_certified + prof.entries_recomputed == c.size
+        assert prof.calls[0].accuracy == "faithful"
+
+    @pytest.mark.parametrize("shape", [(1, 1, 1), (1, 7, 1), (3, 1, 4), (5, 33, 2),
+                                       (0, 4, 3), (4, 0, 3), (17, 64, 13)])
+    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
+    def test_shapes(self, rng, shape, method):
+        m, k, p = shape
+        a = random_matrix(rng, m, k, 1.0)
+        b = random_matrix(rng, k, p, 1.0)
+        c, _ = product(a, b, method=method)
+        assert c.shape == (m, p)
+        if c.size:
+            assert_faithful(c, a, b)
+
+    @pytest.mark.parametrize("orders", ["CF", "FC", "FF"])
+    def test_memory_orders_same_bits(self, rng, orders):
+        a = random_matrix(rng, 40, 150, 2.0)
+        b = random_matrix(rng, 150, 30, 2.0)
+        want, _ = product(a, b)
+        x = np.asfortranarray(a) if orders[0] == "F" else a
+        y = np.asfortranarray(b) if orders[1] == "F" else b
+        got, _ = product(x, y)
+        assert_array_equal(got, want)
+
+    def test_dtypes_vectors_and_batches(self, rng):
+        a = rng.integers(-1000, 1000, (3, 12, 40))
+        b = random_matrix(rng, 40, 9, 1.0).astype(np.float32)
+        c, _ = product(a, b)
+        for t in range(3):
+            assert_faithful(c[t], a[t].astype(float), b.astype(float))
+        v = random_matrix(rng, 1, 40, 2.0)[0]
+        cv, _ = product(v, b)
+        assert cv.shape == (9,)
+        assert_faithful(cv[None], v[None], b.astype(float))
+
+    def test_complex_parts_each_faithful(self, rng):
+        a = random_matrix(rng, 9, 50, 1.0) + 1j * random_matrix(rng, 9, 50, 1.0) * 1e-8
+        b = random_matrix(rng, 50, 7, 1.0) + 1j * random_matrix(rng, 50, 7, 1.0)
+        c, _ = product(a, b)
+        ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+        # each part is ONE real product (4m-fused): faithful to its exact value
+        assert_faithful(c.real, np.hstack([ar, -ai]), np.vstack([br, bi]))
+        assert_faithful(c.imag, np.hstack([ai, ar]), np.vstack([br, bi]))
+
+    def test_min_size_does_not_go_native(self, rng):
+        a = random_matrix(rng, 6, 80, 1.0)
+        b = random_matrix(rng, 80, 5, 1.0)
+        with ozlinalg.options(min_size=100):
+            c, prof = product(a, b)
+        assert prof.emulated_gemm_calls == 1
+        assert_faithful(c, a, b)
+
+    def test_options_and_errors(self, rng):
+        a = random_matrix(rng, 8, 30, 1.0)
+        b = random_matrix(rng, 30, 6, 1.0)
+        with ozlinalg.options(accuracy="faithful"), ozlinalg.profile() as prof:
+            c = ozlinalg.matmul(a, b)
+        assert prof.calls[0].accuracy == "faithful"
+        assert_faithful(c, a, b)
+        with pytest.raises(ValueError, match="accuracy must be"):
+            ozlinalg.matmul(a, b, accuracy="exact")
+        with pytest.raises(ValueError, match="accuracy must be"):
+            ozlinalg.options(accuracy="bogus")
+        with pytest.raises(ValueError, match="needs one of the methods"):
+            ozlinalg.matmul(a, b, accuracy="faithful", method="rn")
+        with ozlinalg.profile() as prof:
+            ozlinalg.matmul(a, b)
+        assert prof.calls[0].accuracy == "dgemm"
+
+
+class TestRanges:
+    @pytest.mark.parametrize("method", FAITHFUL)
+    @pytest.mark.parametrize("t", [40, 600])
+    @pytest.mark.parametrize("balance", ["auto", False])
+    def test_inner_dimension_scaled(self, rng, method, t, balance):
+        # X D and D^-1 Y: huge spreads within every row; beyond max_slices, the
+        # entries auto would hand to native FP64 are computed exactly instead
+        d = np.ldexp(1.0, rng.integers(-t, t + 1, 60))
+        a = rng.uniform(-1, 1, (7, 60)) * d[None, :]
+        b = rng.uniform(-1, 1, (60, 5)) / d[:, None]
+        c, _ = product(a, b, method=method, balance=balance)
+        assert_faithful(c, a, b)
+
+    @pytest.mark.parametrize("method", FAITHFUL)
+    def test_subnormal_overflowing_and_zero_results(self, rng, method):
+        a = random_matrix(rng, 6, 40, 1.0)
+        b = random_matrix(rng, 40, 6, 1.0)
+        a[0] *= 2.0**-530
+        b[:, 0] *= 2.0**-530  # entry (0, 0) around 2**-1060: subnormal
+        a[1] *= 2.0**520
+        b[:, 1] *= 2.0**505  # entry (1, 1) beyond the range
+        a[2] = 0.0  # a zero row: exact zeros
+        b[3, 2] = 2.0**-1074
+        with np.errstate(all="ignore"):
+            c, _ = product(a, b, method=method)
+        assert_faithful(c, a, b)
+        assert (c[2] == 0).all()
+
+    @pytest.mark.parametrize("method", FAITHFUL)
+    def test_inf_nan_rows_match_native(self, rng, method):
+        a = random_matrix(rng, 5, 30, 1.0)
+        b = random_matrix(rng, 30, 4, 1.0)
+        a[1, 3] = np.inf
+        b[7, 2] = np.nan
+        with np.errstate(all="ignore"):
+            c, _ = product(a, b, method=method)
+            want = a @ b
+        fin = np.isfinite(a).all(axis=1)[:, None] & np.isfinite(b).all(axis=0)[None, :]
+        assert_array_equal(np.isfinite(c), np.isfinite(want))
+        assert_faithful(c[np.ix_(fin[:, 0], fin[0])], a[fin[:, 0]], b[:, fin[0]])
+
+
+class TestCertificate:
+    """The bound alone (recomputation off): what it certifies is faithful."""
+
+    @staticmethod
+    def emulated_and_certified(monkeypatch, a, b, **kw):
+        """The emulated values before recomputation, and the certified mask."""
+        seen = {}
+
+        def record(xp, c, aa, bt, rows, cols):
+            seen["rows"], seen["cols"] = np.asarray(rows), np.asarray(cols)
+
+        monkeypatch.setattr(faithful, "recompute", record)
+        c, prof = product(a, b, **kw)
+        cert = np.ones(c.shape, bool)
+        cert[seen["rows"], seen["cols"]] = False
+        return c, cert, prof
+
+    @pytest.mark.parametrize("method, counts", [("hybrid-ef", [6, 8, 10]),
+                                                ("bitmask-ef", [7, 9, 11]),
+                                                ("crt", [12, 15, 18]),
+                                                ("crt-fast", [12, 16, 19])])
+    @pytest.mark.parametrize("phi", [0.5, 3.0])
+    def test_certified_entries_are_faithful(self, rng, monkeypatch, method, counts, phi):
+        a = random_matrix(rng, 40, 300, phi)
+        b = random_matrix(rng, 300, 35, phi)
+        ref = ExactReference(a, b)
+        for s in counts:
+            c, cert, _ = self.emulated_and_certified(monkeypatch, a, b, method=method,
+                                                     slices=s)
+            ok = faithful_mask(c, ref)
+            assert ok[cert].all(), (method, s, int((cert & ~ok).sum()))
+        # the largest count certifies something: the check above is not vacuous
+        assert cert.any()
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
+    def test_inner_blocks_combined(self, rng, monkeypatch, method):
+        # several inner blocks: the certificate of their compensated sum
+        monkeypatch.setattr(params, "INT8_INNER_BLOCK", 96)
+        from ozlinalg.ozaki import crt
+
+        monkeypatch.setattr(crt, "CRT_INNER_BLOCK", 96)
+        a = random_matrix(rng, 12, 350, 2.0)
+        b = random_matrix(rng, 350, 10, 2.0)
+        ref = ExactReference(a, b)
+        c, cert, prof = self.emulated_and_certified(monkeypatch, a, b, method=method)
+        assert prof.slices[0] > 0 and cert.mean() > 0.5  # blocks cancel: a weaker bound
+        assert faithful_mask(c, ref)[cert].all()
+
+    @pytest.mark.parametrize("method", FAITHFUL)
+    def test_auto_certifies_nearly_everything(self, rng, method):
+        a = random_matrix(rng, 160, 1024, 0.5)
+        b = random_matrix(rng, 1024, 140, 0.5)
+        c, prof = product(a, b, method=method)
+        assert prof.entries_certified >= 0.99 * c.size
+        assert_faithful(c, a, b)
+        with ozlinalg.profile() as dg:
+            ozlinalg.matmul(a, b, method=method)
+        extra = faithful.EXTRA_MODULI if method.startswith("crt") else faithful.EXTRA_SLICES
+        assert prof.slices[0] == dg.slices[0] + extra
+
+    def test_low_counts_recompute_instead_of_guessing(self, rng):
+        a = random_matrix(rng, 20, 100, 1.0)
+        b = random_matrix(rng, 100, 15, 1.0)
+        c, prof = product(a, b, slices=3)
+        assert prof.entries_recomputed == c.size  # three slices certify nothing here
+        assert_faithful(c, a, b)
+        assert_array_equal(c, ExactReference(a, b).rounded())  # recomputed: nearest
+
+
+class TestExactDots:
+    @staticmethod
+    def check(a, b, **kw):
+        m, p = a.shape[0], b.shape[1]
+        rows, cols = np.meshgrid(np.arange(m), np.arange(p), indexing="ij")
+        got = exactdot.exact_dots(np, a, b.T.copy(), rows.ravel(), cols.ravel(), **kw)
+        with np.errstate(all="ignore"):
+            assert_array_equal(got.reshape(m, p), ExactReference(a, b).rounded())
+
+    @pytest.mark.parametrize("path", ["dot2", "limbs", "numpy"])
+    def test_correctly_rounded_everywhere(self, rng, monkeypatch, path):
+        if path == "numpy":
+            monkeypatch.setattr(exactdot, "_kernels", lambda: None)
+        kw = {"dot2": path == "dot2"}
+        for k in (1, 5, 300, 5000):
+            self.check(random_matrix(rng, 6, k, 4.0), random_matrix(rng, k, 5, 4.0), **kw)
+        a = random_matrix(rng, 7, 64, 1.0)
+        b = random_matrix(rng, 64, 6, 1.0)
+        a[::2] *= 2.0**-1000
+        b[:, 1] *= 2.0**-70
+        a[1, 3] = 2.0**-1074
+        b[3, :] = 2.0**1000
+        a[3] *= 2.0**900
+        a[5] = a[4]
+        b[:, 5] = -b[:, 4]  # exact cancellation: zeros
+        self.check(a, b, **kw)
+
+    def test_ties_round_to_even(self):
+        a = np.array([[1.0, 2.0**-53]])
+        b = np.array([[1.0], [1.0]])  # 1 + 2**-53: a tie, to 1
+        self.check(a, b)
+        a = np.array([[1.0 + 2.0**-52, 2.0**-53]])  # a tie, to even: up
+        self.check(a, b)
+        self.check(np.array([[2.0**-1074, 2.0**-1074]]), np.array([[0.5], [0.5]]))
+
+
+def test_factorizations_and_solve_accept_it(rng):
+    n = 96
+    a = random_matrix(rng, n, n, 0.5) + n * np.eye(n)
+    x = rng.standard_normal(n)
+    spd = a @ a.T
+    with ozlinalg.options(accuracy="faithful", min_size=0), ozlinalg.profile() as prof:
+        lu, piv = ozlinalg.lapack.getrf(a, block_size=16, crossover=0)
+        sol = ozlinalg.solve(a, a @ x)
+        ozlinalg.lapack.potrf(spd, block_size=16, crossover=0)
+        ozlinalg.lapack.geqrf(a, block_size=16, crossover=0)
+    assert prof.calls and all(r.accuracy == "faithful" for r in prof.calls)
+    np.testing.assert_allclose(sol, x, rtol=1e-10)
+    with ozlinalg.profile() as prof:
+        ozlinalg.lapack.getrf(a, block_size=16, crossover=0, accuracy="faithful")
+    assert prof.calls and all(r.accuracy == "faithful" for r in prof.calls)
+
+
+def test_dask_matmul_is_one_inner_chunk(rng):
+    da = pytest.importorskip("dask.array")
+    a = random_matrix(rng, 30, 90, 2.0)
+    b = random_matrix(rng, 90, 20, 2.0)
+    c = ozlinalg.matmul(da.from_array(a, chunks=(10, 30)), da.from_array(b, chunks=(30, 10)),
+                        accuracy="faithful", slices=12)
+    got = c.compute()
+    assert_faithful(got, a, b)
+    assert_array_equal(got, ozlinalg.matmul(a, b, accuracy="faithful", slices=12))
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from test_properties import SETTINGS, problem  # noqa: E402
+
+
+@SETTINGS
+@given(ab=problem(), method=st.sampled_from(FAITHFUL),
+       slices=st.sampled_from(["auto", 4, 9, 14]), balance=st.sampled_from(["auto", False]))
+def test_faithful_property(ab, method, slices, balance):
+    a, b = ab
+    if method.startswith("crt") and slices != "auto":
+        slices += 6
+    with np.errstate(all="ignore"):
+        c = ozlinalg.matmul(a, b, method=method, slices=slices, balance=balance,
+                            accuracy="faithful")
+    assert c.shape == (a.shape[0], b.shape[1])
+    if c.size:
+        assert_faithful(c, a, b)
