@@ -1,0 +1,311 @@
+"""Reproducible bits (docs/guarantees.md): for given inputs, method, count (or
+``auto``) and accuracy, ``ozlinalg.matmul`` returns the same bits on every engine,
+thread count, memory limit (tile plan) and batch position, and for fixed counts
+on every row / column subset.
+
+One test body runs over all engines available here: the SGEMM engine, the
+oneDNN INT8 engine (skipped where it cannot run) and the GPU engine on
+tests/host_cuda.py's stand-ins (and on a real GPU, marked ``gpu``, where one
+exists). ``TestDecisions`` perturbs the engines' magnitude estimates within
+their stated error bound next to a threshold: the decision must stay the one
+the EXACT magnitudes give (it would not if a float estimate decided).
+"""
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from conftest import cpu_engine_or_skip
+from host_cuda import HostEngine, compiler_available
+from numpy.testing import assert_array_equal
+
+import ozlinalg
+from ozlinalg.engines import base as engine_registry
+from ozlinalg.engines.cpu import CPUEngine
+from ozlinalg.ozaki import auto, crt, decide
+from ozlinalg.testing import random_matrix
+
+INT8_METHODS = ["hybrid-ef", "bitmask-ef", "rn", "bitmask", "crt", "crt-fast"]
+FAITHFUL = ["hybrid-ef", "bitmask-ef", "crt", "crt-fast"]
+LIMITS = [None, 1 << 20, 1 << 16]
+
+
+def make_engine(name, threads):
+    """A fresh engine ``name`` ("sgemm", "onednn", "host-gpu") with ``threads`` threads."""
+    if name == "sgemm":
+        return CPUEngine(threads=threads)
+    if name == "onednn":
+        cpu_engine_or_skip("onednn")
+        from ozlinalg.engines.onednn import OneDNNEngine
+
+        return OneDNNEngine(threads=threads)
+    return HostEngine(fused_split=compiler_available())
+
+
+ENGINES = ["sgemm", "onednn", "host-gpu"]
+
+
+def run(monkeypatch, engine, a, b, limit=None, **kw):
+    """``ozlinalg.matmul`` on ``engine`` under ``memory_limit=limit``: (result, profile)."""
+    monkeypatch.setitem(engine_registry._ENGINES, "numpy", engine)
+    with ozlinalg.options(engine=None, memory_limit=limit), ozlinalg.profile() as prof:
+        c = ozlinalg.matmul(a, b, **kw)
+    return c, prof
+
+
+CASES = ([(m, "auto", "dgemm") for m in INT8_METHODS] + [(m, 8, "dgemm") for m in INT8_METHODS]
+         + [(m, "auto", "faithful") for m in FAITHFUL] + [(m, 9, "faithful") for m in FAITHFUL])
+
+
+class TestSameBits:
+    @pytest.mark.parametrize("method, slices, accuracy", CASES)
+    def test_engines_threads_and_memory_limits(self, rng, monkeypatch, method, slices,
+                                               accuracy):
+        if method.startswith("crt") and slices != "auto":
+            slices += 7
+        a = random_matrix(rng, 140, 200, 2.0)
+        b = random_matrix(rng, 200, 90, 2.0)
+        want = None
+        for name in ENGINES:
+            for threads in (1, 2):
+                eng = make_engine(name, threads)
+                for limit in LIMITS:
+                    got, prof = run(monkeypatch, eng, a, b, limit, method=method,
+                                    slices=slices, accuracy=accuracy)
+                    if want is None:
+                        want, count = got, prof.slices
+                        continue
+                    assert prof.slices == count, (name, threads, limit)
+                    assert_array_equal(got, want, err_msg=f"{name} {threads} {limit}")
+                if name == "host-gpu":
+                    break  # one host stand-in: its threads are the CPU's
+
+    def test_tiles_really_differ(self, rng, monkeypatch):
+        # the memory limits above cut this product into several output tiles
+        a = random_matrix(rng, 140, 200, 2.0)
+        b = random_matrix(rng, 200, 90, 2.0)
+        shapes = set()
+        for limit in LIMITS:
+            eng_counter = HostEngine(fused_split=False)
+            run(monkeypatch, eng_counter, a, b, limit, slices=8)
+            shapes.add(frozenset(eng_counter.products))
+        assert len(shapes) == len(LIMITS)
+
+    @pytest.mark.parametrize("accuracy", ["dgemm", "faithful"])
+    @pytest.mark.parametrize("slices", ["auto", 9])
+    def test_batch_position(self, rng, accuracy, slices):
+        a = np.stack([random_matrix(rng, 20, 90, phi) for phi in (0.5, 2.0, 4.0)])
+        b = random_matrix(rng, 90, 15, 1.0)
+        c = ozlinalg.matmul(a, b, slices=slices, accuracy=accuracy)
+        order = [2, 0, 1]
+        c2 = ozlinalg.matmul(a[order], b, slices=slices, accuracy=accuracy)
+        for t in range(3):
+            single = ozlinalg.matmul(a[t], b, slices=slices, accuracy=accuracy)
+            assert_array_equal(c[t], single)
+            assert_array_equal(c2[order.index(t)], single)
+
+    def test_complex_and_inner_blocks(self, rng, monkeypatch):
+        from ozlinalg.ozaki import params
+
+        monkeypatch.setattr(params, "INT8_INNER_BLOCK", 128)
+        a = random_matrix(rng, 30, 300, 1.0) + 1j * random_matrix(rng, 30, 300, 1.0)
+        b = random_matrix(rng, 300, 20, 1.0)
+        for accuracy in ("dgemm", "faithful"):
+            want, _ = run(monkeypatch, make_engine("sgemm", 2), a, b, accuracy=accuracy)
+            for name in ENGINES:
+                got, _ = run(monkeypatch, make_engine(name, 1), a, b, 1 << 17,
+                             accuracy=accuracy)
+                assert_array_equal(got, want)
+
+
+class TestSubsets:
+    """Each entry of a fixed-count product depends on its row of A and column of B
+    only (fixed-count slices, per-row scales; Ozaki-II's fast scaling): a subset
+    of rows and columns gives the same bits. Ozaki-II's accurate scaling shifts a
+    row by the bound of its products with ALL columns: not subset-stable."""
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "rn", "bitmask",
+                                        "crt-fast"])
+    @pytest.mark.parametrize("accuracy", ["dgemm", "faithful"])
+    def test_fixed_counts(self, rng, method, accuracy):
+        if accuracy == "faithful" and method not in FAITHFUL:
+            pytest.skip("no faithful mode")
+        s = 16 if method.startswith("crt") else 9
+        a = random_matrix(rng, 50, 200, 3.0)
+        b = random_matrix(rng, 200, 40, 3.0)
+        whole = ozlinalg.matmul(a, b, method=method, slices=s, accuracy=accuracy,
+                                balance=False)
+        rows = rng.choice(50, 13, replace=False)
+        cols = rng.choice(40, 7, replace=False)
+        part = ozlinalg.matmul(a[rows], b[:, cols], method=method, slices=s,
+                               accuracy=accuracy, balance=False)
+        assert_array_equal(part, whole[np.ix_(rows, cols)])
+        one = ozlinalg.matmul(a[rows[:1]], b[:, cols[:1]], method=method, slices=s,
+                              accuracy=accuracy, balance=False)
+        assert_array_equal(one, whole[rows[:1]][:, cols[:1]])
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "rn", "crt-fast"])
+    def test_auto_is_the_count_it_reports(self, rng, method):
+        # a subset may decide another count; with the same count it has the same bits
+        a = random_matrix(rng, 50, 200, 1.0)
+        b = random_matrix(rng, 200, 40, 1.0)
+        with ozlinalg.profile() as prof:
+            whole = ozlinalg.matmul(a, b, method=method)
+        fixed = ozlinalg.matmul(a[:9], b[:, :5], method=method, slices=prof.slices[0])
+        assert_array_equal(fixed, whole[:9, :5])
+
+
+class PerturbedEngine(CPUEngine):
+    """The SGEMM engine with its magnitude estimates moved by ``factor`` (inside the
+    bound :data:`ozlinalg.ozaki.decide.EST_REL` every engine's estimate obeys)."""
+
+    def __init__(self, factor):
+        super().__init__(threads=1)
+        self.factor = factor
+
+    def approx_matmul(self, a, b):
+        return super().approx_matmul(a, b) * self.factor
+
+
+#: Estimate errors of +-5.6%: what BF16 operands with a loose FP32 accumulation may
+#: give, inside the bound the decisions assume (checked below).
+FACTORS = [1 - 0.056, 1.0, 1 + 0.056]
+
+
+def test_the_bound_covers_the_perturbation():
+    assert decide.EST_REL >= 0.056 / (1 - 0.056)
+
+
+def exact_q(xa, xb):
+    return [[decide._exact_sq_dot(xa[i], xb[j]) for j in range(xb.shape[0])]
+            for i in range(xa.shape[0])]
+
+
+class TestDecisions:
+    """Thresholds placed within 0.1% of the smallest magnitude: an estimate
+    perturbed by +-5.6% (within its bound) straddles them; the decision is the
+    exact one all the same."""
+
+    def test_slices_auto_near_a_threshold(self, rng, monkeypatch):
+        from ozlinalg.ozaki.split import normalize_rows
+
+        a = random_matrix(rng, 12, 40, 2.0)
+        b = random_matrix(rng, 40, 9, 2.0)
+        xa, _ = normalize_rows(np, a)
+        xb, _ = normalize_rows(np, b.T)
+        qmin = min(min(r) for r in exact_q(xa, xb))
+        real = auto.slice_thresholds("hybrid", 7, 20, 12 * 9)
+        for near in (qmin * (1 + 1e-3), qmin * (1 - 1e-3)):
+            thr = tuple(list(real[:9]) + [near] + list(real[10:]))
+            monkeypatch.setattr(auto, "slice_thresholds", lambda *args, t=thr: t)
+            want = next(n + 1 for n, t in enumerate(thr)
+                        if t < math.inf and Fraction(qmin) >= Fraction(t))
+            results = set()
+            for f in FACTORS:
+                c, prof = run(monkeypatch, PerturbedEngine(f), a, b, slices="auto")
+                assert prof.slices == [want], (near, f)
+                results.add(c.tobytes())
+            assert len(results) == 1
+
+    def test_native_entries_near_the_cap(self, rng, monkeypatch):
+        from ozlinalg.ozaki.split import normalize_rows
+
+        a = random_matrix(rng, 8, 30, 3.0)
+        b = random_matrix(rng, 30, 6, 3.0)
+        xa, _ = normalize_rows(np, a)
+        xb, _ = normalize_rows(np, b.T)
+        q = exact_q(xa, xb)
+        flat = sorted(v for r in q for v in r)
+        cap = float(flat[4]) * (1 + 1e-3)  # the four smallest entries (and a near one)
+        real = auto.slice_thresholds("hybrid", 7, 20, 8 * 6)
+        thr = tuple(list(real[:19]) + [cap])
+        monkeypatch.setattr(auto, "slice_thresholds", lambda *args: thr)
+        want_native = np.array([[v < Fraction(cap) for v in r] for r in q])
+        seen = set()
+        for f in FACTORS:
+            c, _ = run(monkeypatch, PerturbedEngine(f), a, b)
+            seen.add(c.tobytes())
+        assert len(seen) == 1 and want_native.sum() == 5
+
+    @pytest.mark.parametrize("scaling", ["accurate", "fast"])
+    def test_moduli_auto_near_a_threshold(self, rng, monkeypatch, scaling):
+        a = random_matrix(rng, 10, 50, 1.0)
+        b = random_matrix(rng, 50, 8, 1.0)
+        method = "crt" if scaling == "accurate" else "crt-fast"
+        c0, p0 = run(monkeypatch, CPUEngine(threads=1), a, b, method=method)
+        # the smallest r = q / num**2, exactly, from the decision's own pieces
+        seen = {}
+        orig = decide.CountPlan.finish
+
+        def spy(plan):
+            out = orig(plan)
+            seen["plan"] = plan
+            return out
+
+        monkeypatch.setattr(decide.CountPlan, "finish", spy)
+        run(monkeypatch, CPUEngine(threads=1), a, b, method=method)
+        plan = seen["plan"]
+        rows, cols = np.meshgrid(np.arange(10), np.arange(8), indexing="ij")
+        rmin = min(plan._r_exact(rows.ravel(), cols.ravel()))
+        real = crt.crt_thresholds(scaling, 20, crt.crt_constants(20).log2P)
+        n = p0.slices[0] - 1
+        for near in (float(rmin) * (1 + 1e-3), float(rmin) * (1 - 1e-3)):
+            thr = tuple(list(real[:n]) + [near] + list(real[n + 1:]))
+            monkeypatch.setattr(crt, "crt_thresholds", lambda *args, t=thr: t)
+            want = next(i + 1 for i, t in enumerate(thr) if t < math.inf and rmin >= Fraction(t))
+            for f in FACTORS:
+                _, prof = run(monkeypatch, PerturbedEngine(f), a, b, method=method)
+                assert prof.slices == [want], (near, f)
+
+    def test_thresholds_are_decimal_constants(self):
+        # the same floats on every machine: decimal arithmetic, not libm
+        t = auto.slice_thresholds("hybrid", 7, 20, 1 << 20)
+        assert t[:7] == (math.inf,) * 7 and all(x > y for x, y in zip(t[7:], t[8:]))
+        assert t == auto.slice_thresholds.__wrapped__("hybrid", 7, 20, 1 << 20)
+
+    def test_robust_floor_at_integers(self):
+        v = np.array([0.25, 2.0**-30, 3.0, 0.75])
+        got = decide.robust_floor(np, 2.0, v)
+        assert_array_equal(got, [4.0, 32.0, math.floor(2 - math.log2(3)),
+                                 math.floor(2 - math.log2(0.75))])
+        assert_array_equal(decide.robust_floor(np, 3.0, np.array([2.0]), div=2), [1.0])
+
+
+def test_factorizations_same_bits(rng, monkeypatch):
+    n = 150
+    a = random_matrix(rng, n, n, 1.0) + n * np.eye(n)
+    spd = a @ a.T
+    outs = {}
+    for name in ENGINES:
+        for limit in (None, 1 << 16):
+            eng = make_engine(name, 2)
+            monkeypatch.setitem(engine_registry._ENGINES, "numpy", eng)
+            with ozlinalg.options(engine=None, memory_limit=limit):
+                got = (ozlinalg.lapack.getrf(a, block_size=32, crossover=0)[0],
+                       ozlinalg.lapack.potrf(spd, block_size=32, crossover=0),
+                       ozlinalg.lapack.geqrf(a, block_size=32, crossover=0)[0])
+            for key, val in zip(("getrf", "potrf", "geqrf"), got):
+                if key in outs:
+                    assert_array_equal(val, outs[key], err_msg=f"{key} {name} {limit}")
+                outs.setdefault(key, val)
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from test_properties import SETTINGS, inner_scaled, problem  # noqa: E402
+
+
+@SETTINGS
+@given(ab=st.one_of(problem(), inner_scaled()), method=st.sampled_from(INT8_METHODS),
+       accuracy=st.sampled_from(["dgemm", "faithful"]),
+       limit=st.integers(1 << 12, 1 << 22))
+def test_random_memory_limits(ab, method, accuracy, limit):
+    a, b = ab
+    if accuracy == "faithful" and method not in FAITHFUL:
+        accuracy = "dgemm"
+    with np.errstate(all="ignore"):
+        want = ozlinalg.matmul(a, b, method=method, accuracy=accuracy)
+        with ozlinalg.options(memory_limit=limit):
+            got = ozlinalg.matmul(a, b, method=method, accuracy=accuracy)
+    assert_array_equal(got, want)
