@@ -38,7 +38,10 @@ code's bits: ``normalize_rows``, ``split_rows``, ``split_raw`` (normalize and
 split in one pass), ``empty_slices_like`` (storage in the operand's memory
 order), ``approx_squares``, ``spread_plan_fused`` (``slices="auto"``),
 ``crt_auto_fused`` / ``crt_auto_stats`` (``moduli="auto"``), ``crt_residues``,
-``crt_bound``, ``crt_accumulator``, ``scale_outer``, ``finish_ef``.
+``crt_bound``, ``crt_accumulator``, ``normalize_rows_sumsq`` (Ozaki II's row
+norms in the normalization pass), ``crt_bound_shifts`` (the accurate scaling's
+shifts from the bound products without ``log2`` per entry), ``scale_outer``,
+``finish_ef``.
 
 ``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``
 (views; with ``empty_slices_like`` the rows may be the contiguous axis).

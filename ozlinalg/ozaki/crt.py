@@ -260,9 +260,21 @@ def residues_into(xp, v, mods, bits, out):
             out[idx] = symmetric_mod(xp, acc, p)
 
 
-def _row_norms_upper(xp, x):
-    """Upper bounds of the row 2-norms (float64 rounding covered by 2**-30)."""
-    return xp.sqrt((x * x).sum(axis=1)) * (1.0 + 2.0**-30)
+def _row_norms_upper(xp, x, ss=None):
+    """Upper bounds of the row 2-norms (float64 rounding covered by 2**-30); ``ss``:
+    ``(x * x).sum(axis=1)`` where already known."""
+    if ss is None:
+        ss = (x * x).sum(axis=1)
+    return xp.sqrt(ss) * (1.0 + 2.0**-30)
+
+
+def _normalized_operand(xp, engine, a):
+    """``(x, e, norms)`` of :func:`normalize_rows`, in one pass where the engine fuses
+    the sums of squares in (the same sums, no squared temporary)."""
+    fused = getattr(engine, "normalize_rows_sumsq", None)
+    done = fused(a) if fused is not None else None
+    x, e, ss = done if done is not None else (*normalize_rows(xp, a, engine), None)
+    return x, e, _row_norms_upper(xp, x, ss)
 
 
 def _ceil_log2_safe(xp, v):
@@ -282,11 +294,14 @@ def _fast_shifts(xp, na, nb, log2P):
     return mu, nu
 
 
-def _accurate_shifts(xp, logw_tiles, log2P, m, p):
+def _accurate_shifts(xp, logw_tiles, log2P, m, p, planner=None):
     """Shifts from ``logw = log2 W`` (+inf... -inf where W == 0), given as output
     tiles ``(i0, i1, j0, j1, logw_t)``: the row and column minima are exact
-    minima over all tiles, so the shifts do not depend on the tiling."""
+    minima over all tiles, so the shifts do not depend on the tiling. ``planner``:
+    the engine's summary of W instead (``crt_bound_shifts``, the same values)."""
     c = log2P - 1.0 + 14.0 - MARGIN_BITS
+    if planner is not None:
+        return planner.shifts(c)
     rmin = xp.full(m, xp.inf)
     for i0, i1, _, _, logw in logw_tiles:
         if logw.shape[1]:
@@ -563,8 +578,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         """``(x, e, norms)``: normalized rows r0:r1 of A ("a") or B^T ("b")."""
         key = (which, r0)
         if key not in kept:
-            x, e = normalize_rows(xp, (a if which == "a" else bt)[r0:r1], engine)
-            val = (x, e, _row_norms_upper(xp, x))
+            val = _normalized_operand(xp, engine, (a if which == "a" else bt)[r0:r1])
             if not single:
                 return val
             kept[key] = val
@@ -591,6 +605,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         n_ref = AUTO_REF_MODULI if moduli == "auto" else moduli
         log2p_ref = crt_constants(n_ref).log2P
         logw_tiles = []
+        planner = getattr(engine, "crt_bound_shifts", None)  # W summarized, no log2 W
+        planner = planner(m, p) if planner is not None and scaling == "accurate" else None
     if scaling == "accurate":
         for i0, i1 in rtiles:
             with _timer(timers, "split"):
@@ -606,14 +622,17 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                     counts["bound_gemms"] += 1
                     counts["engine_calls"] += calls
                     with _quiet(xp):  # W >= 0: log2(0) = -inf is what the shifts need
-                        logw_tiles.append((i0, i1, j0, j1, xp.log2(w)))
+                        if planner is None:
+                            logw_tiles.append((i0, i1, j0, j1, xp.log2(w)))
+                        else:
+                            planner.add(i0, i1, j0, j1, w)
                     del w, bb
             del ba
 
     def shifts(log2P):
         if scaling == "fast":
             return _fast_shifts(xp, na, nb, log2P)
-        return _accurate_shifts(xp, logw_tiles, log2P, m, p)
+        return _accurate_shifts(xp, logw_tiles, log2P, m, p, planner)
 
     natives = {}
     with _timer(timers, "split"):
@@ -656,6 +675,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         consts = crt_constants(nmod)
         mu, nu = shifts(consts.log2P)
         logw_tiles.clear()  # the bound matrix is no longer needed
+        planner = None
         counts["slices"].append(nmod)
 
         if scaling == "fast":
