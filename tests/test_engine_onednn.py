@@ -364,6 +364,34 @@ class TestFusedPassesMatchGeneric:
         assert fused.crt_residues(x, mult, rnd, mods, bits, got)
         np.testing.assert_array_equal(got, want)
 
+    @pytest.mark.parametrize("bits", [40, 51, 52, 86, 87, 88, 129, 200])
+    def test_crt_residues_at_the_exactness_bound(self, rng, fused, bits):
+        # Row t holds integers v = k 2**s (53-bit k) near 2**bits with v = +-(p - 1) / 2
+        # mod p_t: whatever the digits, every partial sum has that residue, whose
+        # quotient by p lies nearest a half-integer, so any step that lets a sum reach
+        # 2**51 rounds a few of them wrong (checked: ~5 % of such values in [2**51,
+        # 2**52) with a one-step rint)
+        from ozlinalg.ozaki.crt import MODULI, residues_into
+
+        mods = [q for q in MODULI if q % 2]
+        s, top, n = max(0, bits - 53), 2 ** min(bits, 53), 4000
+        rows = []
+        for q in mods:
+            k = rng.integers(top - top // 4, top, n, dtype=np.int64)  # the top of the range
+            want = np.where(np.arange(n) % 2, (q - 1) // 2, q - (q - 1) // 2)
+            k += (want * pow(pow(2, s, q), -1, q) - k) % q  # k 2**s = want (mod q)
+            k = np.where(k >= top, k - q, k)
+            rows.append(np.where(np.arange(n) % 3, 1.0, -1.0) * np.ldexp(k.astype(float), s))
+        v = np.array(rows)
+        assert np.all(np.abs(v) < 2.0**bits) and np.all(v == np.trunc(v))
+        x = np.ldexp(v, -bits)  # exact: x * 2**bits gives v back
+        mult = np.full(len(mods), 2.0**bits)
+        want = np.empty((len(mods), len(mods), n), np.int8)
+        residues_into(np, v, mods, bits, want)
+        got = fused.empty_slices_like(x, len(mods), "crt", "a")
+        assert fused.crt_residues(x, mult, np.ones(len(mods), bool), mods, bits, got)
+        np.testing.assert_array_equal(got, want)
+
     @pytest.mark.parametrize("n", [2, 4, 6, 11, 16, 17, 24, 32])
     def test_crt_accumulator_every_limb_count(self, rng, fused, n):
         # 1 .. 7 limbs of 40 bits; a count that is not a multiple of four; residues
