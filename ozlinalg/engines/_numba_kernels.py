@@ -101,49 +101,46 @@ def _absmax(x, i):
 
 @njit(**_OPTS)
 def _pairwise_block(a, lo, n):
-    """A leaf of :func:`_pairwise_sum`: ``n <= 128`` values from ``a[lo]``."""
+    """A leaf of :func:`_pairwise_sum`: ``n <= 128`` values from ``a[lo]`` (indexed
+    through a slice by range variables, so numba drops its negative-index checks)."""
+    blk = a[lo:lo + n]
     if n < 8:
         res = 0.0
-        for j in range(lo, lo + n):
-            res += a[j]
+        for j in range(n):
+            res += blk[j]
         return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    j = 8
-    while j < n - n % 8:
-        r0 += a[lo + j]
-        r1 += a[lo + j + 1]
-        r2 += a[lo + j + 2]
-        r3 += a[lo + j + 3]
-        r4 += a[lo + j + 4]
-        r5 += a[lo + j + 5]
-        r6 += a[lo + j + 6]
-        r7 += a[lo + j + 7]
-        j += 8
+    r0, r1, r2, r3 = blk[0], blk[1], blk[2], blk[3]
+    r4, r5, r6, r7 = blk[4], blk[5], blk[6], blk[7]
+    m = n - n % 8
+    for j in range(8, m, 8):
+        r0 += blk[j]
+        r1 += blk[j + 1]
+        r2 += blk[j + 2]
+        r3 += blk[j + 3]
+        r4 += blk[j + 4]
+        r5 += blk[j + 5]
+        r6 += blk[j + 6]
+        r7 += blk[j + 7]
     res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while j < n:
-        res += a[lo + j]
-        j += 1
+    for j in range(m, n):
+        res += blk[j]
     return res
 
 
 @njit(**_OPTS)
-def _pairwise_sum(a, n):
+def _pairwise_sum(a, n, los, ns, vals):
     """NumPy's pairwise sum of ``a[:n]`` (``np.add.reduce`` of a contiguous float64
     run): blocks of at most 128 summed in eight interleaved partial sums, longer
     runs split in two (the first part ``n // 2`` rounded down to a multiple of 8)
     and the halves' sums added. Walked with explicit stacks (numba's cache does
-    not take recursive functions)."""
+    not take recursive functions): ``los`` / ``ns`` (int64) and ``vals`` hold at
+    least 128 entries (a depth of 40 levels)."""
     if n <= 128:
         return _pairwise_block(a, 0, n)
-    los = np.empty(128, np.int64)  # pending nodes (lo, n); n < 0 marks "add the top two sums"
-    ns = np.empty(128, np.int64)
-    vals = np.empty(128)
-    top = 0
+    top = 1  # pending nodes (lo, n); n < 0 marks "add the top two sums"
     nv = 0
     los[0] = 0
     ns[0] = n
-    top = 1
     while top:
         top -= 1
         lo = los[top]
@@ -180,16 +177,24 @@ def normalize_rows(a, x, exps, ss):
     row norms, without a second pass or a squared temporary)."""
     rows, k = a.shape
     want = ss.shape[0] > 0
-    for i in prange(rows):
-        e, f1, f2 = _row_factors(_absmax(a, i))
-        exps[i] = e
-        for j in range(k):
-            x[i, j] = (a[i, j] * f1) * f2
-        if want:
-            sq = np.empty(k)
-            for j in range(k):
-                sq[j] = x[i, j] * x[i, j]
-            ss[i] = _pairwise_sum(sq, k)
+    nb = min(rows, 64)
+    for blk in prange(nb):
+        sq = np.empty(k if want else 0)  # scratch of this block of rows
+        los = np.empty(128, np.int64)
+        ns = np.empty(128, np.int64)
+        vals = np.empty(128)
+        for i in range(blk * rows // nb, (blk + 1) * rows // nb):
+            e, f1, f2 = _row_factors(_absmax(a, i))
+            exps[i] = e
+            if want:
+                for j in range(k):
+                    v = (a[i, j] * f1) * f2
+                    x[i, j] = v
+                    sq[j] = v * v
+                ss[i] = _pairwise_sum(sq, k, los, ns, vals)
+            else:
+                for j in range(k):
+                    x[i, j] = (a[i, j] * f1) * f2
 
 
 @njit(**_OPTS)
