@@ -339,6 +339,128 @@ class TestFusedPassesMatchGeneric:
                 fus.add(t, pr)
             np.testing.assert_array_equal(fus.result(), gen.result())
 
+    @pytest.mark.parametrize("order", ["C", "F"])
+    @pytest.mark.parametrize("operand", [None, "a", "b"])
+    @pytest.mark.parametrize("top", [20, 49, 50, 84, 85, 120, 250])
+    def test_crt_residues_every_digit_plan_and_layout(self, rng, fused, order, operand, top):
+        # |v| < 2**51 needs no digit, up to 86 bits two 43-bit digits, more above;
+        # the grouped storage of A and (reversed) of B, and plain slices
+        from ozlinalg.ozaki.crt import MODULI, residues_into
+
+        rows, k, n = 19, 157, 20
+        x, _ = normalize_rows(np, _order(random_matrix(rng, rows, k, 2.0), order))
+        x[2] = 0.0
+        x[3, :4] = [1.0 - 2.0**-53, -(1.0 - 2.0**-53), 2.0**-60, -0.5]
+        shift = rng.integers(max(0, top - 30), top + 1, rows)
+        shift[3] = top
+        mult = np.ldexp(np.ones(rows), shift.astype(np.int32))
+        rnd = rng.random(rows) < 0.5
+        mods = MODULI[:n]
+        bits = int(shift.max()) + 2
+        v = x * mult[:, None]
+        want = np.empty((n, rows, k), np.int8)
+        residues_into(np, np.where(rnd[:, None], np.rint(v), np.trunc(v)), mods, bits, want)
+        got = fused.empty_slices_like(x, n, "crt", operand)
+        assert fused.crt_residues(x, mult, rnd, mods, bits, got)
+        np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("bits", [40, 51, 52, 86, 87, 88, 129, 200])
+    def test_crt_residues_at_the_exactness_bound(self, rng, fused, bits):
+        # Row t holds integers v = k 2**s (53-bit k) near 2**bits with v = +-(p - 1) / 2
+        # mod p_t: whatever the digits, every partial sum has that residue, whose
+        # quotient by p lies nearest a half-integer, so any step that lets a sum reach
+        # 2**51 rounds a few of them wrong (checked: ~5 % of such values in [2**51,
+        # 2**52) with a one-step rint)
+        from ozlinalg.ozaki.crt import MODULI, residues_into
+
+        mods = [q for q in MODULI if q % 2]
+        s, top, n = max(0, bits - 53), 2 ** min(bits, 53), 4000
+        rows = []
+        for q in mods:
+            k = rng.integers(top - top // 4, top, n, dtype=np.int64)  # the top of the range
+            want = np.where(np.arange(n) % 2, (q - 1) // 2, q - (q - 1) // 2)
+            k += (want * pow(pow(2, s, q), -1, q) - k) % q  # k 2**s = want (mod q)
+            k = np.where(k >= top, k - q, k)
+            rows.append(np.where(np.arange(n) % 3, 1.0, -1.0) * np.ldexp(k.astype(float), s))
+        v = np.array(rows)
+        assert np.all(np.abs(v) < 2.0**bits) and np.all(v == np.trunc(v))
+        x = np.ldexp(v, -bits)  # exact: x * 2**bits gives v back
+        mult = np.full(len(mods), 2.0**bits)
+        want = np.empty((len(mods), len(mods), n), np.int8)
+        residues_into(np, v, mods, bits, want)
+        got = fused.empty_slices_like(x, len(mods), "crt", "a")
+        assert fused.crt_residues(x, mult, np.ones(len(mods), bool), mods, bits, got)
+        np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("n", [2, 4, 6, 11, 16, 17, 24, 32])
+    def test_crt_accumulator_every_limb_count(self, rng, fused, n):
+        # 1 .. 7 limbs of 40 bits; a count that is not a multiple of four; residues
+        # at both ends of every modulus' range
+        from ozlinalg.ozaki.crt import CRTAccumulator, crt_constants
+
+        consts = crt_constants(n)
+        prods = []
+        for p in consts.moduli:
+            pr = rng.integers(-(2**31) + 1, 2**31, (13, 1100)).astype(np.int64)
+            pr[0, :6] = [2**31 - 1, -(2**31) + 1, 0, p // 2, p // 2 - p, p * 12345 + p // 2]
+            pr[1] = (pr[1] // p) * p + rng.choice([p // 2, p // 2 - p + 1, 0], 1100)
+            prods.append(np.clip(pr, -(2**31) + 1, 2**31 - 1).astype(np.int32))
+        gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
+        fus = fused.crt_accumulator(consts)
+        for t, pr in enumerate(prods):
+            gen.add(t, pr)
+            fus.add(t, pr)
+        np.testing.assert_array_equal(fus.result(), gen.result())
+
+    @pytest.mark.parametrize("order", ["C", "F"])
+    @pytest.mark.parametrize("shape", [(33, 517), (1, 300), (40, 1), (9, 7), (17, 128),
+                                       (5, 129), (3, 4099), (300, 17)])
+    def test_normalize_with_sums_of_squares(self, rng, fused, order, shape):
+        # Ozaki II's row norms come from (x * x).sum(axis=1) of the normalized rows:
+        # the fused pass adds them in NumPy's order for x's memory order
+        rows, k = shape
+        a = random_matrix(rng, rows, k, 4.0)
+        a[0, 0] = 5e-324
+        if rows > 3:
+            a[1] = 0.0
+            a[2] *= 2.0**-1040  # subnormal row
+            a[3] *= 2.0**1000
+        a = _order(a, order)
+        x_g, e_g = normalize_rows(np, a)
+        x_f, e_f, ss = fused.normalize_rows_sumsq(a)
+        np.testing.assert_array_equal(x_f, x_g)
+        np.testing.assert_array_equal(e_f, e_g)
+        assert x_f.flags.f_contiguous == x_g.flags.f_contiguous or rows == 1 or k == 1
+        np.testing.assert_array_equal(ss, (x_f * x_f).sum(axis=1))
+        np.testing.assert_array_equal(ss, (x_g * x_g).sum(axis=1))
+
+    @pytest.mark.parametrize("tiles", [(1, 1), (2, 1), (1, 3), (3, 2)])
+    def test_crt_bound_shifts(self, rng, fused, tiles):
+        # the engine's int32 summary of W gives the generic float pass's shifts
+        from ozlinalg.ozaki.crt import _accurate_shifts, crt_constants
+
+        m, p = 61, 47
+        for spread in (0, 3, 20, 30):
+            w = (rng.random((m, p)) ** 3 * 2.0**spread).astype(np.int32)
+            w[rng.random((m, p)) < 0.2] = 0
+            w[5] = 0
+            w[:, 7] = 0
+            w[9, 9] = 2**31 - 1
+            rt = [(i * m // tiles[0], (i + 1) * m // tiles[0]) for i in range(tiles[0])]
+            ct = [(j * p // tiles[1], (j + 1) * p // tiles[1]) for j in range(tiles[1])]
+            planner = fused.crt_bound_shifts(m, p)
+            w_tiles = []
+            for i0, i1 in rt:
+                for j0, j1 in ct:
+                    w_tiles.append((i0, i1, j0, j1, w[i0:i1, j0:j1].astype(np.float64)))
+                    planner.add(i0, i1, j0, j1, w[i0:i1, j0:j1])
+            for n in (1, 3, 15, 20, 32):
+                log2p = crt_constants(n).log2P
+                mu, nu = _accurate_shifts(np, w_tiles, log2p, m, p)
+                mu_f, nu_f = _accurate_shifts(np, [], log2p, m, p, planner)
+                np.testing.assert_array_equal(mu_f, mu)
+                np.testing.assert_array_equal(nu_f, nu)
+
     @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
     def test_axpy(self, rng, fused, dtype):
         x = rng.integers(-(2**31) + 1, 2**31, (300, 500)).astype(dtype)

@@ -9,7 +9,8 @@ in several, row-parallel (``prange``) on the OpenMP pool that oneDNN uses too.
 Bit-identity with the generic code is the contract (tests/test_engine_onednn.py
 compares every kernel with it): each kernel performs the generic code's IEEE
 operations, per element, in the generic order. numba does not contract
-``a * b + c`` into an FMA without ``fastmath``, which none of these use.
+``a * b + c`` into an FMA without ``fastmath``; only helpers whose products are
+all exact allow it (``_EXACT``), where an FMA gives the same bits.
 
 Importing this module imports numba (~0.15 s) and loads compiled kernels from
 numba's on-disk cache (``cache=True``); the first process after an install
@@ -26,6 +27,12 @@ from numba import njit, prange
 
 _OPTS = dict(cache=True, nogil=True)
 _PAR = dict(parallel=True, **_OPTS)
+#: For helpers whose every product is exact (integers below 2**53 times small
+#: integers, or powers of two): an FMA then rounds exactly as a multiply and an add
+#: do, so letting LLVM fuse them cannot change a bit. Kernels whose products round
+#: (the CRT quotient, the splits) never carry it; numba compiles each function with
+#: its own flags, so a helper's contraction does not spread to its caller.
+_EXACT = dict(fastmath={"contract"}, **_OPTS)
 
 MIN_GRID_EXP = -1000  # ozlinalg.exact.MIN_GRID_EXP (checked by the tests)
 
@@ -40,6 +47,12 @@ def set_threads(n):
     if getattr(_THREADS, "n", None) != n:
         numba.set_num_threads(n)
         _THREADS.n = n
+
+
+def threads():
+    """The thread count :func:`set_threads` last set in this thread."""
+    n = getattr(_THREADS, "n", None)
+    return n if n is not None else numba.get_num_threads()
 
 
 # ---------------------------------------------------------------------------
@@ -87,6 +100,68 @@ def _absmax(x, i):
 
 
 @njit(**_OPTS)
+def _pairwise_block(a, lo, n):
+    """A leaf of :func:`_pairwise_sum`: ``n <= 128`` values from ``a[lo]`` (indexed
+    through a slice by range variables, so numba drops its negative-index checks)."""
+    blk = a[lo:lo + n]
+    if n < 8:
+        res = 0.0
+        for j in range(n):
+            res += blk[j]
+        return res
+    r0, r1, r2, r3 = blk[0], blk[1], blk[2], blk[3]
+    r4, r5, r6, r7 = blk[4], blk[5], blk[6], blk[7]
+    m = n - n % 8
+    for j in range(8, m, 8):
+        r0 += blk[j]
+        r1 += blk[j + 1]
+        r2 += blk[j + 2]
+        r3 += blk[j + 3]
+        r4 += blk[j + 4]
+        r5 += blk[j + 5]
+        r6 += blk[j + 6]
+        r7 += blk[j + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for j in range(m, n):
+        res += blk[j]
+    return res
+
+
+@njit(**_OPTS)
+def _pairwise_sum(a, n, los, ns, vals):
+    """NumPy's pairwise sum of ``a[:n]`` (``np.add.reduce`` of a contiguous float64
+    run): blocks of at most 128 summed in eight interleaved partial sums, longer
+    runs split in two (the first part ``n // 2`` rounded down to a multiple of 8)
+    and the halves' sums added. Walked with explicit stacks (numba's cache does
+    not take recursive functions): ``los`` / ``ns`` (int64) and ``vals`` hold at
+    least 128 entries (a depth of 40 levels)."""
+    if n <= 128:
+        return _pairwise_block(a, 0, n)
+    top = 1  # pending nodes (lo, n); n < 0 marks "add the top two sums"
+    nv = 0
+    los[0] = 0
+    ns[0] = n
+    while top:
+        top -= 1
+        lo = los[top]
+        m = ns[top]
+        if m < 0:
+            nv -= 1
+            vals[nv - 1] = vals[nv - 1] + vals[nv]
+        elif m <= 128:
+            vals[nv] = _pairwise_block(a, lo, m)
+            nv += 1
+        else:
+            m2 = m // 2
+            m2 -= m2 % 8
+            los[top], ns[top] = 0, -1
+            los[top + 1], ns[top + 1] = lo + m2, m - m2
+            los[top + 2], ns[top + 2] = lo, m2
+            top += 3
+    return vals[0]
+
+
+@njit(**_OPTS)
 def _row_factors(m):
     """frexp exponent of the row maximum and the generic code's two power-of-two factors."""
     e = math.frexp(m)[1]
@@ -96,14 +171,30 @@ def _row_factors(m):
 
 
 @njit(**_PAR)
-def normalize_rows(a, x, exps):
-    """``x[i] = a[i] * 2**-e_i`` with ``max |x[i]| in [0.5, 1)``; ``exps[i] = e_i``."""
+def normalize_rows(a, x, exps, ss):
+    """``x[i] = a[i] * 2**-e_i`` with ``max |x[i]| in [0.5, 1)``; ``exps[i] = e_i``; where
+    ``ss`` is not empty also ``ss[i] = (x[i] * x[i]).sum()`` in NumPy's order (Ozaki-II's
+    row norms, without a second pass or a squared temporary)."""
     rows, k = a.shape
-    for i in prange(rows):
-        e, f1, f2 = _row_factors(_absmax(a, i))
-        exps[i] = e
-        for j in range(k):
-            x[i, j] = (a[i, j] * f1) * f2
+    want = ss.shape[0] > 0
+    nb = min(rows, 64)
+    for blk in prange(nb):
+        sq = np.empty(k if want else 0)  # scratch of this block of rows
+        los = np.empty(128, np.int64)
+        ns = np.empty(128, np.int64)
+        vals = np.empty(128)
+        for i in range(blk * rows // nb, (blk + 1) * rows // nb):
+            e, f1, f2 = _row_factors(_absmax(a, i))
+            exps[i] = e
+            if want:
+                for j in range(k):
+                    v = (a[i, j] * f1) * f2
+                    x[i, j] = v
+                    sq[j] = v * v
+                ss[i] = _pairwise_sum(sq, k, los, ns, vals)
+            else:
+                for j in range(k):
+                    x[i, j] = (a[i, j] * f1) * f2
 
 
 @njit(**_OPTS)
@@ -130,6 +221,37 @@ def normalize_cols(at, xt, exps):
     for r in prange(k):
         for j in range(n):
             xt[r, j] = (at[r, j] * f1[j]) * f2[j]
+
+
+@njit(**_OPTS)
+def _scale_run(src, f1, f2, dst):
+    for j in range(dst.shape[0]):
+        dst[j] = (src[j] * f1[j]) * f2[j]
+
+
+@njit(**_OPTS)
+def _add_squares(acc, run):
+    for j in range(acc.shape[0]):
+        acc[j] = acc[j] + run[j] * run[j]
+
+
+@njit(**_PAR)
+def normalize_cols_sumsq(at, xt, exps, ss, nb):
+    """:func:`normalize_cols` and ``ss[j] = sum_r xt[r, j]**2`` added in r order (NumPy's
+    order for ``(x * x).sum(axis=1)`` of the Fortran-ordered ``x = xt.T``): ``nb`` blocks
+    of columns in parallel (one per thread: every step down the rows reads a long run),
+    each walked down the rows."""
+    k, n = at.shape
+    _, f1, f2 = _col_factors(at, exps)
+    for b in prange(nb):
+        j0 = b * n // nb
+        j1 = (b + 1) * n // nb
+        acc = np.zeros(j1 - j0)
+        for r in range(k):
+            run = xt[r, j0:j1]
+            _scale_run(at[r, j0:j1], f1[j0:j1], f2[j0:j1], run)
+            _add_squares(acc, run)
+        ss[j0:j1] = acc
 
 
 # ---------------------------------------------------------------------------
@@ -280,89 +402,133 @@ def split_rn_cols(xt, s, width, outt, mus):
 
 # ---------------------------------------------------------------------------
 # Ozaki scheme II (ozlinalg.ozaki.crt)
+#
+# Residues are unique (the symmetric residue of an integer is the one integer in
+# [-h, p - 1 - h], h = floor(p / 2)), so any exact route gives the generic
+# ``symmetric_mod``'s value. The route here has no branch and no division, so
+# every inner loop vectorizes (AVX-512: 8 lanes, int8 stores of contiguous runs):
+#
+# * odd p, integer ``a`` with |a| < 2**51: ``a - rint(a * fl(1/p)) * p``. The product
+#   is within |a / p| 2**-52 < 1 / (2 p) of a / p, and a / p is at least 1 / (2 p) away
+#   from every half-integer (2 (a mod p) - p is odd), so ``rint`` returns the nearest
+#   integer to a / p and the difference (exact: integers below 2**53) lies in
+#   [-(p - 1) / 2, (p - 1) / 2], the symmetric range of an odd p.
+# * p a power of two: ``a - floor((a + h) / p) * p`` (every step exact).
+
+
+@njit(**_EXACT)
+def _residue_run(hi, lo, two, c, pf, inv, pow2, orow):
+    """``orow[j]`` = symmetric residue mod p of ``hi[j] c + lo[j]`` (``two``) or of
+    ``lo[j]`` (all values exact integers whose |sum| < 2**51)."""
+    n = lo.shape[0]
+    if pow2:
+        h = 0.5 * pf
+        if two:
+            for j in range(n):
+                acc = hi[j] * c + lo[j]
+                orow[j] = np.int8(acc - np.floor((acc + h) * inv) * pf)
+        else:
+            for j in range(n):
+                acc = lo[j]
+                orow[j] = np.int8(acc - np.floor((acc + h) * inv) * pf)
+    elif two:
+        for j in range(n):
+            acc = hi[j] * c + lo[j]
+            orow[j] = np.int8(acc - np.rint(acc * inv) * pf)
+    else:
+        for j in range(n):
+            acc = lo[j]
+            orow[j] = np.int8(acc - np.rint(acc * inv) * pf)
 
 
 @njit(**_OPTS)
-def _sym_residue(acc, pf, inv, h):
-    """The symmetric residue of the integer ``acc`` (|acc| <= 2**52) modulo p, exactly.
+def _residues_of_row(v, dig, acc, d, pf, inv, coefs, pow2, o, slots, mid, i):
+    """Residues of the integers ``v`` (one row, consumed) for every modulus into
+    ``o[i, slots[idx]]`` (``mid``) or ``o[slots[idx], i]``.
 
-    The residue is a unique integer in ``[-h, p - 1 - h]``, so any exact route
-    gives the generic ``symmetric_mod``'s value; this one has no division:
-    ``q = floor(acc / p)`` from a multiplication is off by at most one, so
-    ``r = acc - q p`` (exact: integers below 2**53) lies in ``[-p, 2p)``, and
-    compare-and-select brings ``r + h`` into ``[0, p)``.
-    """
-    q = np.floor(acc * inv)
-    y = (acc - q * pf) + h
-    if y >= pf:
-        y -= pf
-    if y >= pf:
-        y -= pf
-    if y < 0.0:
-        y += pf
-    return y - h
-
-
-@njit(**_OPTS)
-def _residues_of_row(rest, dig, acc, d, mods, coefs, out, i):
-    """Residues of the integers ``rest`` (one row, consumed) into ``out[:, i, :]``:
-    cut into signed d-bit digits as ``residues_into`` does (every digit sum is an
-    exact integer below 2**52), then reduced exactly for every modulus."""
+    ``v`` (|v| < 2**(count d)) is cut into ``count = coefs.shape[1]`` signed digits
+    of d bits, top-down as ``residues_into`` does (each an exact truncation), and
+    ``sum_t digit_t (2**(d t) mod p)`` (|sum| < 2**51 by the choice of d) is reduced
+    exactly: two digits in registers, more in the row buffer ``acc``."""
     nmod, count = coefs.shape
-    n = rest.shape[0]
+    n = v.shape[0]
     for t in range(count - 1, 0, -1):
         scale = 2.0 ** (d * t)
         inv_scale = 1.0 / scale
+        dt = dig[t]
         for j in range(n):
-            top = np.trunc(rest[j] * inv_scale)
-            dig[t, j] = top
-            rest[j] = rest[j] - top * scale
-    for j in range(n):
-        dig[0, j] = rest[j]
+            top = np.trunc(v[j] * inv_scale)
+            dt[j] = top
+            v[j] = v[j] - top * scale
     for idx in range(nmod):
-        pf = mods[idx]
-        inv = 1.0 / pf
-        h = np.floor(pf * 0.5)
-        c0 = coefs[idx, 0]
+        orow = o[i, slots[idx]] if mid else o[slots[idx], i]
+        if count <= 2:
+            _residue_run(dig[1], v, count == 2, coefs[idx, count - 1], pf[idx], inv[idx],
+                         pow2[idx], orow)
+            continue
         for j in range(n):
-            acc[j] = dig[0, j] * c0
+            acc[j] = v[j]
         for t in range(1, count):
             ct = coefs[idx, t]
+            dt = dig[t]
             for j in range(n):
-                acc[j] = acc[j] + dig[t, j] * ct
-        for j in range(n):
-            out[idx, i, j] = np.int8(_sym_residue(acc[j], pf, inv, h))
+                acc[j] = acc[j] + dt[j] * ct
+        _residue_run(acc, acc, False, 0.0, pf[idx], inv[idx], pow2[idx], orow)
 
 
 @njit(**_PAR)
-def crt_residues(x, mult, round_rows, mods, coefs, d, out):
-    """Symmetric residues of ``rint|trunc(x * mult[:, None])`` for every modulus
-    (int8); ``coefs[idx, t] = 2**(d t) mod p_idx``."""
+def crt_residues(x, mult, round_rows, d, pf, inv, coefs, pow2, o, slots, mid):
+    """Symmetric residues (int8) of ``rint|trunc(x * mult[:, None])`` for every modulus
+    (:func:`_residues_of_row`); ``coefs[idx, t] = 2**(d t) mod p_idx``."""
     rows, k = x.shape
     count = coefs.shape[1]
     for i in prange(rows):
         mlt = mult[i]
-        rest = np.empty(k)
+        v = np.empty(k)
         if round_rows[i]:
             for j in range(k):
-                rest[j] = np.rint(x[i, j] * mlt)
+                v[j] = np.rint(x[i, j] * mlt)
         else:
             for j in range(k):
-                rest[j] = np.trunc(x[i, j] * mlt)
-        _residues_of_row(rest, np.empty((count, k)), np.empty(k), d, mods, coefs, out, i)
+                v[j] = np.trunc(x[i, j] * mlt)
+        _residues_of_row(v, np.empty((max(count, 2), k)), np.empty(k), d, pf, inv, coefs,
+                         pow2, o, slots, mid, i)
 
 
 @njit(**_PAR)
-def crt_residues_cols(xt, mult, round_cols, mods, coefs, d, outt):
-    """:func:`crt_residues` of ``xt.T`` into ``outt`` (nmod, k, rows)."""
+def crt_residues_cols(xt, mult, round_cols, d, pf, inv, coefs, pow2, o, slots):
+    """:func:`crt_residues` of ``xt.T`` into ``o[slots[idx]]`` (k x rows each)."""
     k, n = xt.shape
     count = coefs.shape[1]
     for r in prange(k):
-        rest = np.empty(n)
+        v = np.empty(n)
         for j in range(n):
-            v = xt[r, j] * mult[j]
-            rest[j] = np.rint(v) if round_cols[j] else np.trunc(v)
-        _residues_of_row(rest, np.empty((count, n)), np.empty(n), d, mods, coefs, outt, r)
+            w = xt[r, j] * mult[j]
+            rn = np.rint(w)
+            tr = np.trunc(w)
+            v[j] = rn if round_cols[j] else tr
+        _residues_of_row(v, np.empty((max(count, 2), n)), np.empty(n), d, pf, inv, coefs,
+                         pow2, o, slots, False, r)
+
+
+@njit(**_OPTS)
+def _max_into(dst, run):
+    for j in range(dst.shape[0]):
+        if run[j] > dst[j]:
+            dst[j] = run[j]
+
+
+@njit(**_PAR)
+def group_col_max(w, gid, cm, nb):
+    """``cm[g, j] = max(cm[g, j], max of w[i, j] over the rows i with gid[i] == g)``:
+    the accurate scaling's bound products summarized per group of equal row shift
+    (``nb`` column blocks in parallel, each walked down the rows)."""
+    m, p = w.shape
+    for b in prange(nb):
+        j0 = b * p // nb
+        j1 = (b + 1) * p // nb
+        for i in range(m):
+            _max_into(cm[gid[i], j0:j1], w[i, j0:j1])
 
 
 @njit(**_PAR)
@@ -375,66 +541,135 @@ def crt_bound(x, out):
             out[i, j] = np.int8(-np.ceil(abs(x[i, j]) * 128.0))
 
 
-@njit(**_PAR)
-def crt_reduce(prod, pf, out):
-    """``out = prod mod p`` (symmetric, int8) of an INT32 product."""
-    m, p = prod.shape
+@njit(**_EXACT)
+def _reduce_row(prod, pf, pow2, out):
     inv = 1.0 / pf
-    h = np.floor(pf * 0.5)
-    for i in prange(m):
-        for j in range(p):
-            out[i, j] = np.int8(_sym_residue(float(prod[i, j]), pf, inv, h))
+    h = 0.5 * pf
+    if pow2:
+        for j in range(prod.shape[0]):
+            a = float(prod[j])
+            out[j] = np.int8(a - np.floor((a + h) * inv) * pf)
+    else:
+        for j in range(prod.shape[0]):
+            a = float(prod[j])
+            out[j] = np.int8(a - np.rint(a * inv) * pf)
+
+
+@njit(**_PAR)
+def crt_reduce(prod, pf, pow2, out):
+    """``out = prod mod p`` (symmetric, int8) of an INT32 product (|prod| < 2**31)."""
+    for i in prange(prod.shape[0]):
+        _reduce_row(prod[i], pf, pow2, out[i])
+
+
+#: Output columns per step of :func:`crt_combine` (its row buffers stay in L1).
+COMBINE_CHUNK = 1024
+
+
+@njit(**_EXACT)
+def _dot4(acc, w0, w1, w2, w3, v0, v1, v2, v3):
+    """``acc + (w0 v0 + w1 v1 + w2 v2 + w3 v3)`` of exact integers below 2**53."""
+    return acc + (w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3)
 
 
 @njit(**_OPTS)
-def _crt_limbs(res, frac, wlimbs, plimbs, unit, i, quot, limbs):
-    """Balanced limbs of C' for row i (the generic CRTAccumulator's operations in its
-    order: quotient, limbs, ``- q P``, carries)."""
-    nmod, m, p = res.shape
+def _combine4(qt, lbuf, r0, r1, r2, r3, f, wl):
+    """Four moduli's residues into the quotient ``qt += f_u c_u`` (in turn: the generic
+    order, no FMA, these products round) and the limbs ``lbuf[l] += sum_u wl[u, l] c_u``
+    (exact integers, any order): each residue read and converted once for the quotient
+    and the first three limbs, once more per further limb."""
+    w = qt.shape[0]
+    l0 = lbuf[0, :w]
+    l1 = lbuf[1, :w]
+    l2 = lbuf[2, :w]
+    f0, f1, f2, f3 = f[0], f[1], f[2], f[3]
+    a0, a1, a2, a3 = wl[0, 0], wl[1, 0], wl[2, 0], wl[3, 0]
+    b0, b1, b2, b3 = wl[0, 1], wl[1, 1], wl[2, 1], wl[3, 1]
+    c0, c1, c2, c3 = wl[0, 2], wl[1, 2], wl[2, 2], wl[3, 2]
+    for j in range(w):
+        v0 = float(r0[j])
+        v1 = float(r1[j])
+        v2 = float(r2[j])
+        v3 = float(r3[j])
+        q = qt[j] + f0 * v0
+        q = q + f1 * v1
+        q = q + f2 * v2
+        qt[j] = q + f3 * v3
+        l0[j] = _dot4(l0[j], a0, a1, a2, a3, v0, v1, v2, v3)
+        l1[j] = _dot4(l1[j], b0, b1, b2, b3, v0, v1, v2, v3)
+        l2[j] = _dot4(l2[j], c0, c1, c2, c3, v0, v1, v2, v3)
+    for l in range(3, lbuf.shape[0]):
+        lb = lbuf[l, :w]
+        a0, a1, a2, a3 = wl[0, l], wl[1, l], wl[2, l], wl[3, l]
+        for j in range(w):
+            lb[j] = _dot4(lb[j], a0, a1, a2, a3, float(r0[j]), float(r1[j]), float(r2[j]),
+                          float(r3[j]))
+
+
+@njit(**_EXACT)
+def _crt_balance(qt, lbuf, plimbs, unit, w):
+    """``q = rint(quotient)``, limbs ``- q P`` and carries to balanced limbs, on the
+    first ``w`` columns: the generic steps; every product here is exact (integers
+    below 2**53, powers of two), so FMAs round as they do."""
     nl = plimbs.shape[0]
     inv_unit = 1.0 / unit
-    quot[:] = 0.0
-    limbs[:, :] = 0.0
-    for t in range(nmod):
-        ft = frac[t]
-        for j in range(p):
-            quot[j] = quot[j] + ft * float(res[t, i, j])
-        for l in range(nl):
-            wl = wlimbs[t, l]
-            if wl != 0.0:
-                for j in range(p):
-                    limbs[l, j] = limbs[l, j] + wl * float(res[t, i, j])
-    for j in range(p):
-        quot[j] = np.rint(quot[j])  # the quotient q
+    for j in range(w):
+        qt[j] = np.rint(qt[j])
     for l in range(nl):
         pl = plimbs[l]
-        if pl != 0.0:
-            for j in range(p):
-                limbs[l, j] = limbs[l, j] - quot[j] * pl
+        lb = lbuf[l, :w]
+        for j in range(w):
+            lb[j] = lb[j] - qt[j] * pl
     for l in range(nl - 1):
-        for j in range(p):
-            carry = np.rint(limbs[l, j] * inv_unit)
-            limbs[l, j] = limbs[l, j] - carry * unit
-            limbs[l + 1, j] = limbs[l + 1, j] + carry
+        la = lbuf[l, :w]
+        lb = lbuf[l + 1, :w]
+        for j in range(w):
+            carry = np.rint(la[j] * inv_unit)
+            la[j] = la[j] - carry * unit
+            lb[j] = lb[j] + carry
+
+
+@njit(**_EXACT)
+def _crt_finish(qt, lbuf, plimbs, unit, orow):
+    """:func:`_crt_balance` and the top-down combination into ``orow`` (the generic
+    steps; exact products, as there)."""
+    nl = plimbs.shape[0]
+    w = orow.shape[0]
+    _crt_balance(qt, lbuf, plimbs, unit, w)
+    orow[:] = lbuf[nl - 1, :w]
+    for l in range(nl - 2, -1, -1):
+        lb = lbuf[l, :w]
+        for j in range(w):
+            orow[j] = orow[j] * unit + lb[j]
 
 
 @njit(**_PAR)
 def crt_combine(res, frac, wlimbs, plimbs, unit, out):
     """C' from the residues ``res[t]`` of every modulus: the generic CRTAccumulator's
-    operations in its order (quotient, limbs, ``- q P``, carries, top-down
-    combination), a row at a time in cache-resident row buffers."""
+    values (quotient ``sum_t frac_t c_t`` added in t order, exact limbs, ``- q P``,
+    carries, top-down combination), ``COMBINE_CHUNK`` output entries of a row at a
+    time, four moduli per pass (:func:`_combine4`; a missing one is a zero row of
+    weight 0, which adds exact zeros). ``frac`` and ``wlimbs`` (at least three limb columns, zeros past
+    ``plimbs.shape[0]``) have a multiple of four rows, zeros past the moduli."""
     nmod, m, p = res.shape
     nl = plimbs.shape[0]
+    ch = COMBINE_CHUNK
+    zero = np.zeros(ch, np.int8)
     for i in prange(m):
-        quot = np.empty(p)
-        limbs = np.empty((nl, p))
-        _crt_limbs(res, frac, wlimbs, plimbs, unit, i, quot, limbs)
-        for j in range(p):
-            out[i, j] = limbs[nl - 1, j]
-        for l in range(nl - 2, -1, -1):
-            for j in range(p):
-                v = out[i, j] * unit
-                out[i, j] = v + limbs[l, j]
+        qbuf = np.empty(ch)
+        lbuf = np.empty((wlimbs.shape[1], ch))
+        for j0 in range(0, p, ch):
+            w = min(ch, p - j0)
+            qt = qbuf[:w]
+            qt[:] = 0.0
+            lbuf[:, :w] = 0.0
+            for t in range(0, nmod, 4):
+                r0 = res[t, i, j0:j0 + w]
+                r1 = res[t + 1, i, j0:j0 + w] if t + 1 < nmod else zero[:w]
+                r2 = res[t + 2, i, j0:j0 + w] if t + 2 < nmod else zero[:w]
+                r3 = res[t + 3, i, j0:j0 + w] if t + 3 < nmod else zero[:w]
+                _combine4(qt, lbuf, r0, r1, r2, r3, frac[t:t + 4], wlimbs[t:t + 4])
+            _crt_finish(qt, lbuf[:nl], plimbs, unit, out[i, j0:j0 + w])
 
 
 @njit(**_PAR)
@@ -444,27 +679,47 @@ def crt_combine_faithful(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop)
     ``CRTAccumulator.faithful_result``'s operations in its order."""
     nmod, m, p = res.shape
     nl = plimbs.shape[0]
+    ch = COMBINE_CHUNK
+    zero = np.zeros(ch, np.int8)
     for i in prange(m):
-        quot = np.empty(p)
-        limbs = np.empty((nl, p))
-        _crt_limbs(res, frac, wlimbs, plimbs, unit, i, quot, limbs)
-        for j in range(p):
-            s = limbs[nl - 1, j] * powers[nl - 1]
-            e = 0.0
-            eb = 0.0
-            for l in range(nl - 2, -1, -1):
-                t = limbs[l, j] * powers[l]
-                r = s + t
-                bb = r - s
-                err = (s - (r - bb)) + (t - bb)
-                s = r
-                e = e + err
-                eb = eb + abs(e)
-            r2 = s + e
-            bb = r2 - s
-            e2 = (s - (r2 - bb)) + (e - bb)
-            out[i, j] = r2
-            slop[i, j] = abs(e2) + cu * eb
+        qbuf = np.empty(ch)
+        lbuf = np.empty((wlimbs.shape[1], ch))
+        for j0 in range(0, p, ch):
+            w = min(ch, p - j0)
+            qt = qbuf[:w]
+            qt[:] = 0.0
+            lbuf[:, :w] = 0.0
+            for t in range(0, nmod, 4):
+                r0 = res[t, i, j0:j0 + w]
+                r1 = res[t + 1, i, j0:j0 + w] if t + 1 < nmod else zero[:w]
+                r2 = res[t + 2, i, j0:j0 + w] if t + 2 < nmod else zero[:w]
+                r3 = res[t + 3, i, j0:j0 + w] if t + 3 < nmod else zero[:w]
+                _combine4(qt, lbuf, r0, r1, r2, r3, frac[t:t + 4], wlimbs[t:t + 4])
+            _crt_balance(qt, lbuf[:nl], plimbs, unit, w)
+            for jj in range(w):
+                _faithful_combine(lbuf, nl, jj, powers, cu, out[i], slop[i], j0 + jj)
+
+
+@njit(**_OPTS)
+def _faithful_combine(lbuf, nl, jj, powers, cu, orow, srow, j):
+    """Column ``jj`` of the balanced limbs summed top limb first with TwoSums into
+    ``orow[j]``, and its error bound into ``srow[j]``."""
+    s = lbuf[nl - 1, jj] * powers[nl - 1]
+    e = 0.0
+    eb = 0.0
+    for l in range(nl - 2, -1, -1):
+        t = lbuf[l, jj] * powers[l]
+        r = s + t
+        bb = r - s
+        err = (s - (r - bb)) + (t - bb)
+        s = r
+        e = e + err
+        eb = eb + abs(e)
+    r2 = s + e
+    bb = r2 - s
+    e2 = (s - (r2 - bb)) + (e - bb)
+    orow[j] = r2
+    srow[j] = abs(e2) + cu * eb
 
 
 # ---------------------------------------------------------------------------

@@ -39,8 +39,11 @@ split in one pass), ``empty_slices_like`` (storage in the operand's memory
 order), ``approx_squares``, ``scaled_estimate`` / ``classify_estimate`` /
 ``kept_below`` (the ``auto`` decisions' estimate and its interval pass, which
 need not give the generic bits: only rigorous bounds, see
-:mod:`ozlinalg.ozaki.decide`), ``crt_residues``,
-``crt_bound``, ``crt_accumulator``, ``scale_outer``, ``finish_ef``.
+:mod:`ozlinalg.ozaki.decide`), ``crt_residues``, ``crt_bound``,
+``crt_accumulator``, ``normalize_rows_sumsq`` (row norms in the normalization
+pass, NumPy's summation order), ``crt_bound_shifts`` (the accurate scaling's
+exact maxima of the bound products kept as int32), ``scale_outer``,
+``finish_ef``.
 
 ``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``
 (views; with ``empty_slices_like`` the rows may be the contiguous axis).

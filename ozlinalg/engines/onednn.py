@@ -30,6 +30,7 @@ otherwise; both give the same bits.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 
@@ -544,19 +545,34 @@ class OneDNNEngine(CPUEngine):
     def normalize_rows(self, a):
         """Fused :func:`ozlinalg.ozaki.split.normalize_rows` (one pass, row-parallel);
         the result follows ``a``'s memory order (column-contiguous stays so)."""
+        done = self._normalize(a, False)
+        return None if done is None else done[:2]
+
+    def normalize_rows_sumsq(self, a):
+        """``(x, exps, ss)``: :meth:`normalize_rows` and ``ss = (x * x).sum(axis=1)``, with
+        NumPy's summation order for ``x``'s memory order (pairwise along contiguous
+        rows, one column at a time for column-contiguous ones), in the same pass and
+        without the squared temporary; None: generic code."""
+        return self._normalize(a, True)
+
+    def _normalize(self, a, sumsq):
         ker = self.kernels
         if ker is None or a.dtype != np.float64 or a.ndim != 2:
             return None
         rows, k = a.shape
         e = np.empty(rows, np.int32)
+        ss = np.empty(rows if sumsq else 0)
         ker = self._k(a.size)
         if _is_cols(a):
             xt = np.empty((k, rows))
-            ker.normalize_cols(a.T, xt, e)
-            return xt.T, e
+            if sumsq:
+                ker.normalize_cols_sumsq(a.T, xt, e, ss, max(1, min(ker.threads(), rows // 64)))
+            else:
+                ker.normalize_cols(a.T, xt, e)
+            return xt.T, e, ss
         x = np.empty((rows, k))
-        ker.normalize_rows(a, x, e)
-        return x, e
+        ker.normalize_rows(a, x, e, ss)
+        return x, e, ss
 
     def split_rows(self, kind, x, s, width, out, scales):
         """Fused split into int8 slices (hybrid, bitmask, rn) in ``x``'s memory order;
@@ -626,18 +642,28 @@ class OneDNNEngine(CPUEngine):
         ker = self.kernels
         if ker is None or out.dtype != np.int8 or x.dtype != np.float64:
             return False
-        from ..exact import digit_plan  # noqa: PLC0415
-
-        d, count = digit_plan(bits)
-        coefs = np.array([[float(pow(2, d * t, p)) for t in range(count)] for p in mods])
-        mods_f = np.array([float(p) for p in mods])
+        plan = _residue_constants(tuple(int(p) for p in mods), int(bits))
+        if plan is None:
+            return False
+        d, pf, inv, coefs, pow2 = plan
         mult = np.ascontiguousarray(mult, np.float64)
         rnd = np.ascontiguousarray(round_rows, np.bool_)
         ker = self._k(x.size * len(mods))
         if _is_cols(x) and (out.strides[1] == 1 or x.shape[0] <= 1):
-            ker.crt_residues_cols(x.T, mult, rnd, mods_f, coefs, d, out.transpose(0, 2, 1))
-        else:
-            ker.crt_residues(np.ascontiguousarray(x), mult, rnd, mods_f, coefs, d, out)
+            o, slots = _slot_first(out.transpose(0, 2, 1))
+            if o is None:
+                return False
+            ker.crt_residues_cols(x.T, mult, rnd, d, pf, inv, coefs, pow2, o, slots)
+            return True
+        o, slots = _slot_first(out)
+        mid = False
+        if o is None:  # the grouped layout: (rows, s, k) storage
+            o, slots = _slot_first(out.transpose(1, 0, 2), axis=1)
+            mid = True
+            if o is None:
+                return False
+        ker.crt_residues(np.ascontiguousarray(x), mult, rnd, d, pf, inv, coefs, pow2, o, slots,
+                         mid)
         return True
 
     def crt_bound(self, x, out):
@@ -650,6 +676,11 @@ class OneDNNEngine(CPUEngine):
         else:
             ker.crt_bound(np.ascontiguousarray(x), out)
         return True
+
+    def crt_bound_shifts(self, m, p):
+        """A :class:`_BoundShifts` for an m x p product's accurate scaling (None: the
+        generic ``log2 W`` tiles)."""
+        return None if self.kernels is None else _BoundShifts(self, m, p)
 
     def crt_accumulator(self, consts):
         """Residues reduced to int8 right after each GEMM, one combine pass at the end."""
@@ -672,12 +703,13 @@ class _FusedCRT:
         consts = self.consts
         if self.res is None:
             self.res = np.empty((len(consts.moduli),) + prod.shape, np.int8)
-        if prod.dtype == np.int32 and prod.flags.c_contiguous:
-            self.engine._k(prod.size).crt_reduce(prod, float(consts.moduli[t]), self.res[t])
+        p = int(consts.moduli[t])
+        if prod.dtype == np.int32 and prod.flags.c_contiguous and _reducible(p):
+            self.engine._k(prod.size).crt_reduce(prod, float(p), p & (p - 1) == 0, self.res[t])
         else:
             from ..exact import symmetric_mod  # noqa: PLC0415
 
-            self.res[t] = symmetric_mod(np, prod.astype(np.float64), consts.moduli[t])
+            self.res[t] = symmetric_mod(np, prod.astype(np.float64), p)
 
     def faithful_result(self):
         """``(c, slop)`` as ``CRTAccumulator.faithful_result``, in one fused pass."""
@@ -690,9 +722,8 @@ class _FusedCRT:
         slop = np.empty(res.shape[1:])
         powers = np.array([2.0 ** (LIMB_BITS * l) for l in range(nl)])
         self.engine._k(res.size).crt_combine_faithful(
-            res, np.array(consts.frac), np.array(consts.weight_limbs),
-            np.array(consts.P_limbs), 2.0**LIMB_BITS, powers, 2.0**-53 * (1.0 + 2.0**-20), out,
-            slop)
+            res, *_combine_constants(consts), 2.0**LIMB_BITS, powers,
+            2.0**-53 * (1.0 + 2.0**-20), out, slop)
         return out, slop
 
     def result(self):
@@ -701,10 +732,112 @@ class _FusedCRT:
         from ..exact import LIMB_BITS  # noqa: PLC0415
 
         out = np.empty(res.shape[1:])
-        self.engine._k(res.size).crt_combine(res, np.array(consts.frac),
-                                             np.array(consts.weight_limbs),
-                                             np.array(consts.P_limbs), 2.0**LIMB_BITS, out)
+        self.engine._k(res.size).crt_combine(res, *_combine_constants(consts),
+                                             2.0**LIMB_BITS, out)
         return out
+
+
+def _combine_constants(consts):
+    """``(frac, wlimbs, plimbs)`` for :func:`_numba_kernels.crt_combine`: rows padded with
+    zeros to a multiple of four moduli, at least three limb columns."""
+    n, nl = len(consts.moduli), len(consts.P_limbs)
+    rows = -(-n // 4) * 4
+    frac = np.zeros(rows)
+    frac[:n] = consts.frac
+    wl = np.zeros((rows, max(nl, 3)))
+    wl[:n, :nl] = consts.weight_limbs
+    return frac, wl, np.array(consts.P_limbs)
+
+
+class _BoundShifts:
+    """The accurate scaling's exact maxima (``ozlinalg.ozaki.crt._accurate_shifts``) from
+    the bound products W kept as int32 (half of a float64 copy): per row ``max_j W_ij``
+    as the tiles arrive, per column ``max_i W_ij 2**mu_i`` as the maxima over the rows
+    of each shift value g (a few groups) of ``M_gj 2**g``, one integer pass over W. The
+    same values as the generic code's float pass (all exact), so the same shifts."""
+
+    def __init__(self, engine, m, p):
+        self.engine, self.m, self.p = engine, m, p
+        self.rowmax = np.zeros(m)
+        self.tiles = []
+
+    def add(self, i0, i1, j0, j1, w):
+        """Take the bound product ``w`` of the output tile (i0:i1, j0:j1)."""
+        w = np.array(w, order="C")  # the workspace is reused by the products
+        if w.shape[1]:
+            np.maximum(self.rowmax[i0:i1], w.max(axis=1), out=self.rowmax[i0:i1])
+        self.tiles.append((i0, i1, j0, j1, w))
+
+    def row_max(self):
+        """``max_j W_ij`` per row, exactly."""
+        return self.rowmax
+
+    def col_max_scaled(self, mu):
+        """``max_i W_ij 2**mu_i`` per column, exactly: the column maxima per group of rows
+        with one shift (a few groups), one integer pass over W."""
+        groups, gid = np.unique(mu, return_inverse=True)
+        gid = np.ascontiguousarray(gid.reshape(-1), np.int64)
+        cm = np.zeros((len(groups), self.p), np.int64)
+        for i0, i1, j0, j1, w in self.tiles:
+            if w.size:
+                part = np.ascontiguousarray(cm[:, j0:j1])
+                ker = self.engine._k(w.size)
+                ker.group_col_max(w, gid[i0:i1], part, max(1, min(ker.threads(), w.shape[1] // 64)))
+                cm[:, j0:j1] = part
+        out = np.zeros(self.p)
+        for g, row in zip(groups.tolist(), cm):  # W < 2**31: exact in float64, and scaled
+            np.maximum(out, np.ldexp(row.astype(np.float64), int(g)), out=out)
+        return out
+
+
+def _reducible(p):
+    """Moduli the division-free residue kernels take: odd, or a power of two."""
+    return 1 <= p <= 256 and (p % 2 == 1 or p & (p - 1) == 0)
+
+
+#: |digit sum| < 2**51: the exactness condition of the kernels' residue route.
+_RESIDUE_BITS = 51
+
+
+@functools.lru_cache(maxsize=64)
+def _residue_constants(mods, bits):
+    """``(d, moduli, 1 / moduli, coefs, pow2)`` for :func:`_numba_kernels.crt_residues`,
+    or None (a modulus the kernels do not take).
+
+    Integers below 2**bits are cut into ``count`` digits of ``d`` bits so that
+    ``sum_t digit_t (2**(d t) mod p)`` stays below 2**51 in magnitude (the digits are
+    below 2**d, the coefficients below 256): one digit (none cut) up to 51 bits,
+    then ``d = 51 - ceil(log2(255 (count - 1) + 1))``, 43 bits for two digits.
+    """
+    if not all(_reducible(p) for p in mods):
+        return None
+    bits = max(int(bits), 1)
+    if bits <= _RESIDUE_BITS:
+        d, count = bits, 1
+    else:
+        for count in range(2, 16):
+            d = _RESIDUE_BITS - (255 * (count - 1)).bit_length()
+            if count * d >= bits:
+                break
+        else:
+            return None
+    coefs = np.array([[float(pow(2, d * t, p)) for t in range(count)] for p in mods])
+    pf = np.array([float(p) for p in mods])
+    pow2 = np.array([p & (p - 1) == 0 for p in mods])
+    return d, pf, 1.0 / pf, coefs, pow2
+
+
+def _slot_first(view, axis=0):
+    """``(o, slots)``: the C-contiguous array behind ``view`` with its slot axis
+    ``axis`` un-reversed, and slot t's index in it; ``(None, None)`` if there is none."""
+    s = view.shape[axis]
+    slots = np.arange(s)
+    if view.strides[axis] < 0:
+        view = np.flip(view, axis)
+        slots = s - 1 - slots
+    if not view.flags.c_contiguous:
+        return None, None
+    return view, slots
 
 
 def _is_cols(x):

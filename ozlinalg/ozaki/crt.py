@@ -293,26 +293,33 @@ def _fast_shifts(xp, na, nb, log2P):
     return mu, nu
 
 
-def _accurate_shifts(xp, w_tiles, log2P, m, p):
+def _accurate_shifts(xp, w_tiles, log2P, m, p, planner=None):
     """Shifts from the bound products ``W`` (integers), given as output tiles
-    ``(i0, i1, j0, j1, w_t)``: ``mu_i = floor((c - log2 max_j W_ij) / 2)`` and
-    ``nu_j = floor(c - log2 max_i W_ij 2**mu_i)`` (``c = log2(P / 2) + 14 - margin``),
-    the row and column maxima exact over all tiles and the floors exact
-    (:func:`ozlinalg.ozaki.decide.robust_floor`), so the shifts depend neither on the
-    tiling nor on the engine's ``log2``."""
+    ``(i0, i1, j0, j1, w_t)`` or summarized by the engine (``planner``, from
+    ``crt_bound_shifts``: the same exact maxima without a float pass over W):
+    ``mu_i = floor((c - log2 max_j W_ij) / 2)`` and ``nu_j = floor(c - log2 max_i W_ij
+    2**mu_i)`` (``c = log2(P / 2) + 14 - margin``), the row and column maxima exact over
+    all tiles and the floors exact (:func:`ozlinalg.ozaki.decide.robust_floor`), so the
+    shifts depend neither on the tiling nor on the engine's ``log2``."""
     c = log2P - 1.0 + 14.0 - MARGIN_BITS
-    rmax = xp.zeros(m)
-    for i0, i1, _, _, w in w_tiles:
-        if w.shape[1]:
-            xp.maximum(rmax[i0:i1], w.max(axis=1), out=rmax[i0:i1])
+    if planner is not None:
+        rmax = planner.row_max()
+    else:
+        rmax = xp.zeros(m)
+        for i0, i1, _, _, w in w_tiles:
+            if w.shape[1]:
+                xp.maximum(rmax[i0:i1], w.max(axis=1), out=rmax[i0:i1])
     pos = rmax > 0
     mu = xp.where(pos, robust_floor(xp, c, xp.where(pos, rmax, 1.0), div=2), 0.0)
-    scale = xp.ldexp(xp.ones(m), mu.astype(xp.int32))
-    cmax = xp.zeros(p)
-    for i0, _, j0, j1, w in w_tiles:
-        for r0, r1 in row_blocks(*w.shape):
-            t = w[r0:r1] * scale[i0 + r0:i0 + r1, None]  # exact: W < 2**31
-            xp.maximum(cmax[j0:j1], t.max(axis=0), out=cmax[j0:j1])
+    if planner is not None:
+        cmax = planner.col_max_scaled(mu)
+    else:
+        scale = xp.ldexp(xp.ones(m), mu.astype(xp.int32))
+        cmax = xp.zeros(p)
+        for i0, _, j0, j1, w in w_tiles:
+            for r0, r1 in row_blocks(*w.shape):
+                t = w[r0:r1] * scale[i0 + r0:i0 + r1, None]  # exact: W < 2**31
+                xp.maximum(cmax[j0:j1], t.max(axis=0), out=cmax[j0:j1])
     pos = cmax > 0
     nu = xp.where(pos, robust_floor(xp, c, xp.where(pos, cmax, 1.0)), 0.0)
     return mu, nu
@@ -635,7 +642,9 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         del parts_a, parts_b
         n_ref = AUTO_REF_MODULI if moduli == "auto" else moduli
         log2p_ref = crt_constants(n_ref).log2P
-        logw_tiles = []
+        w_tiles = []
+        planner = getattr(engine, "crt_bound_shifts", None)  # W summarized, no log2 W
+        planner = planner(m, p) if planner is not None and scaling == "accurate" else None
     if scaling == "accurate":
         for i0, i1 in rtiles:
             with _timer(timers, "split"):
@@ -650,14 +659,17 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                     counts["int8_gemms"] += 1
                     counts["bound_gemms"] += 1
                     counts["engine_calls"] += calls
-                    logw_tiles.append((i0, i1, j0, j1, w.astype(xp.float64)))
+                    if planner is None:
+                        w_tiles.append((i0, i1, j0, j1, w.copy()))  # W is reused
+                    else:
+                        planner.add(i0, i1, j0, j1, w)
                     del w, bb
             del ba
 
     def shifts(log2P):
         if scaling == "fast":
             return _fast_shifts(xp, na, nb, log2P)
-        return _accurate_shifts(xp, logw_tiles, log2P, m, p)
+        return _accurate_shifts(xp, w_tiles, log2P, m, p, planner)
 
     natives = {}
     with _timer(timers, "split"):
@@ -710,7 +722,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             nmod = moduli
         consts = crt_constants(nmod)
         mu, nu = shifts(consts.log2P)
-        logw_tiles.clear()  # the bound matrix is no longer needed
+        w_tiles.clear()  # the bound matrix is no longer needed
+        planner = None
         counts["slices"].append(nmod)
 
         if scaling == "fast":
