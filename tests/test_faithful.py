@@ -293,6 +293,45 @@ def test_factorizations_and_solve_accept_it(rng):
     assert prof.calls and all(r.accuracy == "faithful" for r in prof.calls)
 
 
+@pytest.mark.parametrize("call", [
+    lambda a, b, spd: ozlinalg.linalg.lu_factor(a),
+    lambda a, b, spd: ozlinalg.linalg.solve(a, b),
+    lambda a, b, spd: ozlinalg.linalg.cho_factor(spd),
+    lambda a, b, spd: ozlinalg.linalg.cholesky(spd),
+    lambda a, b, spd: ozlinalg.linalg.qr(a),
+    lambda a, b, spd: ozlinalg.linalg.inv(a),
+    lambda a, b, spd: ozlinalg.linalg.matmul(a, b),
+    lambda a, b, spd: ozlinalg.numpy_linalg.solve(a, b),
+    lambda a, b, spd: ozlinalg.numpy_linalg.cholesky(spd),
+    lambda a, b, spd: ozlinalg.numpy_linalg.qr(a),
+], ids=["lu_factor", "solve", "cho_factor", "cholesky", "qr", "inv", "matmul", "np-solve",
+        "np-cholesky", "np-qr"])
+def test_public_namespaces_take_it_from_options(rng, call):
+    # SciPy / NumPy signatures have no accuracy argument: options() carries it,
+    # to every emulated product of the call
+    n = 80
+    a = random_matrix(rng, n, n, 0.5) + n * np.eye(n)
+    b = random_matrix(rng, n, 3, 0.5)
+    spd = a @ a.T
+    with ozlinalg.options(accuracy="faithful", min_size=0), ozlinalg.profile() as prof:
+        call(a, b, spd)
+    assert prof.calls and all(r.accuracy == "faithful" for r in prof.calls)
+    with ozlinalg.options(min_size=0), ozlinalg.profile() as prof:
+        call(a, b, spd)
+    assert prof.calls and all(r.accuracy == "dgemm" for r in prof.calls)
+
+
+def test_backend_reroutes_with_it(rng):
+    a = random_matrix(rng, 70, 70, 0.5) + 70 * np.eye(70)
+    b = random_matrix(rng, 70, 2, 0.5)
+    # "eager": the default strategy leaves calls below the crossover to native LAPACK
+    with ozlinalg.backend(strategy="eager", accuracy="faithful", min_size=0), \
+            ozlinalg.profile() as prof:
+        x = np.linalg.solve(a, b)
+    assert prof.calls and all(r.accuracy == "faithful" for r in prof.calls)
+    np.testing.assert_allclose(a @ x, b, rtol=1e-10, atol=1e-12)
+
+
 def test_dask_matmul_is_one_inner_chunk(rng):
     da = pytest.importorskip("dask.array")
     a = random_matrix(rng, 30, 90, 2.0)

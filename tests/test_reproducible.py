@@ -271,6 +271,28 @@ class TestDecisions:
         assert_array_equal(decide.robust_floor(np, 3.0, np.array([2.0]), div=2), [1.0])
 
 
+@pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
+def test_native_entries_same_bits(rng, monkeypatch, method):
+    # entries beyond max_slices (X D times D^-1 Y blocks) go to native FP64 in dgemm
+    # mode: in one fixed order, whatever share of an output tile they are
+    d = np.ldexp(1.0, rng.integers(-600, 601, 300))
+    a = random_matrix(rng, 70, 300, 1.0)
+    b = random_matrix(rng, 300, 50, 1.0)
+    a[:30] = rng.uniform(-1, 1, (30, 300)) * d
+    b[:, :20] = rng.uniform(-1, 1, (300, 20)) / d[:, None]
+    want = None
+    for name in ENGINES:
+        for limit in (None, 1 << 16, 1 << 13):
+            got, prof = run(monkeypatch, make_engine(name, 2), a, b, limit, method=method,
+                            balance=False)
+            assert prof.native_flops > 0
+            if want is None:
+                want = got
+            assert_array_equal(got, want, err_msg=f"{name} {limit}")
+    fixed = np.array([[np.sum(a[i] * b[:, j]) for j in range(20)] for i in range(30)])
+    assert_array_equal(want[:30, :20], fixed)
+
+
 def test_factorizations_same_bits(rng, monkeypatch):
     n = 150
     a = random_matrix(rng, n, n, 1.0) + n * np.eye(n)

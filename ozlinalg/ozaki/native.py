@@ -17,19 +17,23 @@ def native_entries(xp, c, a, bt, mask):
     """``c[i, j] = a[i] . bt[j]`` in native FP64 where ``mask`` (entries ``auto``
     cannot serve within max_slices; see :func:`ozlinalg.ozaki.auto.plan_slices`).
 
-    Where native arithmetic overflows on the way (``inf - inf``: NaN from finite
-    inputs, which the emulation never gives), the entry is recomputed with row i
-    and column j scaled to maxima below 1 (no term can overflow) and scaled back.
+    Always the gathered sum ``(a[i] * bt[j]).sum()``, a fixed order given ``k``
+    (never a BLAS GEMM, whose order depends on its threads and on the tile it
+    is given): the same bits for every tile plan, engine and thread count on one
+    array library (docs/guarantees.md). Where native arithmetic overflows on the
+    way (``inf - inf``: NaN from finite inputs, which the emulation never gives),
+    the entry is recomputed with row i and column j scaled to maxima below 1 (no
+    term can overflow) and scaled back.
     """
     rows, cols = xp.nonzero(mask)
     count, k = int(rows.size), a.shape[1]
+    flops = 2.0 * count * k
+    step = max(1, (1 << 22) // max(k, 1))  # gathered blocks of at most 32 MiB
     with fp_errstate(xp, over="ignore", invalid="ignore", under="ignore"):
-        if count * 8 > c.size:  # many: one native GEMM is cheaper than gathering
-            vals = xp.matmul(a, bt.T)[rows, cols]
-            flops = 2.0 * c.size * k
-        else:
-            vals = (a[rows] * bt[cols]).sum(axis=1)
-            flops = 2.0 * count * k
+        vals = xp.empty(count)
+        for e0 in range(0, count, step):
+            r, q = rows[e0:e0 + step], cols[e0:e0 + step]
+            vals[e0:e0 + step] = (a[r] * bt[q]).sum(axis=1)
         bad = ~xp.isfinite(vals)
         if bool(bad.any()):
             r, q = rows[bad], cols[bad]
