@@ -179,7 +179,7 @@ class TestCertificate:
         """The emulated values before recomputation, and the certified mask."""
         seen = {}
 
-        def record(xp, c, aa, bt, rows, cols):
+        def record(xp, c, aa, bt, rows, cols, threads=None):
             seen["rows"], seen["cols"] = np.asarray(rows), np.asarray(cols)
 
         monkeypatch.setattr(faithful, "recompute", record)

@@ -568,7 +568,7 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         rows, cols = (to_numpy(v) for v in xp.nonzero(~ok))
         counts["certified"] = int(ok.sum())
         if recompute:
-            faithful.recompute(xp, c, a, bt, rows, cols)
+            faithful.recompute(xp, c, a, bt, rows, cols, getattr(engine, "threads", None))
             counts["recomputed"] = int(rows.size)
         else:
             counts["uncertified"] = (rows, cols)

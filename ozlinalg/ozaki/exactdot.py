@@ -156,7 +156,7 @@ _ROWS = 64
 _COLS = 256
 
 
-def _dot2_first(ker, xp, a, bt, rows, cols, out):
+def _dot2_first(ker, xp, a, bt, rows, cols, out, threads):
     """The entries Dot2 (compensated, in a numba kernel) proves correctly rounded, into
     ``out``; returns the mask of those entries (the others need the exact path). Same
     values as the exact path: only certified round-to-nearest results are kept."""
@@ -180,16 +180,17 @@ def _dot2_first(ker, xp, a, bt, rows, cols, out):
     g2 = (gam / (1.0 - gam)) ** 2
     vals = np.empty(rows.size)
     ok = np.zeros(rows.size, np.bool_)
-    ker.set_threads(2 if rows.size * k > (1 << 16) else 1)
+    ker.set_threads(max(1, threads or 1) if rows.size * k > (1 << 16) else 1)
     ker.dot2_nearest(xa, xb, ri.astype(np.int64), ci.astype(np.int64), sa, sb, ea, eb, g2,
                      vals, ok)
     out[ok] = vals[ok]
     return ok
 
 
-def exact_dots(xp, a, bt, rows, cols, dot2=True):
+def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None):
     """Correctly rounded ``a[rows[t]] . bt[cols[t]]`` for every t (finite float64 inputs;
-    ``bt`` holds the columns of B as rows). Returns a host float64 array.
+    ``bt`` holds the columns of B as rows; ``threads``: the engine's, for the Dot2
+    kernel). Returns a host float64 array.
 
     With numba, Dot2 (Ogita, Rump & Oishi 2005: TwoProduct and TwoSum, error of the
     unevaluated result at most ``gamma_2k**2 sum |a b|``) settles first the entries
@@ -208,7 +209,7 @@ def exact_dots(xp, a, bt, rows, cols, dot2=True):
     k = a.shape[1]
     ker = _kernels()
     if dot2 and ker is not None and k <= (1 << 17):
-        done = _dot2_first(ker, xp, a, bt, rows, cols, out)
+        done = _dot2_first(ker, xp, a, bt, rows, cols, out, threads)
         rest = np.nonzero(~done)[0]
         if rest.size:
             out[rest] = exact_dots(xp, a, bt, rows[rest], cols[rest], dot2=False)

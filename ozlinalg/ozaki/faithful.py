@@ -335,13 +335,14 @@ class combine:
 # -- Ozaki scheme II ----------------------------------------------------------------------
 
 
-def recompute(xp, c, a, bt, rows, cols):
-    """``c[rows, cols] = `` the correctly rounded products (:mod:`.exactdot`)."""
+def recompute(xp, c, a, bt, rows, cols, threads=None):
+    """``c[rows, cols] = `` the correctly rounded products (:mod:`.exactdot`, on
+    ``threads`` threads: the engine's)."""
     from .exactdot import exact_dots
 
     if len(rows) == 0:
         return
-    vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols))
+    vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols), threads=threads)
     c[xp.asarray(rows), xp.asarray(cols)] = xp.asarray(vals)
 
 
