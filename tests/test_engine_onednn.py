@@ -434,6 +434,22 @@ class TestFusedPassesMatchGeneric:
         np.testing.assert_array_equal(ss, (x_f * x_f).sum(axis=1))
         np.testing.assert_array_equal(ss, (x_g * x_g).sum(axis=1))
 
+    @pytest.mark.parametrize("order", ["C", "F"])
+    def test_fixed_sums(self, rng, fused, order):
+        # the engine-independent row norms / absolute sums (ozaki.decide): same floats
+        from ozlinalg.ozaki import decide
+
+        a = random_matrix(rng, 300, 517, 2.0)
+        a[3] = 0.0
+        a[7, 4] = 5e-324
+        a[8] *= 2.0**-1040
+        x, _ = normalize_rows(np, _order(a, order))
+        x[9, :5] = 2.0**-600  # squares underflow
+        for fn in (decide.sq_norm_upper, decide.abs_sum_upper):
+            want = fn(np, x)
+            np.testing.assert_array_equal(fn(np, x, fused), want)
+            np.testing.assert_array_equal(fn(np, x[:1], fused), want[:1])
+
     @pytest.mark.parametrize("tiles", [(1, 1), (2, 1), (1, 3), (3, 2)])
     def test_crt_bound_shifts(self, rng, fused, tiles):
         # the engine's int32 summary of W gives the generic float pass's shifts

@@ -82,6 +82,8 @@ class TestMatmul:
         y = np.asfortranarray(b) if orders[1] == "F" else b
         got, _ = product(x, y)
         assert_array_equal(got, want)
+        # and the DGEMM-level mode (docs/guarantees.md: memory order is not an input)
+        assert_array_equal(ozlinalg.matmul(x, y), ozlinalg.matmul(a, b))
 
     def test_dtypes_vectors_and_batches(self, rng):
         a = rng.integers(-1000, 1000, (3, 12, 40))

@@ -936,6 +936,42 @@ def abs_col_sums(dt, out):
 
 
 @njit(**_OPTS)
+def _fixed_unit(v, square):
+    """``ceil(w * 2**40)`` as int64 for ``w = v * v`` or ``|v|`` (``decide._fixed_sum``'s
+    operations: the product rounds once, the scaling is exact)."""
+    w = v * v if square else abs(v)
+    return np.int64(math.ceil(w * 2.0**40))
+
+
+@njit(**_PAR)
+def fixed_row_sums(x, square, out):
+    """``out[i] = sum_k ceil(w_ik 2**40) 2**-40`` (``w = x**2`` or ``|x|``), the integer
+    sum exact in int64: ``ozlinalg.ozaki.decide._fixed_sum``'s value, any order."""
+    rows, k = x.shape
+    for i in prange(rows):
+        acc = 0
+        for kk in range(k):
+            acc += _fixed_unit(x[i, kk], square)
+        out[i] = float(acc) * 2.0**-40
+
+
+@njit(**_PAR)
+def fixed_col_sums(xt, square, out):
+    """:func:`fixed_row_sums` of ``xt.T`` (rows stored as columns)."""
+    k, rows = xt.shape
+    nb = (rows + 255) // 256
+    for b in prange(nb):
+        r0 = b * 256
+        r1 = min(rows, r0 + 256)
+        acc = np.zeros(r1 - r0, np.int64)
+        for kk in range(k):
+            for r in range(r0, r1):
+                acc[r - r0] += _fixed_unit(xt[kk, r], square)
+        for r in range(r0, r1):
+            out[r] = float(acc[r - r0]) * 2.0**-40
+
+
+@njit(**_OPTS)
 def _certified(r, bnd, E, slack):
     """The faithful certificate of one entry (``ozlinalg.ozaki.faithful.certify_core``)."""
     if r == 0.0:

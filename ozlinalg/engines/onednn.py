@@ -476,6 +476,22 @@ class OneDNNEngine(CPUEngine):
             return slop
         return None
 
+    def fixed_sums(self, x, square):
+        """``ozlinalg.ozaki.decide._fixed_sum`` of ``x**2`` (``square``) or ``|x|`` per row,
+        the same floats (exact integer sums), in one pass; None: generic."""
+        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2:
+            return None
+        rows, k = x.shape
+        out = np.empty(rows)
+        ker = self._k(rows * k)
+        if x.strides[1] == 8 or k <= 1:
+            ker.fixed_row_sums(x, bool(square), out)
+        elif x.strides[0] == 8 or rows <= 1:
+            ker.fixed_col_sums(x.T, bool(square), out)
+        else:
+            return None
+        return out
+
     def digit_sums(self, d):
         """``D[t, i] = sum_k |d[t, i, k]|`` of int8 slices in either layout; None: generic."""
         if self.kernels is None or d.dtype != np.int8 or d.ndim != 3:

@@ -270,12 +270,6 @@ def residues_into(xp, v, mods, bits, out):
             out[idx] = symmetric_mod(xp, acc, p)
 
 
-def _row_norms_upper(xp, x):
-    """Upper bounds of the row 2-norms, the same float on every engine
-    (:func:`ozlinalg.ozaki.decide.sq_norm_upper`: the shifts depend on them)."""
-    return sq_norm_upper(xp, x)
-
-
 def _ceil_log2_safe(xp, v):
     """log2 of positive entries, +inf where v == 0."""
     with _quiet(xp):
@@ -613,7 +607,10 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         key = (which, r0)
         if key not in kept:
             x, e = normalize_rows(xp, (a if which == "a" else bt)[r0:r1], engine)
-            val = (x, e, _row_norms_upper(xp, x), abs_sum_upper(xp, x) if faith else None)
+            # the row norms from fixed-point sums, the same floats on every engine (the
+            # shifts depend on them)
+            val = (x, e, sq_norm_upper(xp, x, engine),
+                   abs_sum_upper(xp, x, engine) if faith else None)
             if not single:
                 return val
             kept[key] = val

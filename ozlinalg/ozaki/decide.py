@@ -143,27 +143,34 @@ def _fixed_sum(xp, v):
     return q.sum(axis=1).astype(xp.float64) * 2.0**-40
 
 
-def abs_sum_upper(xp, x):
+def _fixed_sums(xp, x, square, engine):
+    """:func:`_fixed_sum` of ``x**2`` or ``|x|`` per row (normalized rows), fused where the
+    engine has the pass (the same floats: exact integer sums)."""
+    fused = getattr(engine, "fixed_sums", None)
+    done = fused(x, square) if fused is not None else None
+    if done is not None:
+        return done
+    out = xp.zeros(x.shape[0])
+    for r0, r1 in row_blocks(*x.shape, target=1 << 20):
+        xb = x[r0:r1]
+        out[r0:r1] = _fixed_sum(xp, xb * xb if square else xp.abs(xb))
+    return out
+
+
+def abs_sum_upper(xp, x, engine=None):
     """Upper bound of ``sum_k |x_ik|`` for normalized rows (entries at most 1), the same
     float on every engine (fixed-point sum, relative excess below 2**-22)."""
     if x.shape[1] == 0:
         return xp.zeros(x.shape[0])
-    out = xp.zeros(x.shape[0])
-    for r0, r1 in row_blocks(*x.shape, target=1 << 20):
-        out[r0:r1] = _fixed_sum(xp, xp.abs(x[r0:r1]))
-    return out
+    return _fixed_sums(xp, x, False, engine)
 
 
-def sq_norm_upper(xp, x):
+def sq_norm_upper(xp, x, engine=None):
     """Upper bound of the row 2-norms of normalized rows, the same float on every engine:
     ``sqrt`` of the fixed-point sum of the squares, times ``1 + 2**-30``."""
     if x.shape[1] == 0:
         return xp.zeros(x.shape[0])
-    out = xp.zeros(x.shape[0])
-    for r0, r1 in row_blocks(*x.shape, target=1 << 20):
-        xb = x[r0:r1]
-        out[r0:r1] = _fixed_sum(xp, xb * xb) * (1.0 + 2.0**-50)
-    return xp.sqrt(out) * (1.0 + 2.0**-30)
+    return xp.sqrt(_fixed_sums(xp, x, True, engine) * (1.0 + 2.0**-50)) * (1.0 + 2.0**-30)
 
 
 def robust_floor(xp, h, v, div=1):
