@@ -5,7 +5,9 @@ For each size n (default 2048 and 4096; phi = 0.5 and 1 inputs) and method
 (``--clock cpu --threads 1``: one core's CPU time, robust to the load of a shared
 machine), the product in ``accuracy="dgemm"`` and in ``accuracy="faithful"``
 (the two alternate, so that both see the same machine), their ratio, the counts
-each chose, and the faithful mode's certified fraction (entries the bound
+each chose, the time split of the last run of each (``split``: splitting, INT8
+GEMMs, accumulation incl. the certificate and the exact recomputation), and
+the faithful mode's certified fraction (entries the bound
 certified before any recomputation) and recomputed entries, with the machine
 load before and after.
 
@@ -59,7 +61,10 @@ def measure(n, phi, method, repeat):
                count_dgemm=profs["dgemm"].slices[0], count_faithful=f.slices[0],
                int8_gemms_dgemm=profs["dgemm"].int8_gemms, int8_gemms_faithful=f.int8_gemms,
                certified_fraction=f.entries_certified / (n * n),
-               recomputed=f.entries_recomputed)
+               recomputed=f.entries_recomputed,
+               split={acc: dict(split=p.time_split, int8=p.time_int8,
+                                accumulate=p.time_accumulate)
+                      for acc, p in profs.items()})
     print(f"  n={n} phi={phi} {method:<9} dgemm {times['dgemm']:7.3f} s (count "
           f"{row['count_dgemm']})  faithful {times['faithful']:7.3f} s (count "
           f"{row['count_faithful']})  ratio {row['ratio']:.2f}  certified "
