@@ -84,9 +84,14 @@ cases), with 0.25 bit of slack. A wider check
 216 cases) found 40 under-picks, all but one at phi >= 4: wide exponent
 ranges need more than the 0.7 slope predicts. The knee term (0.25 extra slope
 above rho = -60, where no phi <= 2 case lies, so their counts are unchanged)
-leaves 2 under-picks by one modulus (32 x 64 x 24 at phi = 4, accurate;
+left 2 under-picks by one modulus (32 x 64 x 24 at phi = 4, accurate;
 200 x 4096 x 160 at phi = 1, fast), each with a max error 2.4x native's,
-for 1.2 extra moduli on average at phi >= 4. Measured, not proven; the
+for 1.2 extra moduli on average at phi >= 4. Rerun on another machine (2026-12-01,
+oneDNN engine, the same picks): 3 under-picks by one modulus, max errors 2.36x,
+1.00x and 1.47x native's (32 x 64 x 24 at phi = 4, accurate; 40 x 300 x 30 and
+200 x 4096 x 160 at phi = 0.5, fast): "needed" moves with the machine's native
+DGEMM. Raising the offsets until all three go takes 3 bits and turns 207 of the
+216 picks into over-picks. Measured, not proven; the
 deterministic part is the bound ``sum |A'||B'| < P/2`` (the result is the
 exact CRT value of the rounded operands).
 Entries whose predicted spread no count up to ``max_moduli`` serves (or
