@@ -453,24 +453,13 @@ class CRTAccumulator:
         return r2, xp.abs(e2) + (2.0**-53 * (1.0 + 2.0**-20)) * eb
 
     def result(self):
-        xp, consts = self.xp, self.consts
-        limbs = self.limbs
+        limbs = self._limbs_balanced()
         nl = len(limbs)
-        q = xp.rint(self.quot)
-        self.quot = None
         unit = 2.0**LIMB_BITS
-        for l in range(nl):
-            if consts.P_limbs[l] != 0.0:
-                limbs[l] -= q * consts.P_limbs[l]
-        for l in range(nl - 1):
-            carry = xp.rint(limbs[l] * (1.0 / unit))
-            limbs[l] -= carry * unit
-            limbs[l + 1] += carry
         out = limbs[nl - 1]
         for l in range(nl - 2, -1, -1):
             out *= unit
             out += limbs[l]
-        self.limbs = None
         return out
 
 

@@ -69,7 +69,8 @@ import math
 from .._array import fp_errstate, row_blocks, to_numpy
 
 __all__ = ["ACCURACIES", "EXTRA_MODULI", "EXTRA_SLICES", "FAITHFUL_METHODS", "certify",
-           "check_method", "combine", "digit_sums", "ef_bound", "validate_accuracy"]
+           "check_method", "combine", "digit_sums", "ef_bound", "two_sum_into",
+           "validate_accuracy"]
 
 ACCURACIES = ("dgemm", "faithful")
 
@@ -151,6 +152,9 @@ class EFBound:
         d = self.c1 * t1 + self.c0 + self.c2 * xp.minimum(ma, mb)
         return xp.where(self.nzA[ri, None] & self.nzB[None, ci], d, 0.0)
 
+    def bound(self, xp, slop, sl):
+        return ef_bound_block(xp, self, slop, sl)
+
 
 def ef_bound(xp, engine, da, db, kind, width, s, k, dmax, n_updates):
     """:class:`EFBound` of slices ``da`` (of A) and ``db`` (of B^T)."""
@@ -167,10 +171,15 @@ def add_compensated(xp, engine, alpha, x, acc, comp):
     fused = getattr(engine, "axpy_twosum", None)
     if fused is not None and fused(alpha, x, acc, comp):
         return
-    v = x * alpha if x.dtype == xp.float64 else x.astype(xp.float64) * alpha
-    s = acc + v
+    two_sum_into(xp, acc, comp, x * alpha if x.dtype == xp.float64 else
+                 x.astype(xp.float64) * alpha)
+
+
+def two_sum_into(xp, acc, comp, x):
+    """``acc + comp += x`` with the rounding error of ``acc + x`` kept in ``comp`` (TwoSum)."""
+    s = acc + x
     bb = s - acc
-    err = (acc - (s - bb)) + (v - bb)
+    err = (acc - (s - bb)) + (x - bb)
     comp += err
     acc[...] = s
 
@@ -242,18 +251,23 @@ def ef_bound_block(xp, vec, slop, sl):
     return (slop[sl] + vec.block(xp, sl)) * (1.0 + _SLACK)
 
 
-def ef_certify(xp, engine, r, slop, vec, ea, eb):
-    """:func:`certify_core` of an EF block (one fused pass where the engine has one)."""
-    fused = getattr(engine, "certify_ef", None)
+def _certify_tile(xp, engine, r, slop, vec, ea, eb, fused_name):
+    """:func:`certify_core` of a tile with the bound ``vec.bound`` (one fused pass where
+    the engine has ``fused_name``)."""
+    fused = getattr(engine, fused_name, None)
     if fused is not None:
         done = fused(r, slop, vec, ea, eb, _SLACK)
         if done is not None:
             return done
     out = xp.empty(r.shape, dtype=bool)
     for _, _, sl in _blocks(r):
-        out[sl] = certify_core(xp, r[sl], ef_bound_block(xp, vec, slop, sl), ea[sl[0]],
-                               eb[sl[1]])
+        out[sl] = certify_core(xp, r[sl], vec.bound(xp, slop, sl), ea[sl[0]], eb[sl[1]])
     return out
+
+
+def ef_certify(xp, engine, r, slop, vec, ea, eb):
+    """:func:`certify_core` of an EF block."""
+    return _certify_tile(xp, engine, r, slop, vec, ea, eb, "certify_ef")
 
 
 class CRTBound:
@@ -278,16 +292,8 @@ class CRTBound:
 
 
 def crt_certify(xp, engine, r, slop, vec, ea, eb):
-    """:func:`certify_core` of an Ozaki-II tile (fused where the engine has a pass)."""
-    fused = getattr(engine, "certify_crt", None)
-    if fused is not None:
-        done = fused(r, slop, vec, ea, eb, _SLACK)
-        if done is not None:
-            return done
-    out = xp.empty(r.shape, dtype=bool)
-    for _, _, sl in _blocks(r):
-        out[sl] = certify_core(xp, r[sl], vec.bound(xp, slop, sl), ea[sl[0]], eb[sl[1]])
-    return out
+    """:func:`certify_core` of an Ozaki-II tile."""
+    return _certify_tile(xp, engine, r, slop, vec, ea, eb, "certify_crt")
 
 
 def scaled_bound(xp, bound, ea, eb):

@@ -320,7 +320,7 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
             with timers["acc"]:
                 if comp is None:
                     comp = xp.zeros_like(tile)
-                _two_sum_into(xp, tile, comp, part)
+                faithful.two_sum_into(xp, tile, comp, part)
             counts["passes"] += 1
         if comp is not None:
             tile += comp
@@ -618,7 +618,7 @@ def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb
         elif step is not None:
             engine.axpy(2.0 ** (step * (TOP_GROUPS - 1 - g)), gsum, top)
         else:
-            _two_sum_into(xp, top, comp, gsum if scale == 1.0 else scale * gsum)
+            faithful.two_sum_into(xp, top, comp, gsum if scale == 1.0 else scale * gsum)
 
     if meth.groupwise:
         for group in groups:
@@ -742,15 +742,6 @@ def _finish_top_groups(engine, acc, ws, da, db, tops, step, bound, factors, orde
         with timers["acc"]:
             engine.finish_ef(blk, prods, weights, 2.0 ** (-step * (TOP_GROUPS - 1)), fac)
     counts["passes"] += 1
-
-
-def _two_sum_into(xp, acc, comp, x):
-    """``acc + comp += x`` with the rounding error of ``acc + x`` kept in ``comp`` (TwoSum)."""
-    s = acc + x
-    bb = s - acc
-    err = (acc - (s - bb)) + (x - bb)
-    comp += err
-    acc[...] = s
 
 
 def _split_operand(xp, engine, kind, x, s, width, operand):
