@@ -348,11 +348,11 @@ def test_dask_matmul_is_one_inner_chunk(rng):
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_properties import SETTINGS, problem  # noqa: E402
+from test_properties import SETTINGS, inner_scaled, problem  # noqa: E402
 
 
 @SETTINGS
-@given(ab=problem(), method=st.sampled_from(FAITHFUL),
+@given(ab=st.one_of(problem(), inner_scaled()), method=st.sampled_from(FAITHFUL),
        slices=st.sampled_from(["auto", 4, 9, 14]), balance=st.sampled_from(["auto", False]))
 def test_faithful_property(ab, method, slices, balance):
     a, b = ab
@@ -364,3 +364,20 @@ def test_faithful_property(ab, method, slices, balance):
     assert c.shape == (a.shape[0], b.shape[1])
     if c.size:
         assert_faithful(c, a, b)
+
+
+@SETTINGS
+@given(ab=problem(allow_special=True), method=st.sampled_from(FAITHFUL))
+def test_faithful_property_non_finite(ab, method):
+    # entries fed by Inf / NaN: non-finite where native FP64 is (the value class:
+    # test_properties.py::test_non_finite_entries_match_native); the entries of
+    # finite rows and columns faithful
+    a, b = ab
+    with np.errstate(all="ignore"):
+        c = ozlinalg.matmul(a, b, method=method, accuracy="faithful")
+        want = a @ b
+    ra, cb = np.isfinite(a).all(axis=1), np.isfinite(b).all(axis=0)
+    special = ~(ra[:, None] & cb[None, :])
+    assert_array_equal(np.isfinite(c[special]), np.isfinite(want[special]))
+    if ra.any() and cb.any():
+        assert_faithful(c[np.ix_(ra, cb)], a[ra], b[:, cb])
