@@ -79,28 +79,32 @@ def measure_products(n, repeat, eng, t_native, t_gemm):
 
 
 def measure_estimate(n, repeat, eng, rows):
-    """The cost of ``auto``'s estimate (BF16 squares, GEMM, one reduction) against the
-    emulated products of ``rows`` that use it."""
+    """The cost of ``auto``'s decision (the engine's estimate, BF16 squares and a GEMM on
+    oneDNN, and its exact reading, :mod:`ozlinalg.ozaki.decide`) against the emulated
+    products of ``rows`` that use it."""
+    from ozlinalg.ozaki import params
+    from ozlinalg.ozaki.auto import plan_auto
     from ozlinalg.ozaki.split import normalize_rows
 
     rng = np.random.default_rng([n, 13])
     a = random_matrix(rng, n, n, 0.5)
     b = random_matrix(rng, n, n, 0.5)
+    bt = np.ascontiguousarray(b.T)
     xa, _ = normalize_rows(np, a, eng)
-    xb, _ = normalize_rows(np, b.T, eng)
-    fused = getattr(eng, "spread_plan_fused", None)
-    if fused is None:
-        return None
-    ones = np.ones(n)
-    costs = {"hybrid-ef, auto": best(lambda: fused(xa, xb, 40.0), repeat)[0],
-             "crt, auto": best(lambda: eng.crt_auto_fused(xa, xb, ones, ones, ones, ones, 0.0),
-                               repeat)[0]}
+    xb, _ = normalize_rows(np, bt, eng)
+    width = params.slice_width(n)
+
+    def decide():  # the estimate and the exact decision of slices="auto" (ozaki.decide)
+        return plan_auto(np, eng, "hybrid", width, [((0, 0), 0, 0, xa, xb)], a, bt, 20, n * n)
+
+    cost = best(decide, repeat)[0]
+    costs = {"hybrid-ef, auto": cost}
     out = {}
     for r in rows:
         if r["label"] in costs:
             out[r["label"]] = dict(seconds=costs[r["label"]],
                                    share=costs[r["label"]] / r["seconds"])
-    print("  auto's estimate: " + ", ".join(
+    print("  auto's decision: " + ", ".join(
         f"{v['seconds']:.3f} s = {100 * v['share']:.1f}% of {k}" for k, v in out.items()),
         flush=True)
     return out
