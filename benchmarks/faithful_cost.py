@@ -11,15 +11,18 @@ the faithful mode's certified fraction (entries the bound
 certified before any recomputation) and recomputed entries, with the machine
 load before and after.
 
-``--sweep``: for fixed counts instead of ``auto`` (n = 1024), the certified
-fraction per count: what the choice of ``faithful.EXTRA_SLICES`` /
-``EXTRA_MODULI`` rests on.
+``--sweep``: for fixed counts instead of ``auto`` (``--sweep-n``, default 1024;
+``--extra E``: the E counts above ``auto``'s), the certified fraction per count,
+the recomputed entries and the time against the DGEMM-level product: what the
+choice of ``faithful.EXTRA_SLICES`` / ``EXTRA_MODULI`` rests on.
 
 Usage::
 
     python benchmarks/faithful_cost.py --n 2048 4096 --repeat 3 --json out.json
     python benchmarks/faithful_cost.py --threads 1 --clock cpu
     python benchmarks/faithful_cost.py --sweep
+    python benchmarks/faithful_cost.py --sweep --sweep-n 2048 --extra 4 --phis 0.5 1 \
+        --threads 1 --clock cpu
 """
 from __future__ import annotations
 
@@ -73,21 +76,30 @@ def measure(n, phi, method, repeat):
     return row
 
 
-def sweep(n=1024, phis=(0.5, 1.0, 2.0, 4.0)):
+def sweep(n=1024, phis=(0.5, 1.0, 2.0, 4.0), extra=None):
+    """Per count above the DGEMM-level one (``extra``: how many more; default the
+    ranges below), the certified fraction, the recomputed entries and the time
+    against the DGEMM-level product."""
     rows = []
     for phi in phis:
         rng = np.random.default_rng([n, int(10 * phi), 31])
         a = random_matrix(rng, n, n, phi)
         b = random_matrix(rng, n, n, phi)
+        run(a[:64], b[:, :64], "crt", "faithful")  # compile / warm
         for method, counts in (("hybrid-ef", range(9, 15)), ("crt", range(15, 24))):
-            auto = run(a, b, method, "dgemm").slices[0]
+            t_auto, prof = best(lambda a=a, b=b, method=method: run(a, b, method, "dgemm"), 1)
+            auto = prof.slices[0]
+            if extra:
+                counts = range(auto + 1, auto + 1 + extra)
             line = []
             for s in counts:
-                p = run(a, b, method, "faithful", slices=s)
+                t, p = best(lambda a=a, b=b, s=s, method=method:
+                            run(a, b, method, "faithful", slices=s), 1)
                 frac = p.entries_certified / (n * n)
                 rows.append(dict(n=n, phi=phi, method=method, auto=auto, count=s,
-                                 certified_fraction=frac))
-                line.append(f"{s}: {100 * frac:.3f}%")
+                                 certified_fraction=frac, recomputed=p.entries_recomputed,
+                                 ratio=t / t_auto))
+                line.append(f"{s}: {100 * frac:.3f}% ({t / t_auto:.2f}x)")
             print(f"  phi={phi} {method:<9} (dgemm auto {auto})  " + "  ".join(line),
                   flush=True)
     return rows
@@ -100,6 +112,9 @@ def main(argv=None):
     ap.add_argument("--methods", nargs="+", default=["hybrid-ef", "crt"])
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--sweep-n", type=int, default=1024)
+    ap.add_argument("--extra", type=int, default=None,
+                    help="--sweep: counts auto+1 .. auto+EXTRA instead of fixed ranges")
     ap.add_argument("--json", default=None)
     add_arguments(ap)
     args = ap.parse_args(argv)
@@ -109,9 +124,11 @@ def main(argv=None):
                 threads=args.threads, clock=args.clock, load_before=os.getloadavg())
     print(f"engine: {info['engine']}; clock {args.clock}, threads {args.threads}; "
           f"load {info['load_before']}")
-    rows = sweep() if args.sweep else [measure(n, phi, meth, args.repeat)
-                                       for n in args.n for phi in args.phis
-                                       for meth in args.methods]
+    if args.sweep:
+        rows = sweep(args.sweep_n, args.phis, args.extra)
+    else:
+        rows = [measure(n, phi, meth, args.repeat) for n in args.n for phi in args.phis
+                for meth in args.methods]
     info["load_after"] = os.getloadavg()
     print(f"load after: {info['load_after']}")
     if args.json:
