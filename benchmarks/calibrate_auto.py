@@ -10,7 +10,7 @@ tried, and native DGEMM's max error under six summation orders that are all
 legitimate FP64 products (``natives``: BLAS with two threads and with one,
 ``(B^T A^T)^T``, the inner dimension reversed, permuted, or summed in two
 halves). "Needed" is defined against the first (the default); the others show
-how much of it is the BLAS's own rounding; docs/calibration.md has the analysis).
+how much of it is the BLAS's own rounding (docs/calibration.md has the analysis).
 
 Usage::
 
