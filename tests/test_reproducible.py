@@ -293,7 +293,8 @@ def test_native_entries_same_bits(rng, monkeypatch, method):
     assert_array_equal(want[:30, :20], fixed)
 
 
-def test_factorizations_same_bits(rng, monkeypatch):
+@pytest.mark.parametrize("accuracy", ["dgemm", "faithful"])
+def test_factorizations_same_bits(rng, monkeypatch, accuracy):
     n = 150
     a = random_matrix(rng, n, n, 1.0) + n * np.eye(n)
     spd = a @ a.T
@@ -302,7 +303,7 @@ def test_factorizations_same_bits(rng, monkeypatch):
         for limit in (None, 1 << 16):
             eng = make_engine(name, 2)
             monkeypatch.setitem(engine_registry._ENGINES, "numpy", eng)
-            with ozlinalg.options(engine=None, memory_limit=limit):
+            with ozlinalg.options(engine=None, memory_limit=limit, accuracy=accuracy):
                 got = (ozlinalg.lapack.getrf(a, block_size=32, crossover=0)[0],
                        ozlinalg.lapack.potrf(spd, block_size=32, crossover=0),
                        ozlinalg.lapack.geqrf(a, block_size=32, crossover=0)[0])
