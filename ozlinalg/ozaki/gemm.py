@@ -410,21 +410,15 @@ def _faithful_block(xp, engine, a, bt, meth, s, native, timers, counts, order, s
     ws = engine.workspace(m, p) if order == "C" else engine.workspace(m, p, order=order)
     r = params.group_limit(k, width)
     updates = 0
-    for group in params.pairs_by_group(s):
-        g = group[0][0] + group[0][1]
-        for c0 in range(0, len(group), r):
-            chunk = group[c0:c0 + r]
-            with timers["int8"]:
-                prod, calls = engine.int_matmul_sum(da, db, chunk, dmax, dmax, ws=ws)
-            counts["int8_gemms"] += len(chunk)
-            counts["engine_calls"] += calls
-            with timers["acc"]:
-                if g >= TOP_GROUPS:
-                    faithful.add_compensated(xp, engine, 2.0 ** (-step * g), prod, acc, comp)
-                    updates += 1
-                else:  # integers below 2**53: exact
-                    engine.axpy(2.0 ** (step * (TOP_GROUPS - 1 - g)), prod, top)
-            counts["passes"] += 1
+    for g, prod in _group_products(engine, da, db, params.pairs_by_group(s), r, dmax, ws,
+                                   timers, counts):
+        with timers["acc"]:
+            if g >= TOP_GROUPS:
+                faithful.add_compensated(xp, engine, 2.0 ** (-step * g), prod, acc, comp)
+                updates += 1
+            else:  # integers below 2**53: exact
+                engine.axpy(2.0 ** (step * (TOP_GROUPS - 1 - g)), prod, top)
+        counts["passes"] += 1
     with timers["acc"]:
         slop = faithful.finish(xp, engine, acc, comp, top, 2.0 ** (-step * (TOP_GROUPS - 1)))
         del comp, top
@@ -583,6 +577,20 @@ def _prepare(xp, engine, a, bt, kind, width, slices, plan, opts, counts):
     return da, sa, ea, db, sb, eb, s, native
 
 
+def _group_products(engine, da, db, groups, r, bound, ws, timers, counts):
+    """The exact INT8 products of each EF group, at most ``r`` pairs per engine call (the
+    INT32 bound): yields ``(g, prod)``, ``prod`` valid until the next step (the workspace)."""
+    for group in groups:
+        g = group[0][0] + group[0][1]
+        for c0 in range(0, len(group), r):
+            chunk = group[c0:c0 + r]
+            with timers["int8"]:
+                prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound, ws=ws)
+            counts["int8_gemms"] += len(chunk)
+            counts["engine_calls"] += calls
+            yield g, prod
+
+
 def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb, native,
                a, bt, order, timers, counts):
     """The slice products and their FP64 accumulation (see :func:`_emulate_block`)."""
@@ -621,20 +629,13 @@ def _products(xp, engine, meth, step, bound, width, k, s, da, sa, ea, db, sb, eb
             faithful.two_sum_into(xp, top, comp, gsum if scale == 1.0 else scale * gsum)
 
     if meth.groupwise:
-        for group in groups:
-            g = group[0][0] + group[0][1]
-            if tops is not None and g < TOP_GROUPS:
-                tops[g] = group  # at the end (_finish_top_groups)
-                continue
-            for c0 in range(0, len(group), r):
-                chunk = group[c0:c0 + r]
-                with timers["int8"]:
-                    prod, calls = engine.int_matmul_sum(da, db, chunk, bound, bound, ws=ws)
-                counts["int8_gemms"] += len(chunk)
-                counts["engine_calls"] += calls
-                with timers["acc"]:
-                    add_group(g, prod, 2.0 ** (-step * g))
-                counts["passes"] += 1
+        if tops is not None:  # at the end (_finish_top_groups)
+            tops.update((sum(grp[0]), grp) for grp in groups if sum(grp[0]) < TOP_GROUPS)
+            groups = [grp for grp in groups if sum(grp[0]) >= TOP_GROUPS]
+        for g, prod in _group_products(engine, da, db, groups, r, bound, ws, timers, counts):
+            with timers["acc"]:
+                add_group(g, prod, 2.0 ** (-step * g))
+            counts["passes"] += 1
     else:
         # One FP64 convert-scale-add pass per product, as in ozIMMU, into a
         # per-group accumulator: the products of one group share (nearly) one
