@@ -649,8 +649,9 @@ def crt_combine(res, frac, wlimbs, plimbs, unit, out):
     values (quotient ``sum_t frac_t c_t`` added in t order, exact limbs, ``- q P``,
     carries, top-down combination), ``COMBINE_CHUNK`` output entries of a row at a
     time, four moduli per pass (:func:`_combine4`; a missing one is a zero row of
-    weight 0, which adds exact zeros). ``frac`` and ``wlimbs`` (at least three limb columns, zeros past
-    ``plimbs.shape[0]``) have a multiple of four rows, zeros past the moduli."""
+    weight 0, which adds exact zeros). ``frac`` and ``wlimbs`` (at least three limb
+    columns, zeros past ``plimbs.shape[0]``) have a multiple of four rows, zeros past
+    the moduli."""
     nmod, m, p = res.shape
     nl = plimbs.shape[0]
     ch = COMBINE_CHUNK
