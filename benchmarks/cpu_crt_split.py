@@ -6,11 +6,14 @@ BF16 GEMMs are timed where they are called, in process CPU time split into user 
 system time (``getrusage``): the system time is the kernel's share, in practice the
 first-touch page faults of freshly allocated arrays, which on a VM whose freed pages go
 back to the host cost up to ~1 ms per MiB. What no kernel covers (NumPy and Python in
-the driver) is the rest. Best of ``--repeat`` calls by total CPU time.
+the driver) is the rest. Best of ``--repeat`` calls by total CPU time. ``--clock wall``
+times the same places in wall-clock seconds instead (all of it shown as "user"): for
+several threads, where CPU time adds up over the threads.
 
 Usage::
 
     python benchmarks/cpu_crt_split.py --n 2048 4096 --threads 1
+    python benchmarks/cpu_crt_split.py --n 2048 --clock wall      # 2 threads
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import argparse
 import collections
 import os
 import resource
+import time
 
 import numpy as np
 from cpu_timing import add_arguments, configure
@@ -26,8 +30,13 @@ import ozlinalg
 from ozlinalg.engines import get_engine
 from ozlinalg.testing import random_matrix
 
+#: True: wall-clock seconds instead of CPU time (``--clock wall``).
+WALL = [False]
+
 
 def _cpu():
+    if WALL[0]:
+        return time.perf_counter(), 0.0
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime, r.ru_stime
 
@@ -93,7 +102,8 @@ def measure(n, repeat, eng, into):
     user, sys_, parts, rec = best
     total = user + sys_
     gemms = rec.int8_gemms
-    print(f"n = {n}: crt auto ({rec.slices} moduli, {gemms} INT8 GEMMs) {total:.3f} s CPU "
+    clock = "wall" if WALL[0] else "CPU"
+    print(f"n = {n}: crt auto ({rec.slices} moduli, {gemms} INT8 GEMMs) {total:.3f} s {clock} "
           f"(system {sys_:.3f} s), native DGEMM {t_native:.3f} s: {total / t_native:.2f}x; "
           f"one engine GEMM {t_gemm * 1e3:.1f} ms: cost-model ratio "
           f"{total / (gemms * t_gemm):.2f} ({user / (gemms * t_gemm):.2f} on user time); "
@@ -123,9 +133,10 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     add_arguments(ap)
     args = ap.parse_args(argv)
-    if args.threads != 1:
+    WALL[0] = args.clock == "wall"
+    if args.threads != 1 and not WALL[0]:
         print("note: CPU time of several threads adds up; --threads 1 compares with "
-              "single-thread native DGEMM", flush=True)
+              "single-thread native DGEMM, --clock wall times several", flush=True)
     with ozlinalg.options(engine="onednn"):
         eng = get_engine(np)
         configure(args, eng)
