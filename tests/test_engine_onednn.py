@@ -392,6 +392,32 @@ class TestFusedPassesMatchGeneric:
         assert fused.crt_residues(x, mult, np.ones(len(mods), bool), mods, bits, got)
         np.testing.assert_array_equal(got, want)
 
+    @pytest.mark.parametrize("order", ["C", "F"])
+    @pytest.mark.parametrize("m", [1, 40, 157, 158, 300])
+    def test_crt_accumulator_in_the_operands_memory(self, rng, fused, order, m):
+        # The residues of product t go to B's slots 0..t (dead once product t is
+        # taken) when those are one block in order and m <= k: same bits as the
+        # generic accumulator, and every product reads its own operand slot intact
+        from ozlinalg.ozaki.crt import CRTAccumulator, crt_constants
+
+        k, p, n = 157, 61, 15
+        consts = crt_constants(n)
+        da = fused.empty_slices(n, m, k, "crt", "a")
+        da[...] = rng.integers(-128, 128, da.shape)
+        db = fused.empty_slices_like(_order(np.zeros((p, k)), order), n, "crt", "b")
+        db[...] = rng.integers(-128, 128, db.shape)
+        want = [da[t].astype(np.int64) @ db[t].astype(np.int64).T for t in range(n)]
+        gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
+        fus = fused.crt_accumulator(consts)
+        fus.recycle(db)
+        for t in range(n):
+            prod, _ = fused.int_matmul_sum(da, db, [(t, t)], 128, 128)
+            np.testing.assert_array_equal(prod, want[t])
+            gen.add(t, prod)
+            fus.add(t, prod)
+        assert np.shares_memory(fus.res, db) == (order == "F" and m <= k)
+        np.testing.assert_array_equal(fus.result(), gen.result())
+
     @pytest.mark.parametrize("n", [2, 4, 6, 11, 16, 17, 24, 32])
     def test_crt_accumulator_every_limb_count(self, rng, fused, n):
         # 1 .. 7 limbs of 40 bits; a count that is not a multiple of four; residues

@@ -750,6 +750,8 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             acc = (make(consts) if make is not None else None)
             if acc is None or (faith and not hasattr(acc, "faithful_result")):
                 acc = CRTAccumulator(xp, engine, consts)
+            if hasattr(acc, "recycle"):  # db[t] is dead after product t: room for its result
+                acc.recycle(db)
             for t in range(nmod):
                 with _timer(timers, "int8"):
                     prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128,
