@@ -132,6 +132,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, nargs="+", default=[2048, 4096])
     ap.add_argument("--repeat", type=int, default=3)
     add_arguments(ap)
+    ap.set_defaults(clock="cpu")  # CPU time unless --clock wall
     args = ap.parse_args(argv)
     WALL[0] = args.clock == "wall"
     if args.threads != 1 and not WALL[0]:
