@@ -476,6 +476,19 @@ class TestFusedPassesMatchGeneric:
             np.testing.assert_array_equal(fn(np, x, fused), want)
             np.testing.assert_array_equal(fn(np, x[:1], fused), want[:1])
 
+    @pytest.mark.parametrize("layout", ["rows", "cols"])
+    def test_digit_sums(self, rng, fused, layout):
+        # the faithful bound's exact digit sums, slices stored either way, 2+ column blocks
+        from ozlinalg.ozaki import faithful
+
+        d = rng.integers(-128, 128, (3, 300, 517)).astype(np.int8)
+        d[0, 5] = -128
+        if layout == "cols":
+            d = np.ascontiguousarray(d.transpose(0, 2, 1)).transpose(0, 2, 1)
+        want = faithful.digit_sums(np, ozlinalg.engines.base.Engine(), d)
+        np.testing.assert_array_equal(want, np.abs(d.astype(np.int64)).sum(axis=2))
+        np.testing.assert_array_equal(fused.digit_sums(d), want)
+
     @pytest.mark.parametrize("tiles", [(1, 1), (2, 1), (1, 3), (3, 2)])
     def test_crt_bound_shifts(self, rng, fused, tiles):
         # the engine's int32 summary of W gives the generic float pass's shifts

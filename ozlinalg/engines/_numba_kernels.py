@@ -855,11 +855,16 @@ def classify_estimate(q, inv, absf, c_lo, c_hi, slack, cap, ia, nb, na, ib, has_
 
 
 @njit(**_PAR)
-def kept_below(q, inv, absf, c_lo, c_hi, slack, ia, nb, na, ib, has_num, codes, bound, out):
+def kept_below(q, inv, absf, c_lo, c_hi, slack, ia, nb, na, ib, has_num, codes, bound, row_lo,
+               out):
     """``out = codes == 0 and lower bound < bound``: the kept entries that may hold the
-    smallest ``r`` (see :func:`classify_estimate`)."""
+    smallest ``r`` (see :func:`classify_estimate`; ``row_lo`` its per-row smallest lower
+    bounds: a row whose smallest is not below ``bound`` has no such entry)."""
     m, p = q.shape
     for i in prange(m):
+        if not row_lo[i] < bound:
+            out[i, :] = False
+            continue
         for j in range(p):
             if codes[i, j] == 0:
                 _, lo, _ = _interval(float(q[i, j]), inv, absf, c_lo, c_hi, slack,
@@ -926,14 +931,15 @@ def abs_col_sums(dt, out):
     nb = (rows + 255) // 256
     for b in prange(nb):
         r0 = b * 256
-        r1 = min(rows, r0 + 256)
-        acc = np.zeros(r1 - r0, np.int64)
+        w = min(rows, r0 + 256) - r0
+        acc = np.zeros(w, np.int64)
         for kk in range(k):
-            for r in range(r0, r1):
-                v = np.int64(dt[kk, r])
-                acc[r - r0] += v if v >= 0 else -v
-        for r in range(r0, r1):
-            out[r] = float(acc[r - r0])
+            row = dt[kk, r0:r0 + w]  # as in fixed_col_sums
+            for r in range(w):
+                v = np.int64(row[r])
+                acc[r] += v if v >= 0 else -v
+        for r in range(w):
+            out[r0 + r] = float(acc[r])
 
 
 @njit(**_OPTS)
@@ -963,13 +969,14 @@ def fixed_col_sums(xt, square, out):
     nb = (rows + 255) // 256
     for b in prange(nb):
         r0 = b * 256
-        r1 = min(rows, r0 + 256)
-        acc = np.zeros(r1 - r0, np.int64)
+        w = min(rows, r0 + 256) - r0
+        acc = np.zeros(w, np.int64)
         for kk in range(k):
-            for r in range(r0, r1):
-                acc[r - r0] += _fixed_unit(xt[kk, r], square)
-        for r in range(r0, r1):
-            out[r] = float(acc[r - r0]) * 2.0**-40
+            row = xt[kk, r0:r0 + w]  # a contiguous slice: the loop vectorizes (4x)
+            for r in range(w):
+                acc[r] += _fixed_unit(row[r], square)
+        for r in range(w):
+            out[r0 + r] = float(acc[r]) * 2.0**-40
 
 
 @njit(**_OPTS)

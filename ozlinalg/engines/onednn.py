@@ -370,14 +370,15 @@ class OneDNNEngine(CPUEngine):
                                           row_lo, row_hi)
         return codes, row_lo, row_hi
 
-    def kept_below(self, q, consts, num, codes, bound):
-        """The kept entries whose lower bound is below ``bound`` (bool mask); None: generic."""
+    def kept_below(self, q, consts, num, codes, bound, row_lo):
+        """The kept entries whose lower bound is below ``bound`` (bool mask; ``row_lo``
+        from :meth:`classify_estimate`); None: generic."""
         if self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous:
             return None
         out = np.empty(q.shape, np.bool_)
         inv, absf, c_lo, c_hi, slack, _ = consts
         self._k(q.size).kept_below(q, inv, absf, c_lo, c_hi, slack,
-                                   *self._num_args(num, *q.shape), codes, bound, out)
+                                   *self._num_args(num, *q.shape), codes, bound, row_lo, out)
         return out
 
     @staticmethod

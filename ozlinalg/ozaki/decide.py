@@ -361,7 +361,7 @@ class CountPlan:
                 self.amb.append((key, i0, j0, ii, jj))
             tile_L, tile_H = float(row_lo.min()), float(row_hi.min())
             if tile_H < math.inf:
-                below = engine.kept_below(q, consts, num, codes, tile_H)
+                below = engine.kept_below(q, consts, num, codes, tile_H, row_lo)
                 self._candidates(q, consts, num, i0, j0, *np.nonzero(below))
         else:
             tile_L, tile_H = self._classify(key, i0, j0, q, consts, num)
