@@ -643,6 +643,22 @@ def _crt_finish(qt, lbuf, plimbs, unit, orow):
             orow[j] = orow[j] * unit + lb[j]
 
 
+@njit(**_OPTS)
+def _crt_sums(res, frac, wlimbs, i, j0, w, qt, lbuf, zero):
+    """The quotient ``qt`` and the limb sums ``lbuf[:, :w]`` of row ``i``'s entries
+    ``j0 .. j0 + w`` from every modulus' residues, four moduli per pass (a missing one
+    is a zero row of weight 0, which adds exact zeros)."""
+    nmod = res.shape[0]
+    qt[:] = 0.0
+    lbuf[:, :w] = 0.0
+    for t in range(0, nmod, 4):
+        r0 = res[t, i, j0:j0 + w]
+        r1 = res[t + 1, i, j0:j0 + w] if t + 1 < nmod else zero[:w]
+        r2 = res[t + 2, i, j0:j0 + w] if t + 2 < nmod else zero[:w]
+        r3 = res[t + 3, i, j0:j0 + w] if t + 3 < nmod else zero[:w]
+        _combine4(qt, lbuf, r0, r1, r2, r3, frac[t:t + 4], wlimbs[t:t + 4])
+
+
 @njit(**_PAR)
 def crt_combine(res, frac, wlimbs, plimbs, unit, out):
     """C' from the residues ``res[t]`` of every modulus: the generic CRTAccumulator's
@@ -662,14 +678,7 @@ def crt_combine(res, frac, wlimbs, plimbs, unit, out):
         for j0 in range(0, p, ch):
             w = min(ch, p - j0)
             qt = qbuf[:w]
-            qt[:] = 0.0
-            lbuf[:, :w] = 0.0
-            for t in range(0, nmod, 4):
-                r0 = res[t, i, j0:j0 + w]
-                r1 = res[t + 1, i, j0:j0 + w] if t + 1 < nmod else zero[:w]
-                r2 = res[t + 2, i, j0:j0 + w] if t + 2 < nmod else zero[:w]
-                r3 = res[t + 3, i, j0:j0 + w] if t + 3 < nmod else zero[:w]
-                _combine4(qt, lbuf, r0, r1, r2, r3, frac[t:t + 4], wlimbs[t:t + 4])
+            _crt_sums(res, frac, wlimbs, i, j0, w, qt, lbuf, zero)
             _crt_finish(qt, lbuf[:nl], plimbs, unit, out[i, j0:j0 + w])
 
 
@@ -688,14 +697,7 @@ def crt_combine_faithful(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop)
         for j0 in range(0, p, ch):
             w = min(ch, p - j0)
             qt = qbuf[:w]
-            qt[:] = 0.0
-            lbuf[:, :w] = 0.0
-            for t in range(0, nmod, 4):
-                r0 = res[t, i, j0:j0 + w]
-                r1 = res[t + 1, i, j0:j0 + w] if t + 1 < nmod else zero[:w]
-                r2 = res[t + 2, i, j0:j0 + w] if t + 2 < nmod else zero[:w]
-                r3 = res[t + 3, i, j0:j0 + w] if t + 3 < nmod else zero[:w]
-                _combine4(qt, lbuf, r0, r1, r2, r3, frac[t:t + 4], wlimbs[t:t + 4])
+            _crt_sums(res, frac, wlimbs, i, j0, w, qt, lbuf, zero)
             _crt_balance(qt, lbuf[:nl], plimbs, unit, w)
             for jj in range(w):
                 _faithful_combine(lbuf, nl, jj, powers, cu, out[i], slop[i], j0 + jj)
