@@ -476,6 +476,35 @@ class TestFusedPassesMatchGeneric:
             np.testing.assert_array_equal(fn(np, x, fused), want)
             np.testing.assert_array_equal(fn(np, x[:1], fused), want[:1])
 
+    @pytest.mark.parametrize("with_num", [False, True])
+    def test_classify_estimate(self, rng, fused, with_num):
+        # auto's interval pass: the codes, row minima and candidates of the generic form
+        from ozlinalg.ozaki import decide
+
+        m, p = 37, 300
+        q = (rng.random((m, p)) * 2e-3).astype(np.float32)
+        q[0, :4] = [0.0, 1e-30, np.inf, -1.0]  # (finite inputs never give NaN here)
+        num = None
+        if with_num:
+            num = [rng.random(n) + 0.5 for n in (m, p, m, p)]
+            num[0][1], num[1][2], num[2][3] = 0.0, np.inf, 1e200  # d = 0, inf, overflow
+            num[0][3] = 0.0
+        consts = (2.0**10, 1e-60, 0.9, 1.1, 2.0**-40, 1e-3)
+        codes, row_lo, row_hi = fused.classify_estimate(q, consts, num)
+        w, lo, hi = decide._interval(np, q, consts, num)
+        unsure = (w <= 0) | (lo <= 0)
+        nat = (hi < consts[-1]) & ~unsure
+        amb = (lo < consts[-1]) & ~nat | unsure
+        kept = ~(nat | amb)
+        np.testing.assert_array_equal(codes, np.where(kept, 0, np.where(nat, 1, 2)))
+        assert {0, 1, 2} <= set(np.unique(codes))
+        np.testing.assert_array_equal(row_lo, np.where(kept, lo, np.inf).min(axis=1))
+        np.testing.assert_array_equal(row_hi, np.where(kept, hi, np.inf).min(axis=1))
+        bound = float(row_hi.min())
+        below = fused.kept_below(q, consts, num, codes, bound, row_lo)
+        np.testing.assert_array_equal(below, kept & (lo < bound))
+        assert below.any()
+
     @pytest.mark.parametrize("layout", ["rows", "cols"])
     def test_digit_sums(self, rng, fused, layout):
         # the faithful bound's exact digit sums, slices stored either way, 2+ column blocks
