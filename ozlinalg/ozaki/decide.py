@@ -362,7 +362,9 @@ class CountPlan:
             tile_L, tile_H = float(row_lo.min()), float(row_hi.min())
             if tile_H < math.inf:
                 below = engine.kept_below(q, consts, num, codes, tile_H, row_lo)
-                self._candidates(q, consts, num, i0, j0, *np.nonzero(below))
+                rows = np.flatnonzero(row_lo < tile_H)  # the only rows with candidates
+                ii, jj = np.nonzero(below[rows])
+                self._candidates(q, consts, num, i0, j0, rows[ii], jj)
         else:
             tile_L, tile_H = self._classify(key, i0, j0, q, consts, num)
         if tile_H < math.inf:
