@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 import ozlinalg
+from ozlinalg.ozaki.faithful import FAITHFUL_METHODS
 
 
 def _device(name):
@@ -94,7 +95,25 @@ def cmd_compare(args):
         mx, med = err(c)
         rows.append(dict(method=meth, slices=prof.slices[-1], seconds=t,
                          gflops=2 * n**3 / t / 1e9, ratio=t / t_nat, max_err=mx,
-                         median_err=med, int8_gemms=prof.calls[-1].int8_gemms))
+                         median_err=med, int8_gemms=prof.calls[-1].int8_gemms,
+                         accuracy="dgemm"))
+    if args.accuracy == "faithful":
+        faithful = [m for m in methods if m in FAITHFUL_METHODS]
+    elif args.accuracy == "both":  # each scheme's default method, beside its DGEMM row
+        faithful = [m for m in methods if m in ("hybrid-ef", "crt")]
+    else:
+        faithful = []
+    for meth in _progress(faithful, "faithful"):
+        with ozlinalg.profile() as prof:
+            t, c = _best_time(
+                lambda meth=meth: ozlinalg.matmul(a, b, method=meth, slices=args.slices,
+                                                  accuracy="faithful"),
+                sync, args.repeat)
+        mx, med = err(c)
+        rows.append(dict(method=f"{meth} F", slices=prof.slices[-1], seconds=t,
+                         gflops=2 * n**3 / t / 1e9, ratio=t / t_nat, max_err=mx,
+                         median_err=med, int8_gemms=prof.calls[-1].int8_gemms,
+                         accuracy="faithful"))
     engine = _engine_line(xp)
     if args.plot:
         _plot_compare(rows, args.plot, f"n = {n}, phi = {args.phi}, {dev}")
@@ -106,6 +125,9 @@ def cmd_compare(args):
     print(f"ozlinalg {ozlinalg.__version__}: C = A @ B, n = {n}, phi = {args.phi}, "
           f"device = {dev}, errors vs exact reference on {args.check_rows} rows")
     print(f"engine: {engine}")
+    if faithful:
+        print('"F": accuracy="faithful", every entry within one ulp of the exact product, '
+              "certified")
     print(f"{'method':<12} {'slices':>6} {'time [s]':>9} {'GFLOP/s':>8} {'x native':>9} "
           f"{'max rel err':>11} {'median':>9}")
     for r in rows:
@@ -238,6 +260,9 @@ def main(argv=None):
     c.add_argument("--slices", default="auto",
                    type=lambda s: s if s == "auto" else int(s))
     c.add_argument("--methods", nargs="+", default=["all"])
+    c.add_argument("--accuracy", choices=["dgemm", "both", "faithful"], default="both",
+                   help="also run accuracy='faithful' (both: for hybrid-ef and crt; faithful: "
+                        "for every method that has it)")
     c.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
     c.add_argument("--repeat", type=int, default=2)
     c.add_argument("--check-rows", type=int, default=64,

@@ -334,6 +334,26 @@ def test_backend_reroutes_with_it(rng):
     np.testing.assert_allclose(a @ x, b, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("accuracy, faithful_rows", [("both", ["hybrid-ef F", "crt F"]),
+                                                      ("dgemm", []),
+                                                      ("faithful", ["hybrid-ef F", "crt F"])])
+def test_main_job_rows(capsys, accuracy, faithful_rows):
+    # python -m ozlinalg compare: faithful rows beside the DGEMM-level ones, judged
+    # against the exact reference (one ulp: relative error below 2**-52)
+    import json
+
+    from ozlinalg.__main__ import main
+
+    main(["compare", "--n", "40", "--methods", "hybrid-ef", "crt", "rn", "--repeat", "1",
+          "--check-rows", "40", "--accuracy", accuracy, "--json"])
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["method"] for r in rows] == ["native FP64", "hybrid-ef", "crt", "rn",
+                                           *faithful_rows]
+    assert [r["accuracy"] for r in rows[1:]] == ["dgemm"] * 3 + ["faithful"] * len(faithful_rows)
+    for r in rows[4:]:
+        assert 0.0 <= r["max_err"] < 2.0**-52
+
+
 def test_dask_matmul_is_one_inner_chunk(rng):
     da = pytest.importorskip("dask.array")
     a = random_matrix(rng, 30, 90, 2.0)
