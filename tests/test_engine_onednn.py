@@ -252,6 +252,18 @@ class TestExactness:
         assert not ok and "entries wrong" in detail
 
 
+def _assert_accumulators_agree(fused, consts, prods):
+    """The fused CRT accumulator's result is the generic one's, bit for bit."""
+    from ozlinalg.ozaki.crt import CRTAccumulator
+
+    gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
+    fus = fused.crt_accumulator(consts)
+    for t, pr in enumerate(prods):
+        gen.add(t, pr)
+        fus.add(t, pr)
+    np.testing.assert_array_equal(fus.result(), gen.result())
+
+
 class TestFusedPassesMatchGeneric:
     """Each numba kernel gives the generic array code's bits."""
 
@@ -325,19 +337,14 @@ class TestFusedPassesMatchGeneric:
         np.testing.assert_array_equal(bound[0], -np.ceil(np.abs(x) * 128.0))
 
     def test_crt_accumulator(self, rng, fused):
-        from ozlinalg.ozaki.crt import CRTAccumulator, crt_constants
+        from ozlinalg.ozaki.crt import crt_constants
 
         for n in (1, 5, 15, 20):
             consts = crt_constants(n)
             prods = [rng.integers(-(2**31) + 1, 2**31, (17, 29)).astype(np.int32)
                      for _ in range(n)]
             prods[0][0, :3] = [2**31 - 1, -(2**31) + 1, 0]
-            gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
-            fus = fused.crt_accumulator(consts)
-            for t, pr in enumerate(prods):
-                gen.add(t, pr)
-                fus.add(t, pr)
-            np.testing.assert_array_equal(fus.result(), gen.result())
+            _assert_accumulators_agree(fused, consts, prods)
 
     @pytest.mark.parametrize("order", ["C", "F"])
     @pytest.mark.parametrize("operand", [None, "a", "b"])
@@ -422,7 +429,7 @@ class TestFusedPassesMatchGeneric:
     def test_crt_accumulator_every_limb_count(self, rng, fused, n):
         # 1 .. 7 limbs of 40 bits; a count that is not a multiple of four; residues
         # at both ends of every modulus' range
-        from ozlinalg.ozaki.crt import CRTAccumulator, crt_constants
+        from ozlinalg.ozaki.crt import crt_constants
 
         consts = crt_constants(n)
         prods = []
@@ -431,12 +438,7 @@ class TestFusedPassesMatchGeneric:
             pr[0, :6] = [2**31 - 1, -(2**31) + 1, 0, p // 2, p // 2 - p, p * 12345 + p // 2]
             pr[1] = (pr[1] // p) * p + rng.choice([p // 2, p // 2 - p + 1, 0], 1100)
             prods.append(np.clip(pr, -(2**31) + 1, 2**31 - 1).astype(np.int32))
-        gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
-        fus = fused.crt_accumulator(consts)
-        for t, pr in enumerate(prods):
-            gen.add(t, pr)
-            fus.add(t, pr)
-        np.testing.assert_array_equal(fus.result(), gen.result())
+        _assert_accumulators_agree(fused, consts, prods)
 
     @pytest.mark.parametrize("order", ["C", "F"])
     @pytest.mark.parametrize("shape", [(33, 517), (1, 300), (40, 1), (9, 7), (17, 128),
