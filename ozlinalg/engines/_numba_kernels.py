@@ -659,7 +659,7 @@ def _crt_sums(res, frac, wlimbs, i, j0, w, qt, lbuf, zero):
         _combine4(qt, lbuf, r0, r1, r2, r3, frac[t:t + 4], wlimbs[t:t + 4])
 
 
-@njit(**_PAR)
+@njit(**_OPTS)
 def crt_combine(res, frac, wlimbs, plimbs, unit, out):
     """C' from the residues ``res[t]`` of every modulus: the generic CRTAccumulator's
     values (quotient ``sum_t frac_t c_t`` added in t order, exact limbs, ``- q P``,
@@ -668,25 +668,21 @@ def crt_combine(res, frac, wlimbs, plimbs, unit, out):
     weight 0, which adds exact zeros). ``frac`` and ``wlimbs`` (at least three limb
     columns, zeros past ``plimbs.shape[0]``) have a multiple of four rows, zeros past
     the moduli."""
-    nmod, m, p = res.shape
-    nl = plimbs.shape[0]
-    ch = COMBINE_CHUNK
-    zero = np.zeros(ch, np.int8)
-    for i in prange(m):
-        qbuf = np.empty(ch)
-        lbuf = np.empty((wlimbs.shape[1], ch))
-        for j0 in range(0, p, ch):
-            w = min(ch, p - j0)
-            qt = qbuf[:w]
-            _crt_sums(res, frac, wlimbs, i, j0, w, qt, lbuf, zero)
-            _crt_finish(qt, lbuf[:nl], plimbs, unit, out[i, j0:j0 + w])
+    _crt_rebuild(res, frac, wlimbs, plimbs, unit, np.zeros(1), 0.0, out, np.zeros((1, 1)),
+                 False)
 
 
-@njit(**_PAR)
+@njit(**_OPTS)
 def crt_combine_faithful(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop):
     """C' as :func:`crt_combine`, rebuilt with TwoSums top limb first (``powers[l] =
     unit**l``), and the bound ``slop`` of its error: the generic
     ``CRTAccumulator.faithful_result``'s operations in its order."""
+    _crt_rebuild(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop, True)
+
+
+@njit(**_PAR)
+def _crt_rebuild(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop, faithful):
+    """:func:`crt_combine` (``faithful`` False) or :func:`crt_combine_faithful`."""
     nmod, m, p = res.shape
     nl = plimbs.shape[0]
     ch = COMBINE_CHUNK
@@ -698,9 +694,12 @@ def crt_combine_faithful(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop)
             w = min(ch, p - j0)
             qt = qbuf[:w]
             _crt_sums(res, frac, wlimbs, i, j0, w, qt, lbuf, zero)
-            _crt_balance(qt, lbuf[:nl], plimbs, unit, w)
-            for jj in range(w):
-                _faithful_combine(lbuf, nl, jj, powers, cu, out[i], slop[i], j0 + jj)
+            if faithful:
+                _crt_balance(qt, lbuf[:nl], plimbs, unit, w)
+                for jj in range(w):
+                    _faithful_combine(lbuf, nl, jj, powers, cu, out[i], slop[i], j0 + jj)
+            else:
+                _crt_finish(qt, lbuf[:nl], plimbs, unit, out[i, j0:j0 + w])
 
 
 @njit(**_OPTS)
