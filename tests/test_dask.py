@@ -367,6 +367,40 @@ class TestSolve:
             rtol=1e-10)
 
 
+class TestResultDtypes:
+    """Each function's result dtype is SciPy's for the same input dtypes (bool and
+    8/16-bit integers: float32 from the LAPACK-backed functions, float64 from solve;
+    det: double whatever the input)."""
+
+    CALLS = {
+        "lu_factor": lambda m, a, b: m.lu_factor(a)[0],
+        "lu_solve": lambda m, a, b: m.lu_solve(m.lu_factor(a), b),
+        "lu": lambda m, a, b: m.lu(a)[1],
+        "cholesky": lambda m, a, b: m.cholesky(a),
+        "cho_solve": lambda m, a, b: m.cho_solve(m.cho_factor(a), b),
+        "qr": lambda m, a, b: m.qr(a)[0],
+        "solve": lambda m, a, b: m.solve(a, b),
+        "solve_triangular": lambda m, a, b: m.solve_triangular(a, b),
+        "inv": lambda m, a, b: m.inv(a),
+        "det": lambda m, a, b: m.det(a),
+        "lstsq": lambda m, a, b: m.lstsq(a, b)[0],
+    }
+
+    @pytest.mark.parametrize("call", sorted(CALLS))
+    @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int16, np.uint8, np.int32,
+                                       np.float16, np.float32, np.complex64])
+    def test_as_scipy(self, call, dtype):
+        f = self.CALLS[call]
+        a = np.eye(4, dtype=dtype) if dtype is np.bool_ else (np.eye(4) * 4 + 1).astype(dtype)
+        b = np.ones(4, dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+            want = np.asarray(f(sla, a, b)).dtype
+            got = f(ozlinalg.linalg, da.from_array(a, chunks=2), da.from_array(b, chunks=2))
+        assert got.dtype == want
+        assert np.asarray(got.compute()).dtype == want
+
+
 # ----------------------------------------------------------------- graph
 
 class TestGraph:
@@ -513,6 +547,25 @@ def _user_code(a, b):
 
 @pytest.mark.usefixtures("clean_backend")
 class TestRoute:
+    @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float32, np.complex64])
+    def test_dask_dtypes_kept(self, rng, dtype):
+        # routed results have the dtypes dask's own functions give (which are not
+        # SciPy's: inv of float32 is float64 there, solve of int8 float32)
+        n = 12
+        a_h = (rng.integers(-3, 4, (n, n)) + n * np.eye(n)).astype(dtype)
+        b_h = rng.integers(-3, 4, (n, 2)).astype(dtype)
+        a, b = da.from_array(a_h, chunks=4), da.from_array(b_h, chunks=(4, 2))
+        native = _user_code(a, b)
+        with ozlinalg.backend(min_size=0, **EAGER):
+            routed = _user_code(a, b)
+        for key, x in routed.items():
+            xs = x if isinstance(x, tuple) else (x,)
+            ys = native[key] if isinstance(native[key], tuple) else (native[key],)
+            assert [getattr(v, "dtype", None) for v in xs] == \
+                [getattr(v, "dtype", None) for v in ys], key
+        computed = dask.compute(routed["inv"], routed["solve"])
+        assert [c.dtype for c in computed] == [native["inv"].dtype, native["solve"].dtype]
+
     def test_unchanged_dask_code_under_one_with_block(self, rng):
         n = 48
         a_h, b_h = random_matrix(rng, n, n, 1.0), random_matrix(rng, n, 2, 1.0)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..linalg._lapack_io import common_dtype
 from . import _kernels as K
 from ._cholesky import cho_factor, cho_solve
 from ._lu import getrf_graph, getrs_graph
@@ -51,7 +52,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if transposed and (a.dtype.kind == "c" or b.dtype.kind == "c"):
         raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
                                   "a^H x = b for complex matrices.")
-    a, b, vec, dt, wt = system(a, b, "ozlinalg.linalg.solve", check_finite)
+    dt = common_dtype(a, b)  # scipy.linalg.solve's own rule (integers: float64)
+    a, b, vec, _, wt = system(a, b, "ozlinalg.linalg.solve", check_finite)
     if kind in ("upper triangular", "lower triangular"):
         x = solve_triangular(a, b, trans=1 if transposed else 0,
                              lower=kind == "lower triangular", check_finite=False)
@@ -90,7 +92,9 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     eye = filled("eye", a.shape, a.chunks, a.dtype, a, "eye")
     kind = assume_a if assume_a in ("pos", "positive definite", "upper triangular",
                                     "lower triangular") else "gen"
-    return solve(a, eye, lower=lower, check_finite=check_finite, assume_a=kind)
+    x = solve(a, eye, lower=lower, check_finite=check_finite, assume_a=kind)
+    dt = result_dtype(a)  # LAPACK's rule, not solve's
+    return x.astype(dt) if x.dtype != dt else x
 
 
 def det(a, overwrite_a=False, check_finite=True):
@@ -101,7 +105,7 @@ def det(a, overwrite_a=False, check_finite=True):
     (a,) = as_dask(a)
     check_dtype(a, "ozlinalg.linalg.det")
     a = square_blocks(a, "ozlinalg.linalg.det")
-    dt, wt = result_dtype(a), work_dtype(a)
+    wt = work_dtype(a)  # also det's result dtype, as SciPy's (float64 / complex128)
     a = finite(a, check_finite).astype(wt)
     opts = capture(a.shape[0])
     dsk, final, piv, _ = getrf_graph(a, opts, "ignore")
@@ -111,8 +115,7 @@ def det(a, overwrite_a=False, check_finite=True):
     nb = p.numblocks[0]
     d = {(name,): (K.det_from_lu, [(lu_.name, k, k) for k in range(nb)],
                    [(p.name, k) for k in range(nb)])}
-    out = new_array(d, name, [lu_, p], (), (), wt)
-    return out.astype(dt) if dt != wt else out
+    return new_array(d, name, [lu_, p], (), (), wt)
 
 
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,

@@ -20,7 +20,9 @@ function builds ozlinalg's graph (:mod:`ozlinalg.dask`) when
 
 and otherwise calls dask's original. Results keep dask's conventions (what
 dask's own function returns: ``lu`` gives ``p, l, u``, ``qr`` the reduced
-``q, r``, ``lstsq`` its four arrays, ``@`` NumPy's result dtype).
+``q, r``, ``lstsq`` its four arrays, ``@`` NumPy's result dtype), dtypes
+included (dask's, read from its own function on 2 x 2 stand-ins: they differ from
+SciPy's, which ``ozlinalg.linalg`` follows).
 
 Why this route and not the others the issue names: Dask's array-backend
 entry points (``dask.config.set({"array.backend": ...})``, ``to_backend``)
@@ -139,6 +141,41 @@ def _routable(arrays):
     return kinds.pop()
 
 
+def _native_dtypes(original, args, kwargs):
+    """The dtypes dask's own function gives for these argument dtypes (its rules
+    differ from SciPy's, e.g. ``inv`` of float32 is float64): read from its lazy
+    result on 2 x 2 stand-ins of the arguments (a graph of a few tasks, nothing
+    computed)."""
+    import dask.array as da
+
+    from ._validate import is_dask_array
+
+    def tiny(x):
+        if not is_dask_array(x):
+            return x
+        return da.zeros((2,) * x.ndim, dtype=x.dtype, chunks=2)  # NumPy chunks: same rules
+
+    from ..backend import _ACTIVE, _SUSPENDED
+
+    token = _ACTIVE.set(_SUSPENDED)  # dask's meta probes call np.linalg: not routed
+    try:
+        ref = original(*[tiny(x) for x in args], **{k: tiny(v) for k, v in kwargs.items()})
+    finally:
+        _ACTIVE.reset(token)
+    return [getattr(x, "dtype", None) for x in ref] if isinstance(ref, tuple) \
+        else getattr(ref, "dtype", None)
+
+
+def _with_dtypes(out, dtypes):
+    """``out`` (an array or a tuple of them) cast to ``dtypes`` where they differ."""
+    def cast(x, dt):
+        return x.astype(dt) if dt is not None and hasattr(x, "dtype") and x.dtype != dt else x
+
+    if isinstance(out, tuple):
+        return tuple(cast(x, dt) for x, dt in zip(out, dtypes))
+    return cast(out, dtypes)
+
+
 def _make_shim(qualname, original, adapter):
     from ..backend import backend as _backend
     from ._validate import is_dask_array
@@ -161,7 +198,9 @@ def _make_shim(qualname, original, adapter):
             return original(*args, **kwargs)
         # (no re-entrancy guard needed: the graph builders call no patched dask function)
         out = adapter(*args, **kwargs)
-        return original(*args, **kwargs) if out is None else out
+        if out is None:
+            return original(*args, **kwargs)
+        return _with_dtypes(out, _native_dtypes(original, args, kwargs))
 
     shim.__wrapped__ = original
     shim._ozlinalg_shim = True

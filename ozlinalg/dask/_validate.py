@@ -47,10 +47,12 @@ def work_dtype(*arrays):
 
 
 def result_dtype(*arrays):
-    """SciPy's rule, as :func:`ozlinalg.linalg._validation.result_dtype`."""
-    from ..linalg._validation import result_dtype as rd
+    """The dtype SciPy's LAPACK-backed functions return for ``arrays``
+    (:func:`ozlinalg.linalg._lapack_io.lapack_dtype`: bool and 8/16-bit integers
+    give float32, as in the in-memory functions)."""
+    from ..linalg._lapack_io import lapack_dtype
 
-    return np.dtype(rd(np, *arrays))
+    return lapack_dtype(*arrays)
 
 
 def finite(x, check_finite):

@@ -31,7 +31,6 @@ from ..lapack import DEFAULT_BLOCK_SIZE
 
 __all__ = [
     "as_array",
-    "result_dtype",
     "lapack_kw",
     "emulating",
     "batch_loop",
@@ -64,18 +63,6 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     if check_finite and arr.size and kind in "fc" and not bool(xp.isfinite(arr).all()):
         raise ValueError(finite_msg)
     return xp, arr
-
-
-def result_dtype(xp, *arrays):
-    """Single precision if every input is float16/32 or complex64, else
-    double; complex if any input is complex (used by :mod:`ozlinalg.dask`;
-    the SciPy-API functions follow :func:`._lapack_io.lapack_dtype`, which
-    also computes bool and 8/16-bit integers in single precision)."""
-    small = all((a.dtype.kind == "f" and a.dtype.itemsize <= 4)
-                or (a.dtype.kind == "c" and a.dtype.itemsize <= 8) for a in arrays)
-    if any(a.dtype.kind == "c" for a in arrays):
-        return xp.complex64 if small else xp.complex128
-    return xp.float32 if small else xp.float64
 
 
 def scipy_native(name):
