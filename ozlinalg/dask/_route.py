@@ -107,6 +107,9 @@ def _matmul(a, b):
     return _ozd().matmul(a, b).astype(dt)
 
 
+_matmul.gives_dask_dtypes = True  # NumPy's result type, as dask's: no probe needed
+
+
 #: module -> {function name: adapter with dask's signature}; an adapter
 #: returning None hands the call back to dask's original.
 ROUTES = {
@@ -200,6 +203,8 @@ def _make_shim(qualname, original, adapter):
         out = adapter(*args, **kwargs)
         if out is None:
             return original(*args, **kwargs)
+        if getattr(adapter, "gives_dask_dtypes", False):
+            return out
         return _with_dtypes(out, _native_dtypes(original, args, kwargs))
 
     shim.__wrapped__ = original
