@@ -151,14 +151,13 @@ def _native_dtypes(original, args, kwargs):
     computed)."""
     import dask.array as da
 
+    from ..backend import _ACTIVE, _SUSPENDED
     from ._validate import is_dask_array
 
     def tiny(x):
         if not is_dask_array(x):
             return x
         return da.zeros((2,) * x.ndim, dtype=x.dtype, chunks=2)  # NumPy chunks: same rules
-
-    from ..backend import _ACTIVE, _SUSPENDED
 
     token = _ACTIVE.set(_SUSPENDED)  # dask's meta probes call np.linalg: not routed
     try:
