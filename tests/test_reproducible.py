@@ -233,14 +233,13 @@ class TestDecisions:
         c0, p0 = run(monkeypatch, CPUEngine(threads=1), a, b, method=method)
         # the smallest r = q / num**2, exactly, from the decision's own pieces
         seen = {}
-        orig = decide.CountPlan.finish
+        orig = decide.CountPlan.__init__
 
-        def spy(plan):
-            out = orig(plan)
+        def spy(plan, *args, **kw):
+            orig(plan, *args, **kw)
             seen["plan"] = plan
-            return out
 
-        monkeypatch.setattr(decide.CountPlan, "finish", spy)
+        monkeypatch.setattr(decide.CountPlan, "__init__", spy)
         run(monkeypatch, CPUEngine(threads=1), a, b, method=method)
         plan = seen["plan"]
         rows, cols = np.meshgrid(np.arange(10), np.arange(8), indexing="ij")
@@ -254,6 +253,75 @@ class TestDecisions:
             for f in FACTORS:
                 _, prof = run(monkeypatch, PerturbedEngine(f), a, b, method=method)
                 assert prof.slices == [want], (near, f)
+
+    @pytest.mark.parametrize("phi", [0.1, 0.5, 1.0, 4.0])
+    def test_bound_products_bound_r_from_below(self, rng, phi):
+        # crt._bound_decision's L_ij <= r_ij = q_ij / num_ij**2, against the exact q
+        from ozlinalg.ozaki.split import normalize_rows
+
+        m, k, p = 9, 70, 7
+        a = random_matrix(rng, m, k, phi)
+        b = random_matrix(rng, k, p, phi)
+        a[2, ::3] = 0.0
+        a[4, 5] = 5e-324
+        xa, _ = normalize_rows(np, a)
+        xb, _ = normalize_rows(np, b.T)
+        ia_, ib_ = np.ceil(128 * np.abs(xa)), np.ceil(128 * np.abs(xb))
+        w = (ia_.astype(np.int64) @ ib_.astype(np.int64).T).astype(np.int32)
+        num = [rng.random(n) * 2.0**-rng.integers(0, 30, n) + 2.0**-60 for n in (m, p, m, p)]
+        inv_k = 2.0**-28 / k * (1.0 - 2.0**-40)
+        q = exact_q(xa, xb)
+        for i in range(m):
+            lows = [crt._bound_r_min(np, None, w[i:i + 1, j:j + 1], ia_.sum(1)[i:i + 1],
+                                     ib_.sum(1)[j:j + 1], [num[0][i:i + 1], num[1][j:j + 1],
+                                     num[2][i:i + 1], num[3][j:j + 1]], inv_k, 0.0)[0][0]
+                    for j in range(p)]
+            for j in range(p):
+                n = num[0][i] * num[1][j] + num[2][i] * num[3][j]
+                assert Fraction(lows[j]) <= q[i][j] / Fraction(n) ** 2, (i, j)
+
+    @pytest.mark.parametrize("phi", [0.1, 0.5])
+    def test_moduli_auto_from_the_bound_products(self, monkeypatch, phi):
+        # dense, narrow-range operands: W decides the count with no estimate GEMM; a
+        # threshold moved next to the smallest r, or between r and W's bound of it
+        # (the estimates decide then), gives the exact decision all the same (inputs
+        # with no real threshold between W's bound and r: seed 0)
+        rng = np.random.default_rng(0)
+        a = random_matrix(rng, 12, 60, phi)
+        b = random_matrix(rng, 60, 10, phi)
+        seen = {}
+        orig = decide.CountPlan.decide_from_lower
+
+        def spy(plan, low, rows, cols):
+            seen["plan"], seen["low"] = plan, low
+            return orig(plan, low, rows, cols)
+
+        monkeypatch.setattr(decide.CountPlan, "decide_from_lower", spy)
+        c0, p0 = run(monkeypatch, CPUEngine(threads=1), a, b, method="crt")
+        plan = seen["plan"]
+        rows, cols = np.meshgrid(np.arange(12), np.arange(10), indexing="ij")
+        rmin = min(plan._r_exact(rows.ravel(), cols.ravel()))
+        assert Fraction(seen["low"]) <= rmin
+        real = crt.crt_thresholds("accurate", 20, crt.crt_constants(20).log2P)
+        n = p0.slices[0] - 1
+        assert real[n] <= rmin < (real[n - 1] if n else math.inf)
+        counts = {}
+        crt.crt_matmul_2d(np, CPUEngine(threads=1), a, b, profile_counts=counts)
+        assert counts["bound_decided"] == 1 and counts["float_gemms"] == 0
+        middle = math.sqrt(seen["low"] * float(rmin))
+        for near in (float(rmin) * (1 + 1e-3), float(rmin) * (1 - 1e-3), middle):
+            thr = tuple(list(real[:n]) + [near] + list(real[n + 1:]))
+            monkeypatch.setattr(crt, "crt_thresholds", lambda *args, t=thr: t)
+            want = next(i + 1 for i, t in enumerate(thr) if t < math.inf and rmin >= Fraction(t))
+            picks = set()
+            for f in FACTORS:
+                _, prof = run(monkeypatch, PerturbedEngine(f), a, b, method="crt")
+                picks.add(prof.slices[0])
+            monkeypatch.setattr(crt, "_bound_decision", lambda *args: None)
+            _, prof = run(monkeypatch, PerturbedEngine(1.0), a, b, method="crt")
+            monkeypatch.undo()
+            monkeypatch.setattr(decide.CountPlan, "decide_from_lower", spy)
+            assert picks == {want} == {prof.slices[0]}, near
 
     def test_thresholds_are_decimal_constants(self):
         # the same floats on every machine: decimal arithmetic, not libm

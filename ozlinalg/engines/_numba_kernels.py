@@ -532,6 +532,33 @@ def group_col_max(w, gid, cm, nb):
 
 
 @njit(**_PAR)
+def bound_r_min(w, ca, cb, ia, nb, na, ib, inv_k, cap, rmin, rarg):
+    """Per row of a bound-product tile ``w`` (int32): the smallest lower bound
+    ``max(w_ij - ca_i - cb_j, 0)**2 inv_k / num_ij**2`` (``num_ij = ia_i nb_j + na_i
+    ib_j``; 0 without a divisor in float64's normal range) and its column, stopping
+    at a value below ``cap`` (``ozlinalg.ozaki.crt._bound_r_min``'s generic code, the
+    same operations per entry)."""
+    m, p = w.shape
+    for i in prange(m):
+        best = np.inf
+        arg = 0
+        for j in range(p):
+            d = float(w[i, j]) - ca[i] - cb[j]
+            n = ia[i] * nb[j] + na[i] * ib[j]
+            nn = n * n
+            v = 0.0
+            if d > 0.0 and nn >= 2.0**-1000 and nn < np.inf:
+                v = (d * d) * inv_k / nn
+            if v < best:
+                best = v
+                arg = j
+                if v < cap:
+                    break
+        rmin[i] = best
+        rarg[i] = arg
+
+
+@njit(**_PAR)
 def crt_bound(x, out):
     """``out[i, j] = -ceil(128 |x[i, j]|)`` (int8): the accurate scaling's bound operand
     (elementwise: the column layout passes the transposes)."""

@@ -107,6 +107,8 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
+import numpy as np
+
 from .._array import fp_errstate, row_blocks, to_numpy
 from .._exceptions import AccuracyWarning
 from ..exact import LIMB_BITS, digit_plan, symmetric_mod
@@ -322,6 +324,82 @@ def _accurate_shifts(xp, w_tiles, log2P, m, p, planner=None):
     pos = cmax > 0
     nu = xp.where(pos, robust_floor(xp, c, xp.where(pos, cmax, 1.0)), 0.0)
     return mu, nu
+
+
+#: Entries (the smallest lower bounds) evaluated in float64 to bound auto's smallest r
+#: from above in :func:`_bound_decision`.
+_BOUND_PROBES = 64
+
+
+def _bound_decision(xp, engine, plan, w_tiles, ca, cb, num, k):
+    """``moduli="auto"``'s count index decided from the accurate scaling's bound
+    products W alone, or None (the estimate GEMM decides, as before).
+
+    The decision (:class:`ozlinalg.ozaki.decide.CountPlan`) is a function of the exact
+    ``r_ij = q_ij / num_ij**2``, ``q = (X**2)(Y**2)^T``, through its smallest value. W
+    bounds it from below with no further GEMM: ``ceil(128 |x|) < 128 |x| + 1`` gives
+    ``W_ij - ca_i - cb_j < 2**14 S_ij`` (``S = |X| |Y|^T``, ``ca_i = sum_k ceil(128
+    |x_ik|)``, exact integers), and Cauchy-Schwarz ``q_ij >= S_ij**2 / k``. So
+    ``r_ij >= L_ij = max(W_ij - ca_i - cb_j, 0)**2 / (2**28 k num_ij**2)`` (rounded
+    down). When every ``L_ij`` is at least the native cap (no entry native, none a
+    structural zero) and the float64 evaluation of the entries with the smallest
+    ``L`` (upper bounds of ``min r``) falls in the same threshold interval as
+    ``min L``, that interval holds ``min r``: the count is the one the estimate
+    route would reach, bit for bit. Typical of dense operands with a narrow exponent
+    range (phi <= 0.5: ``min L`` about 4x below ``min r``, the thresholds 2**11
+    apart); wide ranges make ``W``'s rounding slack dominate and fall back."""
+    ia, nb, na, ib = num
+    # (d * d) * inv_k / (num * num): four roundings and num's own (the same IEEE
+    # operations as the plan's weights), far inside the 2**-40 taken off
+    inv_k = 2.0**-28 / k * (1.0 - 2.0**-40)
+    low = math.inf
+    probes = []
+    for i0, i1, j0, j1, w in w_tiles:
+        if w.size == 0:
+            continue
+        rmin, rarg = _bound_r_min(xp, engine, w, ca[i0:i1], cb[j0:j1],
+                                  (ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]), inv_k,
+                                  plan.cap)
+        rmin, rarg = to_numpy(rmin), to_numpy(rarg)
+        tile_low = float(rmin.min())
+        if not (tile_low >= plan.cap and tile_low > 0):
+            return None
+        low = min(low, tile_low)
+        sel = np.argsort(rmin, kind="stable")[:_BOUND_PROBES]
+        probes.append((rmin[sel], sel + i0, rarg[sel] + j0))
+    if not probes:
+        return None
+    vals = np.concatenate([v[0] for v in probes])
+    order = np.argsort(vals, kind="stable")[:_BOUND_PROBES]
+    rows = np.concatenate([v[1] for v in probes])[order]
+    cols = np.concatenate([v[2] for v in probes])[order]
+    return plan.decide_from_lower(low, rows, cols)
+
+
+def _bound_r_min(xp, engine, w, ca, cb, num, inv_k, cap):
+    """``(rmin, rarg)`` per row of a W tile: the smallest lower bound ``L_ij`` of
+    :func:`_bound_decision` and its column (0 where ``L_ij`` has no positive value:
+    no divisor in float64's normal range, or no positive ``W_ij - ca_i - cb_j``); a
+    row may stop at its first value below ``cap`` (the decision falls back then)."""
+    fused = getattr(engine, "bound_r_min", None)
+    done = fused(w, ca, cb, num, inv_k, cap) if fused is not None else None
+    if done is not None:
+        return done
+    ia, nb, na, ib = num
+    rows = w.shape[0]
+    rmin = xp.empty(rows)
+    rarg = xp.empty(rows, dtype=xp.int64)
+    for r0, r1 in row_blocks(*w.shape):
+        with _quiet(xp):
+            d = w[r0:r1].astype(xp.float64) - ca[r0:r1, None] - cb[None, :]
+            n = ia[r0:r1, None] * nb[None, :] + na[r0:r1, None] * ib[None, :]
+            nn = n * n
+            ok = (d > 0) & (nn >= 2.0**-1000) & (nn < xp.inf)
+            v = xp.where(ok, (d * d) * inv_k / xp.where(ok, nn, 1.0), 0.0)
+        arg = xp.argmin(v, axis=1)
+        rarg[r0:r1] = arg
+        rmin[r0:r1] = xp.take_along_axis(v, arg[:, None], axis=1)[:, 0]
+    return rmin, rarg
 
 
 def _bound_operand(xp, engine, x, operand):
@@ -637,12 +715,19 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         planner = getattr(engine, "crt_bound_shifts", None)  # W summarized, no log2 W
         planner = planner(m, p) if planner is not None and scaling == "accurate" else None
     if scaling == "accurate":
+        # sum_k ceil(128 |x_ik|) per row (exact integers): the slack of W against
+        # 2**14 |X| |Y|^T, for auto's decision from W alone (_bound_decision)
+        ca, cb = xp.zeros(m), xp.zeros(p)
         for i0, i1 in rtiles:
             with _timer(timers, "split"):
                 ba = _bound_operand(xp, engine, operand("a", i0, i1)[0], "a")
+                if moduli == "auto":
+                    ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
             for j0, j1 in ctiles:
                 with _timer(timers, "split"):
                     bb = _bound_operand(xp, engine, operand("b", j0, j1)[0], "b")
+                    if moduli == "auto" and i0 == 0:
+                        cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
                 with _timer(timers, "int8"):
                     w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128,
                                                      ws=workspace(i1 - i0, j1 - j0))
@@ -678,16 +763,23 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             # whose terms normalization lost) are computed natively.
             plan = CountPlan(xp, crt_thresholds(scaling, max_moduli, log2p_ref),
                              Operands(xp, a, bt), weights=num)
-            for i0, i1 in rtiles:
-                xa = operand("a", i0, i1)[0]
-                for j0, j1 in ctiles:
-                    xb = operand("b", j0, j1)[0]
-                    q, scale = estimate(xp, engine, xa, xb)
-                    plan.add_tile((i0, j0), i0, j0, q, scale, engine=engine,
-                                  num=(ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]))
-                    del q
-                    counts["float_gemms"] += 1
-            n_idx, natives = plan.finish()
+            n_idx = None
+            if scaling == "accurate":  # W often decides alone: no estimate GEMM
+                n_idx = _bound_decision(xp, engine, plan, planner.tiles if planner is not
+                                        None else w_tiles, ca, cb, (ia, nb, na, ib), k)
+            if n_idx is not None:
+                counts["bound_decided"] = counts.get("bound_decided", 0) + 1
+            else:
+                for i0, i1 in rtiles:
+                    xa = operand("a", i0, i1)[0]
+                    for j0, j1 in ctiles:
+                        xb = operand("b", j0, j1)[0]
+                        q, scale = estimate(xp, engine, xa, xb)
+                        plan.add_tile((i0, j0), i0, j0, q, scale, engine=engine,
+                                      num=(ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]))
+                        del q
+                        counts["float_gemms"] += 1
+                n_idx, natives = plan.finish()
             if n_idx is None and natives and faith:  # every entry exactly, later
                 counts["slices"].append(0)
                 return xp.zeros((m, p)), (xp.zeros((m, p), dtype=bool) if faith == "certify"

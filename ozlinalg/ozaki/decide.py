@@ -449,6 +449,27 @@ class CountPlan:
                 return n
         return len(self.T)
 
+    def decide_from_lower(self, low, rows, cols):
+        """The count index when ``low`` bounds every entry's ``r`` from below, or None.
+
+        For a caller holding a rigorous lower bound of all the ``r_ij`` (the accurate
+        scaling's bound products, :func:`ozlinalg.ozaki.crt._bound_decision`) and the
+        entries ``(rows, cols)`` most likely to hold the smallest: ``low >= cap``
+        leaves no entry native and none a structural zero, and the float64 bounds of
+        those entries give ``min r <= H``; the threshold interval holding both ``low``
+        and ``H`` holds ``min r``, the index :meth:`finish` would return. None when
+        ``low`` is below the cap or a threshold lies between them (the caller falls
+        back to the estimates)."""
+        if not (low >= self.cap and low > 0) or len(rows) == 0:
+            return None
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        _, hi = self._r_bounds(rows, cols, *self.ops.tight(rows, cols))
+        high = float(hi.min())
+        if self._bucket(high) != self._bucket(low):
+            return None
+        self.L, self.H = low, high
+        return self._bucket(low)
+
     def finish(self):
         """``(n, natives)``: ``n`` the index of the count (0-based into the thresholds), or
         ``None`` when no entry is kept (``natives`` non-empty: every entry native;
