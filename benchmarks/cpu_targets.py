@@ -10,7 +10,9 @@ after:
   time, ratio to native DGEMM, slices, INT8 GEMMs and
   ``emulated / (INT8 GEMMs x engine GEMM)`` (1.0 = the passes around the GEMMs
   are free), with the time split from ``ozlinalg.profile()``, and the cost of
-  ``auto``'s estimate (BF16 squares, GEMM and reduction) against them;
+  ``auto``'s decision against them (hybrid-ef: the BF16 squares estimate and its
+  exact reading; crt: the lower bounds from the scaling's bound GEMM, or the
+  estimate where they do not decide);
 * ``--factorizations``: getrf / potrf / geqrf through ``ozlinalg.lapack``
   against SciPy's LAPACK on the same matrix;
 * ``--memory``: the tracemalloc peak of an 8-slice product (minus its result)
@@ -98,7 +100,7 @@ def measure_estimate(n, repeat, eng, rows):
         return plan_auto(np, eng, "hybrid", width, [((0, 0), 0, 0, xa, xb)], a, bt, 20, n * n)
 
     cost = best(decide, repeat)[0]
-    costs = {"hybrid-ef, auto": cost}
+    costs = {"hybrid-ef, auto": cost, "crt, auto": crt_decision_cost(eng, a, bt, xa, xb, repeat)}
     out = {}
     for r in rows:
         if r["label"] in costs:
@@ -108,6 +110,44 @@ def measure_estimate(n, repeat, eng, rows):
         f"{v['seconds']:.3f} s = {100 * v['share']:.1f}% of {k}" for k, v in out.items()),
         flush=True)
     return out
+
+
+def crt_decision_cost(eng, a, bt, xa, xb, repeat):
+    """Seconds of ``moduli="auto"``'s decision in crt's accurate scaling, beyond the
+    bound GEMM W that the scaling needs anyway (counted among the INT8 GEMMs): W's
+    row/column slack sums, the lower bounds of r from W, the float64 probes and, when
+    W does not decide, the estimate (BF16 squares) and its exact reading."""
+    from ozlinalg.ozaki import crt, decide, faithful
+    from ozlinalg.ozaki.decide import sq_norm_upper
+
+    m, k = xa.shape
+    p = xb.shape[0]
+    ba = crt._bound_operand(np, eng, xa, "a")
+    bb = crt._bound_operand(np, eng, xb, "b")
+    w, _ = eng.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=eng.workspace(m, p))
+    planner = eng.crt_bound_shifts(m, p)
+    planner.add(0, m, 0, p, w)
+    log2p_ref = crt.crt_constants(crt.AUTO_REF_MODULI).log2P
+    mu, nu = crt._accurate_shifts(np, [], log2p_ref, m, p, planner)
+    na, nb = sq_norm_upper(np, xa, eng), sq_norm_upper(np, xb, eng)
+    ia, ib = np.ldexp(1.0, (-mu).astype(np.int32)), np.ldexp(1.0, (-nu).astype(np.int32))
+
+    def num(I, J):
+        return ia[I] * nb[J] + na[I] * ib[J]
+
+    def decide_count():
+        plan = decide.CountPlan(np, decide.crt_thresholds("accurate", 20, log2p_ref),
+                                decide.Operands(np, a, bt), weights=num)
+        ca = faithful.digit_sums(np, eng, ba)[0]
+        cb = faithful.digit_sums(np, eng, bb)[0]
+        got = crt._bound_decision(np, eng, plan, planner.tiles, ca, cb, (ia, nb, na, ib), k)
+        if got is None:
+            q, scale = decide.estimate(np, eng, xa, xb)
+            plan.add_tile((0, 0), 0, 0, q, scale, engine=eng, num=(ia, nb, na, ib))
+            got = plan.finish()[0]
+        return got
+
+    return best(decide_count, repeat)[0]
 
 
 def measure_factorizations(n, repeat):
@@ -146,12 +186,20 @@ def measure_memory(n, slices=8):
         try:
             with ozlinalg.options(engine=engine):
                 ozlinalg.matmul(a[:64, :64], b[:64, :64], slices=slices)  # warm
+                # every buffer allocated during the call (no kept scratch buffers)
+                pool = getattr(get_engine(np), "scratch", None)
+                limit = pool.limit if pool is not None else None
+                if pool is not None:
+                    pool.limit = 0
+                    pool.clear()
                 tracemalloc.start()
                 try:
                     ozlinalg.matmul(a, b, slices=slices)
                     peak = tracemalloc.get_traced_memory()[1]
                 finally:
                     tracemalloc.stop()
+                    if pool is not None:
+                        pool.limit = limit
         except Exception as exc:  # e.g. no oneDNN here
             out[engine] = repr(exc)
             continue

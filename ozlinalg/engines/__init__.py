@@ -7,6 +7,7 @@ from . import (
     cublaslt,  # noqa: F401  (registers the CuPy engine; imports CuPy lazily)
     select,  # noqa: F401  (registers the NumPy engines)
 )
+from ._scratch import free_scratch
 from .base import Engine, get_engine, register_engine
 
-__all__ = ["Engine", "get_engine", "register_engine"]
+__all__ = ["Engine", "free_scratch", "get_engine", "register_engine"]

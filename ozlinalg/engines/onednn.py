@@ -39,6 +39,7 @@ import threading
 import numpy as np
 
 from . import _dnnl
+from ._scratch import ScratchPool
 from .base import APPROX_PRESCALE, group_runs
 from .cpu import CPUEngine
 
@@ -109,6 +110,12 @@ class OneDNNEngine(CPUEngine):
                 f"oneDNN {self.version} (ISA {lib.isa_name}) failed the INT8 exactness "
                 f"self-test: {detail}")
 
+    @functools.cached_property
+    def scratch(self):
+        """Large temporaries kept between products (no page faults; see
+        :mod:`ozlinalg.engines._scratch`)."""
+        return ScratchPool()
+
     # -- what ran ---------------------------------------------------------------------
 
     @property
@@ -162,11 +169,12 @@ class OneDNNEngine(CPUEngine):
         """int8 slices ``(s, rows, k)``, rows contiguous; for a product's operand
         ("a" / "b") grouped as in the module doc. SplitFP's slices (kind "fp") are
         float32 for SGEMM."""
+        empty = self.scratch.empty
         if kind == "fp":
-            return np.empty((s, rows, k), dtype=np.float32)
+            return empty((s, rows, k), np.float32)
         if operand not in ("a", "b"):
-            return np.empty((s, rows, k), dtype=np.int8)
-        full = np.empty((rows, s, k), dtype=np.int8)
+            return empty((s, rows, k), np.int8)
+        full = empty((rows, s, k), np.int8)
         view = full[:, ::-1, :] if _reversed(kind, operand) else full
         return view.transpose(1, 0, 2)
 
@@ -184,7 +192,7 @@ class OneDNNEngine(CPUEngine):
         rows, k = x.shape
         if kind == "fp" or not _is_cols(x):
             return self.empty_slices(s, rows, k, kind, operand)
-        full = np.empty((s, k, rows), dtype=np.int8)
+        full = self.scratch.empty((s, k, rows), np.int8)
         view = full[::-1] if _reversed(kind, operand) else full
         return view.transpose(0, 2, 1)
 
@@ -219,7 +227,7 @@ class OneDNNEngine(CPUEngine):
 
     def workspace(self, m, p, order="C"):
         """The INT32 result buffer, in the memory order the caller accumulates in."""
-        return {"out": np.empty((m, p), np.int32, order=order)}
+        return {"out": self.scratch.empty((m, p), np.int32, order=order)}
 
     # -- products ---------------------------------------------------------------------
 
@@ -320,14 +328,14 @@ class OneDNNEngine(CPUEngine):
         """bf16 of ``x**2 * 2**48`` in ``x``'s memory order: ``(array, transposed)``."""
         cols = _is_cols(x)
         x = x.T if cols else np.ascontiguousarray(x)
-        out = np.empty(x.shape, np.uint16)
+        out = self.scratch.empty(x.shape, np.uint16)
         self._k(x.size).squares_bf16(x, _EST_SCALE, out)
         return out, cols
 
     def _bf16_products(self, a16, ta, b16, tb):
         """float64 products of the scaled bf16 operands, scaled back."""
         c = self._bf16_scaled(a16, ta, b16, tb)
-        out = np.empty(c.shape)
+        out = self.scratch.empty(c.shape, np.float64)
         if self.kernels is not None:
             self._k(out.size).to_float64(c, _EST_SCALE**-2, out)
         else:
@@ -338,7 +346,7 @@ class OneDNNEngine(CPUEngine):
         """float32 ``op(a16) @ op(b16)`` (still scaled by 2**96)."""
         m, k = a16.shape[::-1] if ta else a16.shape
         p = b16.shape[1] if tb else b16.shape[0]
-        c = np.empty((m, p), np.float32)
+        c = self.scratch.empty((m, p), np.float32)
         if m and p:
             if k:
                 self.lib.set_threads(self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
@@ -585,13 +593,13 @@ class OneDNNEngine(CPUEngine):
         ss = np.empty(rows if sumsq else 0)
         ker = self._k(a.size)
         if _is_cols(a):
-            xt = np.empty((k, rows))
+            xt = self.scratch.empty((k, rows), np.float64)
             if sumsq:
                 ker.normalize_cols_sumsq(a.T, xt, e, ss, max(1, min(ker.threads(), rows // 64)))
             else:
                 ker.normalize_cols(a.T, xt, e)
             return xt.T, e, ss
-        x = np.empty((rows, k))
+        x = self.scratch.empty((rows, k), np.float64)
         ker.normalize_rows(a, x, e, ss)
         return x, e, ss
 
@@ -697,6 +705,19 @@ class OneDNNEngine(CPUEngine):
         else:
             ker.crt_bound(np.ascontiguousarray(x), out)
         return True
+
+    def bound_r_min(self, w, ca, cb, num, inv_k, cap):
+        """``ozlinalg.ozaki.crt._bound_r_min`` in one pass; None: generic."""
+        if self.kernels is None or w.dtype != np.int32 or w.ndim != 2 or \
+                not w.flags.c_contiguous:
+            return None
+        f64 = np.ascontiguousarray
+        rows = w.shape[0]
+        rmin, rarg = np.empty(rows), np.empty(rows, np.int64)
+        self._k(w.size).bound_r_min(w, f64(ca, np.float64), f64(cb, np.float64),
+                                    *(f64(v, np.float64) for v in num), float(inv_k),
+                                    float(cap), rmin, rarg)
+        return rmin, rarg
 
     def crt_bound_shifts(self, m, p):
         """A :class:`_BoundShifts` for an m x p product's accurate scaling (None: the
@@ -805,7 +826,9 @@ class _BoundShifts:
 
     def add(self, i0, i1, j0, j1, w):
         """Take the bound product ``w`` of the output tile (i0:i1, j0:j1)."""
-        w = np.array(w, order="C")  # the workspace is reused by the products
+        copy = self.engine.scratch.empty(w.shape, w.dtype)  # the workspace is reused
+        np.copyto(copy, w)  # by the products
+        w = copy
         if w.shape[1]:
             np.maximum(self.rowmax[i0:i1], w.max(axis=1), out=self.rowmax[i0:i1])
         self.tiles.append((i0, i1, j0, j1, w))

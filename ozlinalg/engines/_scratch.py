@@ -1,0 +1,132 @@
+"""Large scratch buffers kept between products (the CPU INT8 engine).
+
+Every emulated product allocates the same large temporaries: normalized copies
+of the operands, int8 slices or residues, the INT32 result. Fresh memory costs a
+page fault per page on first touch, and on the virtual machines this was
+measured on (a memory-reclaiming hypervisor) that is 0.05-1.7 ms per MiB: at
+n = 4096, Ozaki-II spent 0.1-0.45 s of its 2.6 s in the kernel, zeroing the
+pages of buffers it had freed a moment before. The pool keeps freed buffers
+(each at least :data:`MIN_BYTES`) for the next product, as CuPy's memory pool
+does for device memory.
+
+Safety: a buffer goes back to the pool only when no array that uses its
+memory is alive. Each lease hands out arrays made from its own ctypes object
+(:func:`numpy.frombuffer`), which every view, reshape and transpose of them
+keeps alive; a :func:`weakref.finalize` on that object returns the memory when
+the last of them is gone (tests/test_scratch.py). Contents are never relied on
+(``numpy.empty`` semantics).
+
+How much it keeps: at most ``limit`` bytes of free buffers (default 1/8 of the
+physical memory, at most 2 GiB; environment variable
+``OZLINALG_SCRATCH_CACHE`` in bytes, 0 disables it), and never more than the
+``options(memory_limit=...)`` in force when a buffer comes back.
+:func:`ozlinalg.engines.free_scratch` (or ``engine.scratch.clear()``) frees them.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import threading
+import weakref
+
+import numpy as np
+
+__all__ = ["MIN_BYTES", "ScratchPool", "default_limit", "free_scratch"]
+
+#: Smaller buffers come from ``numpy.empty`` as usual (malloc reuses them anyway).
+MIN_BYTES = 4 << 20
+
+
+def default_limit():
+    """Bytes of free buffers a pool keeps: ``OZLINALG_SCRATCH_CACHE`` or 1/8 of the
+    physical memory, at most 2 GiB."""
+    env = os.environ.get("OZLINALG_SCRATCH_CACHE")
+    if env is not None and env.strip():
+        try:
+            value = int(float(env))
+        except ValueError as exc:
+            raise ValueError(f"ozlinalg: OZLINALG_SCRATCH_CACHE must be a number of bytes, "
+                             f"got {env!r}") from exc
+        return max(0, value)
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        phys = 16 << 30
+    return int(min(2 << 30, phys // 8))
+
+
+def _options_cap():
+    from .._options import get_options  # noqa: PLC0415 (engines load before options)
+
+    lim = get_options().memory_limit
+    return math.inf if lim is None else int(lim)
+
+
+_POOLS = weakref.WeakSet()
+
+
+def free_scratch():
+    """Free the buffers every engine's pool keeps (leased ones when released)."""
+    for pool in list(_POOLS):
+        pool.clear()
+
+
+class ScratchPool:
+    """Free large buffers of one engine, reused best fit (at most twice the size asked)."""
+
+    def __init__(self, limit=None):
+        self.limit = default_limit() if limit is None else max(0, int(limit))
+        self._free = []  # uint8 arrays, oldest first
+        self._lock = threading.RLock()  # finalizers may run inside the pool's own calls
+        self.hits = 0
+        self.misses = 0
+        _POOLS.add(self)
+
+    @property
+    def held(self):
+        """Bytes of free buffers kept now."""
+        with self._lock:
+            return sum(b.nbytes for b in self._free)
+
+    def clear(self):
+        """Free every kept buffer (leased ones return to the system when released)."""
+        with self._lock:
+            self._free.clear()
+
+    def empty(self, shape, dtype, order="C"):
+        """``numpy.empty(shape, dtype, order)``, from a kept buffer where one fits."""
+        dtype = np.dtype(dtype)
+        shape = tuple(int(s) for s in (shape if isinstance(shape, tuple) else (shape,)))
+        count = math.prod(shape)
+        nbytes = count * dtype.itemsize
+        if nbytes < MIN_BYTES or self.limit <= 0:
+            return np.empty(shape, dtype, order=order)
+        buf = None
+        with self._lock:
+            best = None
+            for i, b in enumerate(self._free):
+                if nbytes <= b.nbytes <= 2 * nbytes and (
+                        best is None or b.nbytes < self._free[best].nbytes):
+                    best = i
+            if best is not None:
+                buf = self._free.pop(best)
+                self.hits += 1
+            else:
+                self.misses += 1
+        if buf is None:
+            buf = np.empty(nbytes, np.uint8)
+        lease = (ctypes.c_char * buf.nbytes).from_buffer(buf)
+        weakref.finalize(lease, self._give, buf).atexit = False
+        flat = np.frombuffer(lease, dtype=dtype, count=count)
+        return flat.reshape(shape, order=order)
+
+    def _give(self, buf):
+        cap = min(self.limit, _options_cap())
+        with self._lock:
+            if buf.nbytes > cap:
+                return
+            self._free.append(buf)
+            total = sum(b.nbytes for b in self._free)
+            while total > cap and self._free:
+                total -= self._free.pop(0).nbytes  # the oldest go first
