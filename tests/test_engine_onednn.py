@@ -547,6 +547,26 @@ class TestFusedPassesMatchGeneric:
                 np.testing.assert_array_equal(mu_f, mu)
                 np.testing.assert_array_equal(nu_f, nu)
 
+    @pytest.mark.parametrize("order", ["C", "F"])
+    @pytest.mark.parametrize("axis", [0, 1])
+    def test_abs_max(self, rng, fused, order, axis):
+        # balance_inner's maxima: the generic values where finite, non-finite otherwise
+        from ozlinalg.ozaki.balance import _abs_max
+
+        x = random_matrix(rng, 301, 517, 4.0)
+        x[3] = -0.0
+        x[7, 9] = -5e-324
+        x = _order(x, order)
+        np.testing.assert_array_equal(fused.abs_max(x, axis), _abs_max(np, x, axis))
+        for bad in (np.inf, -np.inf, np.nan):
+            y = x.copy(order="K")
+            y[11, 13] = bad
+            got, want = fused.abs_max(y, axis), _abs_max(np, y, axis)
+            fin = np.isfinite(want)
+            np.testing.assert_array_equal(got[fin], want[fin])
+            assert not np.isfinite(got[~fin]).any() and (~fin).sum() == 1
+        assert fused.abs_max(x[::2, ::2], axis) is None  # strided: generic code
+
     def test_bound_r_min(self, rng, fused):
         # auto's lower bounds from W: the generic row blocks' minima and columns
         from ozlinalg.ozaki.crt import _bound_r_min

@@ -532,6 +532,57 @@ def group_col_max(w, gid, cm, nb):
 
 
 @njit(**_PAR)
+def int_row_max(w, out):
+    """``out[i] = max(out[i], max_j w[i, j])`` (float64 of an integer tile)."""
+    m, p = w.shape
+    for i in prange(m):
+        best = out[i]
+        for j in range(p):
+            v = float(w[i, j])
+            if v > best:
+                best = v
+        out[i] = best
+
+
+@njit(**_PAR)
+def abs_max_rows(x, out):
+    """``out[i] = max_k |x[i, k]|`` for finite rows; a non-finite value (inf) where a
+    row holds Inf or NaN (``ozlinalg.ozaki.balance._abs_max``'s contract)."""
+    m, k = x.shape
+    for i in prange(m):
+        best = 0.0
+        bad = 0.0
+        for j in range(k):
+            v = x[i, j]
+            bad += v - v  # NaN from Inf or NaN, 0 otherwise
+            a = abs(v)
+            best = a if a > best else best
+        out[i] = best if bad == 0.0 else np.inf
+
+
+@njit(**_PAR)
+def abs_max_cols(x, out):
+    """``out[j] = max_i |x[i, j]|`` per column of a C-contiguous ``x`` (column blocks in
+    parallel, walked down the rows), with :func:`abs_max_rows`' contract."""
+    m, p = x.shape
+    nb = (p + 255) // 256
+    for b in prange(nb):
+        j0 = b * 256
+        w = min(p, j0 + 256) - j0
+        best = np.zeros(w)
+        bad = np.zeros(w)
+        for i in range(m):
+            row = x[i, j0:j0 + w]
+            for j in range(w):
+                v = row[j]
+                bad[j] += v - v
+                a = abs(v)
+                best[j] = a if a > best[j] else best[j]
+        for j in range(w):
+            out[j0 + j] = best[j] if bad[j] == 0.0 else np.inf
+
+
+@njit(**_PAR)
 def bound_r_min(w, ca, cb, ia, nb, na, ib, inv_k, cap, rmin, rarg):
     """Per row of a bound-product tile ``w`` (int32): the smallest lower bound
     ``max(w_ij - ca_i - cb_j, 0)**2 inv_k / num_ij**2`` (``num_ij = ia_i nb_j + na_i

@@ -47,16 +47,17 @@ def min_shift_for(mode):
     raise ValueError(f"ozlinalg: balance must be 'auto', True or False, got {mode!r}")
 
 
-def balance_inner(xp, a, b, min_shift=1):
+def balance_inner(xp, a, b, min_shift=1, engine=None):
     """``(a D^-1, D b)`` with ``D = diag(2**f_k)`` (module doc), or ``(a, b)`` unchanged.
 
     Unchanged when no ``|f_k|`` reaches ``min_shift``, when an operand holds
-    Inf/NaN, or when a scaled entry would leave the normal range.
+    Inf/NaN, or when a scaled entry would leave the normal range. ``engine``: one
+    whose fused ``abs_max`` pass takes the maxima.
     """
     if a.size == 0 or b.size == 0:
         return a, b
-    ca = _abs_max(xp, a, 0)
-    rb = _abs_max(xp, b, 1)
+    ca = _abs_max(xp, a, 0, engine)
+    rb = _abs_max(xp, b, 1, engine)
     if not (bool(xp.isfinite(ca).all()) and bool(xp.isfinite(rb).all())):
         return a, b
     ok = (ca > 0) & (rb > 0)
@@ -77,9 +78,15 @@ def balance_inner(xp, a, b, min_shift=1):
     return _ldexp(xp, a, -f[None, :]), _ldexp(xp, b, f[:, None])
 
 
-def _abs_max(xp, x, axis):
+def _abs_max(xp, x, axis, engine=None):
     """``abs(x).max(axis)``; for floating ``x`` without the full-size temporary (30 % faster
-    at n = 4096; NaN propagates alike, and a zero's sign does not matter here)."""
+    at n = 4096; NaN propagates alike, and a zero's sign does not matter here). An
+    engine's fused ``abs_max`` (one parallel pass) may give Inf for NaN: only finite
+    maxima are used."""
+    fused = getattr(engine, "abs_max", None)
+    done = fused(x, axis) if fused is not None else None
+    if done is not None:
+        return done
     if x.dtype.kind != "f":  # complex moduli; integers, whose negation may wrap
         return xp.abs(x).max(axis=axis)
     return xp.maximum(x.max(axis=axis), -x.min(axis=axis))

@@ -98,7 +98,14 @@ Entries whose predicted spread no count up to ``max_moduli`` serves (or
 whose magnitude even float64 loses) are computed in native FP64, and the
 count is chosen for the rest (:func:`rho_capacity`); :func:`choose_moduli`
 alone clips at ``max_moduli`` with an :class:`~ozlinalg.AccuracyWarning`.
-Cost of ``auto``: one float32 GEMM.
+Cost of ``auto``: with ``scaling="accurate"``, usually none beyond the bound GEMM W
+the scaling needs anyway: W bounds every ``q_ij`` from below (Cauchy-Schwarz on
+``|X||Y|^T``), and when that bound and a float64 evaluation of the 64 entries with the
+smallest bound fall between the same two thresholds, the count is decided
+(:func:`_bound_decision`; dense operands with a narrow exponent range, phi <= 0.5).
+Otherwise, and with ``scaling="fast"``, one estimate GEMM of the squares (BF16 on
+the oneDNN engine and tensor cores, float32 elsewhere). Both routes reach the
+same count: the decision is a function of the exact ``q`` (:mod:`.decide`).
 """
 from __future__ import annotations
 
@@ -729,8 +736,12 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                     if moduli == "auto" and i0 == 0:
                         cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
                 with _timer(timers, "int8"):
-                    w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128,
-                                                     ws=workspace(i1 - i0, j1 - j0))
+                    # the engine's summary keeps W until the shifts are known: a result
+                    # buffer of its own (no copy); the generic tiles keep a copy
+                    ws = (engine.workspace(i1 - i0, j1 - j0) if planner is not None
+                          else workspace(i1 - i0, j1 - j0))
+                    w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=ws)
+                    del ws
                 with _timer(timers, "split"):
                     counts["int8_gemms"] += 1
                     counts["bound_gemms"] += 1

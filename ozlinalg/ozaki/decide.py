@@ -34,6 +34,12 @@ with Python integers. Every engine, tiling and thread count thus reaches the
 same decision (tests/test_reproducible.py perturbs the estimates within the
 bound and checks it).
 
+Ozaki-II's accurate scaling has a cheaper route to the same decision: its bound
+products W give a rigorous lower bound of every ``r_ij`` with no further GEMM, and
+when that bound and float64 upper bounds of a few entries fall between the same two
+thresholds, the count is decided (:meth:`CountPlan.decide_from_lower`,
+:func:`ozlinalg.ozaki.crt._bound_decision`); otherwise the estimates decide.
+
 The thresholds come from the calibrated rules (:mod:`.auto`, :mod:`.crt`) and
 are computed in decimal arithmetic (``decimal``: correctly rounded logarithms
 and exponentials), so they are the same floats on every machine.

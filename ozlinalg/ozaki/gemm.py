@@ -157,9 +157,11 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
         )
     is_complex = a.dtype.kind == "c" or b.dtype.kind == "c"
 
+    bal_engine = get_engine(xp) if min_shift is not None else None
+
     def product_2d(x, y):
         if min_shift is not None:
-            x, y = balance_inner(xp, x, y, min_shift)
+            x, y = balance_inner(xp, x, y, min_shift, bal_engine)
         if is_complex:
             # faithful: each part of C is ONE real product (4m-fused), so that it is
             # certified itself, not a difference of certified products
@@ -171,7 +173,7 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
     if a2.ndim == 2 and b2.ndim == 2:
         if order == "F" and not is_complex and a.ndim == 2 and b.ndim == 2:
             if min_shift is not None:
-                a2, b2 = balance_inner(xp, a2, b2, min_shift)
+                a2, b2 = balance_inner(xp, a2, b2, min_shift, bal_engine)
             return emulated_matmul_2d(xp, a2, b2, meth, slices, opts, order="F")
         c = product_2d(a2, b2)
     else:
