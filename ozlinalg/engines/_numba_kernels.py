@@ -549,15 +549,28 @@ def abs_max_rows(x, out):
     """``out[i] = max_k |x[i, k]|`` for finite rows; a non-finite value (inf) where a
     row holds Inf or NaN (``ozlinalg.ozaki.balance._abs_max``'s contract)."""
     m, k = x.shape
+    k8 = k - k % 8
     for i in prange(m):
-        best = 0.0
-        bad = 0.0
-        for j in range(k):
-            v = x[i, j]
-            bad += v - v  # NaN from Inf or NaN, 0 otherwise
+        best = np.zeros(8)  # eight lanes: the loop vectorizes (no float reduction)
+        bad = np.zeros(8)
+        row = x[i]
+        for j in range(0, k8, 8):
+            for lane in range(8):
+                v = row[j + lane]
+                bad[lane] += v - v  # NaN from Inf or NaN, 0 otherwise
+                a = abs(v)
+                best[lane] = a if a > best[lane] else best[lane]
+        for j in range(k8, k):
+            v = row[j]
+            bad[0] += v - v
             a = abs(v)
-            best = a if a > best else best
-        out[i] = best if bad == 0.0 else np.inf
+            best[0] = a if a > best[0] else best[0]
+        top = 0.0
+        flag = 0.0
+        for lane in range(8):
+            top = best[lane] if best[lane] > top else top
+            flag += bad[lane]
+        out[i] = top if flag == 0.0 else np.inf
 
 
 @njit(**_PAR)
@@ -586,25 +599,26 @@ def abs_max_cols(x, out):
 def bound_r_min(w, ca, cb, ia, nb, na, ib, inv_k, cap, rmin, rarg):
     """Per row of a bound-product tile ``w`` (int32): the smallest lower bound
     ``max(w_ij - ca_i - cb_j, 0)**2 inv_k / num_ij**2`` (``num_ij = ia_i nb_j + na_i
-    ib_j``; 0 without a divisor in float64's normal range) and its column, stopping
-    at a value below ``cap`` (``ozlinalg.ozaki.crt._bound_r_min``'s generic code, the
-    same operations per entry)."""
+    ib_j``; 0 without a divisor in float64's normal range) and its column
+    (``ozlinalg.ozaki.crt._bound_r_min``'s generic code, the same operations per entry;
+    ``cap`` unused: the whole row is read)."""
     m, p = w.shape
     for i in prange(m):
+        buf = np.empty(p)
+        cai, iai, nai = ca[i], ia[i], na[i]
+        for j in range(p):  # branch-free: vectorizes
+            d = float(w[i, j]) - cai - cb[j]
+            n = iai * nb[j] + nai * ib[j]
+            nn = n * n
+            ok = (d > 0.0) & (nn >= 2.0**-1000) & (nn < np.inf)
+            v = (d * d) * inv_k / (nn if ok else 1.0)
+            buf[j] = v if ok else 0.0
         best = np.inf
         arg = 0
         for j in range(p):
-            d = float(w[i, j]) - ca[i] - cb[j]
-            n = ia[i] * nb[j] + na[i] * ib[j]
-            nn = n * n
-            v = 0.0
-            if d > 0.0 and nn >= 2.0**-1000 and nn < np.inf:
-                v = (d * d) * inv_k / nn
-            if v < best:
-                best = v
+            if buf[j] < best:
+                best = buf[j]
                 arg = j
-                if v < cap:
-                    break
         rmin[i] = best
         rarg[i] = arg
 
