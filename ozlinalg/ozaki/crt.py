@@ -100,7 +100,7 @@ count is chosen for the rest (:func:`rho_capacity`); :func:`choose_moduli`
 alone clips at ``max_moduli`` with an :class:`~ozlinalg.AccuracyWarning`.
 Cost of ``auto``: with ``scaling="accurate"``, usually none beyond the bound GEMM W
 the scaling needs anyway: W bounds every ``q_ij`` from below (Cauchy-Schwarz on
-``|X||Y|^T``), and when that bound and a float64 evaluation of the 64 entries with the
+``|X||Y|^T``), and when that bound and a float64 evaluation of the 16 entries with the
 smallest bound fall between the same two thresholds, the count is decided
 (:func:`_bound_decision`; dense operands with a narrow exponent range, phi <= 0.5).
 Otherwise, and with ``scaling="fast"``, one estimate GEMM of the squares (BF16 on
@@ -335,7 +335,7 @@ def _accurate_shifts(xp, w_tiles, log2P, m, p, planner=None):
 
 #: Entries (the smallest lower bounds) evaluated in float64 to bound auto's smallest r
 #: from above in :func:`_bound_decision`.
-_BOUND_PROBES = 64
+_BOUND_PROBES = 16
 
 
 def _bound_decision(xp, engine, plan, w_tiles, ca, cb, num, k):

@@ -218,8 +218,8 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     counts = {"int8_gemms": 0, "engine_calls": 0, "passes": 0, "slices": []}
 
     # Inf/NaN: those rows of A / columns of B go through native FP64 at the end.
-    bad_rows = ~xp.isfinite(a).all(axis=1)
-    bad_cols = ~xp.isfinite(b).all(axis=0)
+    bad_rows = _nonfinite_lines(xp, engine, a, 1)
+    bad_cols = _nonfinite_lines(xp, engine, b, 0)
     any_bad_rows = bool(bad_rows.any())
     any_bad_cols = bool(bad_cols.any())
     aw = xp.where(bad_rows[:, None], 0.0, a) if any_bad_rows else a
@@ -275,6 +275,16 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
             recomputed=counts.get("recomputed", 0),
         ))
     return c
+
+
+def _nonfinite_lines(xp, engine, x, axis):
+    """True for the rows (``axis=1``) or columns (``axis=0``) of ``x`` holding Inf or NaN
+    (the engine's fused ``abs_max`` pass, non-finite exactly there, where it has one)."""
+    fused = getattr(engine, "abs_max", None)
+    top = fused(x, axis) if fused is not None else None
+    if top is not None:
+        return ~xp.isfinite(top)
+    return ~xp.isfinite(x).all(axis=axis)
 
 
 def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles, block,
