@@ -274,7 +274,7 @@ class TestDecisions:
         for i in range(m):
             lows = [crt._bound_r_min(np, None, w[i:i + 1, j:j + 1], ia_.sum(1)[i:i + 1],
                                      ib_.sum(1)[j:j + 1], [num[0][i:i + 1], num[1][j:j + 1],
-                                     num[2][i:i + 1], num[3][j:j + 1]], inv_k, 0.0)[0][0]
+                                     num[2][i:i + 1], num[3][j:j + 1]], inv_k)[0][0]
                     for j in range(p)]
             for j in range(p):
                 n = num[0][i] * num[1][j] + num[2][i] * num[3][j]

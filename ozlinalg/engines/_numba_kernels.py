@@ -596,12 +596,12 @@ def abs_max_cols(x, out):
 
 
 @njit(**_PAR)
-def bound_r_min(w, ca, cb, ia, nb, na, ib, inv_k, cap, rmin, rarg):
+def bound_r_min(w, ca, cb, ia, nb, na, ib, inv_k, rmin, rarg):
     """Per row of a bound-product tile ``w`` (int32): the smallest lower bound
     ``max(w_ij - ca_i - cb_j, 0)**2 inv_k / num_ij**2`` (``num_ij = ia_i nb_j + na_i
-    ib_j``; 0 without a divisor in float64's normal range) and its column
-    (``ozlinalg.ozaki.crt._bound_r_min``'s generic code, the same operations per entry;
-    ``cap`` unused: the whole row is read)."""
+    ib_j``; 0 without a divisor in float64's normal range) and its first column
+    (``ozlinalg.ozaki.crt._bound_r_min``'s generic code, the same operations per
+    entry)."""
     m, p = w.shape
     for i in prange(m):
         buf = np.empty(p)

@@ -122,7 +122,10 @@ class ScratchPool:
         return flat.reshape(shape, order=order)
 
     def _give(self, buf):
-        cap = min(self.limit, _options_cap())
+        try:
+            cap = min(self.limit, _options_cap())
+        except Exception:  # noqa: BLE001 (a finalizer at interpreter shutdown: let it go)
+            return
         with self._lock:
             if buf.nbytes > cap:
                 return

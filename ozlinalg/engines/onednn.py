@@ -722,7 +722,7 @@ class OneDNNEngine(CPUEngine):
         (ker.abs_max_rows if rows else ker.abs_max_cols)(xx, out)
         return out
 
-    def bound_r_min(self, w, ca, cb, num, inv_k, cap):
+    def bound_r_min(self, w, ca, cb, num, inv_k):
         """``ozlinalg.ozaki.crt._bound_r_min`` in one pass; None: generic."""
         if self.kernels is None or w.dtype != np.int32 or w.ndim != 2 or \
                 not w.flags.c_contiguous:
@@ -732,7 +732,7 @@ class OneDNNEngine(CPUEngine):
         rmin, rarg = np.empty(rows), np.empty(rows, np.int64)
         self._k(w.size).bound_r_min(w, f64(ca, np.float64), f64(cb, np.float64),
                                     *(f64(v, np.float64) for v in num), float(inv_k),
-                                    float(cap), rmin, rarg)
+                                    rmin, rarg)
         return rmin, rarg
 
     def crt_bound_shifts(self, m, p):

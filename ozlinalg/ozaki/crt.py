@@ -365,8 +365,7 @@ def _bound_decision(xp, engine, plan, w_tiles, ca, cb, num, k):
         if w.size == 0:
             continue
         rmin, rarg = _bound_r_min(xp, engine, w, ca[i0:i1], cb[j0:j1],
-                                  (ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]), inv_k,
-                                  plan.cap)
+                                  (ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]), inv_k)
         rmin, rarg = to_numpy(rmin), to_numpy(rarg)
         tile_low = float(rmin.min())
         if not (tile_low >= plan.cap and tile_low > 0):
@@ -383,13 +382,13 @@ def _bound_decision(xp, engine, plan, w_tiles, ca, cb, num, k):
     return plan.decide_from_lower(low, rows, cols)
 
 
-def _bound_r_min(xp, engine, w, ca, cb, num, inv_k, cap):
+def _bound_r_min(xp, engine, w, ca, cb, num, inv_k):
     """``(rmin, rarg)`` per row of a W tile: the smallest lower bound ``L_ij`` of
-    :func:`_bound_decision` and its column (0 where ``L_ij`` has no positive value:
-    no divisor in float64's normal range, or no positive ``W_ij - ca_i - cb_j``); a
-    row may stop at its first value below ``cap`` (the decision falls back then)."""
+    :func:`_bound_decision` and its first column (0 where ``L_ij`` has no positive
+    value: no divisor in float64's normal range, or no positive ``W_ij - ca_i -
+    cb_j``)."""
     fused = getattr(engine, "bound_r_min", None)
-    done = fused(w, ca, cb, num, inv_k, cap) if fused is not None else None
+    done = fused(w, ca, cb, num, inv_k) if fused is not None else None
     if done is not None:
         return done
     ia, nb, na, ib = num
