@@ -797,8 +797,9 @@ class _FusedCRT:
         from ..exact import LIMB_BITS  # noqa: PLC0415
 
         nl = len(consts.P_limbs)
-        out = _touched(np.empty(res.shape[1:]))
-        slop = _touched(np.empty(res.shape[1:]))
+        # both internal: the caller certifies and copies them into its result
+        out = self.engine.scratch.empty(res.shape[1:], np.float64)
+        slop = self.engine.scratch.empty(res.shape[1:], np.float64)
         powers = np.array([2.0 ** (LIMB_BITS * l) for l in range(nl)])
         self.engine._k(res.size).crt_combine_faithful(
             res, *_combine_constants(consts), 2.0**LIMB_BITS, powers,

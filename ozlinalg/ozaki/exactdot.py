@@ -156,18 +156,36 @@ _ROWS = 64
 _COLS = 256
 
 
+def _gathered(xp, x, idx):
+    """The rows ``idx`` of ``x`` as a C-contiguous float64 host array; ``x`` itself
+    when it is one already and most of its rows are asked for (no copy of a matrix
+    the size of the operand, whose fresh pages cost more than the dots at n = 4096)."""
+    if (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.flags.c_contiguous
+            and 2 * idx.size >= x.shape[0]):
+        return x
+    return np.ascontiguousarray(to_numpy(x[xp.asarray(idx)]), np.float64)
+
+
 def _dot2_first(ker, xp, a, bt, rows, cols, out, threads):
     """The entries Dot2 (compensated, in a numba kernel) proves correctly rounded, into
     ``out``; returns the mask of those entries (the others need the exact path). Same
     values as the exact path: only certified round-to-nearest results are kept."""
     urows, ri = np.unique(rows, return_inverse=True)
     ucols, ci = np.unique(cols, return_inverse=True)
-    xa = np.ascontiguousarray(to_numpy(a[xp.asarray(urows)]), np.float64)
-    xb = np.ascontiguousarray(to_numpy(bt[xp.asarray(ucols)]), np.float64)
+    xa = _gathered(xp, a, urows)
+    if xa is a:
+        ri = rows
+    xb = _gathered(xp, bt, ucols)
+    if xb is bt:
+        ci = cols
     k = xa.shape[1]
 
+    ker.set_threads(max(1, threads or 1) if rows.size * k > (1 << 16) else 1)
+
     def scales(x):
-        mx = np.abs(x).max(axis=1) if k else np.zeros(x.shape[0])
+        mx = np.zeros(x.shape[0])
+        if k:  # max |x| per row, one parallel pass (the same values as abs(x).max)
+            ker.abs_max_rows(x, mx)
         _, e = np.frexp(mx)
         # rows of tiny entries (a scale past 2**1000) stay as they are: their products
         # underflow and the kernel hands them to the exact path
@@ -180,7 +198,6 @@ def _dot2_first(ker, xp, a, bt, rows, cols, out, threads):
     g2 = (gam / (1.0 - gam)) ** 2
     vals = np.empty(rows.size)
     ok = np.zeros(rows.size, np.bool_)
-    ker.set_threads(max(1, threads or 1) if rows.size * k > (1 << 16) else 1)
     ker.dot2_nearest(xa, xb, ri.astype(np.int64), ci.astype(np.int64), sa, sb, ea, eb, g2,
                      vals, ok)
     out[ok] = vals[ok]
