@@ -256,12 +256,17 @@ def _assert_accumulators_agree(fused, consts, prods):
     """The fused CRT accumulator's result is the generic one's, bit for bit."""
     from ozlinalg.ozaki.crt import CRTAccumulator
 
-    gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
-    fus = fused.crt_accumulator(consts)
-    for t, pr in enumerate(prods):
-        gen.add(t, pr)
-        fus.add(t, pr)
-    np.testing.assert_array_equal(fus.result(), gen.result())
+    for faithful in (False, True):  # the DGEMM-level rebuild, and the TwoSum one with its bound
+        gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
+        fus = fused.crt_accumulator(consts)
+        for t, pr in enumerate(prods):
+            gen.add(t, pr)
+            fus.add(t, pr)
+        if faithful:
+            for got, want in zip(fus.faithful_result(), gen.faithful_result()):
+                np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_array_equal(fus.result(), gen.result())
 
 
 class TestFusedPassesMatchGeneric:

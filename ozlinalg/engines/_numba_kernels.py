@@ -788,32 +788,43 @@ def _crt_rebuild(res, frac, wlimbs, plimbs, unit, powers, cu, out, slop, faithfu
             _crt_sums(res, frac, wlimbs, i, j0, w, qt, lbuf, zero)
             if faithful:
                 _crt_balance(qt, lbuf[:nl], plimbs, unit, w)
-                for jj in range(w):
-                    _faithful_combine(lbuf, nl, jj, powers, cu, out[i], slop[i], j0 + jj)
+                # qbuf is free again: the TwoSum's error sum lives there
+                _faithful_combine(lbuf, nl, w, powers, cu, qbuf, out[i, j0:j0 + w],
+                                  slop[i, j0:j0 + w])
             else:
                 _crt_finish(qt, lbuf[:nl], plimbs, unit, out[i, j0:j0 + w])
 
 
 @njit(**_OPTS)
-def _faithful_combine(lbuf, nl, jj, powers, cu, orow, srow, j):
-    """Column ``jj`` of the balanced limbs summed top limb first with TwoSums into
-    ``orow[j]``, and its error bound into ``srow[j]``."""
-    s = lbuf[nl - 1, jj] * powers[nl - 1]
-    e = 0.0
-    eb = 0.0
+def _faithful_combine(lbuf, nl, w, powers, cu, ebuf, orow, srow):
+    """Columns ``0 .. w`` of the balanced limbs summed top limb first with TwoSums into
+    ``orow``, and their error bounds into ``srow`` (``ebuf``: room for the error sums).
+    Per column the operations of the generic code in its order; the loops run over the
+    columns, so they vectorize."""
+    s = orow
+    e = ebuf[:w]
+    eb = srow
+    for jj in range(w):
+        s[jj] = lbuf[nl - 1, jj] * powers[nl - 1]
+        e[jj] = 0.0
+        eb[jj] = 0.0
     for l in range(nl - 2, -1, -1):
-        t = lbuf[l, jj] * powers[l]
-        r = s + t
-        bb = r - s
-        err = (s - (r - bb)) + (t - bb)
-        s = r
-        e = e + err
-        eb = eb + abs(e)
-    r2 = s + e
-    bb = r2 - s
-    e2 = (s - (r2 - bb)) + (e - bb)
-    orow[j] = r2
-    srow[j] = abs(e2) + cu * eb
+        pw = powers[l]
+        for jj in range(w):
+            t = lbuf[l, jj] * pw
+            r = s[jj] + t
+            bb = r - s[jj]
+            err = (s[jj] - (r - bb)) + (t - bb)
+            s[jj] = r
+            e[jj] = e[jj] + err
+            eb[jj] = eb[jj] + abs(e[jj])
+    for jj in range(w):
+        sj = s[jj]
+        r2 = sj + e[jj]
+        bb = r2 - sj
+        e2 = (sj - (r2 - bb)) + (e[jj] - bb)
+        orow[jj] = r2
+        srow[jj] = abs(e2) + cu * eb[jj]
 
 
 # ---------------------------------------------------------------------------
