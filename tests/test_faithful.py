@@ -181,7 +181,7 @@ class TestCertificate:
         """The emulated values before recomputation, and the certified mask."""
         seen = {}
 
-        def record(xp, c, aa, bt, rows, cols, threads=None):
+        def record(xp, c, aa, bt, rows, cols, threads=None, scratch=None):
             seen["rows"], seen["cols"] = np.asarray(rows), np.asarray(cols)
 
         monkeypatch.setattr(faithful, "recompute", record)
@@ -268,6 +268,25 @@ class TestExactDots:
         a[5] = a[4]
         b[:, 5] = -b[:, 4]  # exact cancellation: zeros
         self.check(a, b, **kw)
+
+    @pytest.mark.parametrize("layout", ["B^T view", "B^T view, pooled", "C rows"])
+    def test_operand_layouts(self, rng, layout):
+        # the rows of B^T as a view of a row-major B (gathered by columns, in a pooled
+        # buffer or not) and a C-contiguous A used in place: the same correctly
+        # rounded values
+        from ozlinalg.engines._scratch import ScratchPool
+
+        a = random_matrix(rng, 40, 700, 2.0)
+        b = random_matrix(rng, 700, 30, 2.0)
+        rows = rng.integers(0, 40, 300)
+        cols = rng.integers(0, 30, 300)
+        bt = b.T if layout.startswith("B^T") else b.T.copy()
+        scratch = ScratchPool(1 << 30) if layout.endswith("pooled") else None
+        got = exactdot.exact_dots(np, a, bt, rows, cols, scratch=scratch)
+        want = ExactReference(a, b).rounded()[rows, cols]
+        assert_array_equal(got, want)
+        picked = exactdot._gathered(np, bt, np.array([5, 3, 3, 0]), scratch)
+        assert_array_equal(picked, b.T[[5, 3, 3, 0]])
 
     def test_ties_round_to_even(self):
         a = np.array([[1.0, 2.0**-53]])

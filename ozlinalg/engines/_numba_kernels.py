@@ -596,6 +596,24 @@ def abs_max_cols(x, out):
 
 
 @njit(**_PAR)
+def gather_cols(b, idx, out):
+    """``out[r, :] = b[:, idx[r]]`` for a C-contiguous ``b`` (k x p): the columns of a
+    row-major matrix as contiguous rows, in 64 x 64 blocks (a transposing copy that
+    reads ``b`` a row at a time)."""
+    k = b.shape[0]
+    n = idx.shape[0]
+    nb = (n + 63) // 64
+    for blk in prange(nb):
+        r0 = blk * 64
+        r1 = min(n, r0 + 64)
+        for k0 in range(0, k, 64):
+            for kk in range(k0, min(k, k0 + 64)):
+                brow = b[kk]
+                for r in range(r0, r1):
+                    out[r, kk] = brow[idx[r]]
+
+
+@njit(**_PAR)
 def bound_r_min(w, ca, cb, ia, nb, na, ib, inv_k, rmin, rarg):
     """Per row of a bound-product tile ``w`` (int32): the smallest lower bound
     ``max(w_ij - ca_i - cb_j, 0)**2 inv_k / num_ij**2`` (``num_ij = ia_i nb_j + na_i

@@ -640,7 +640,8 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         rows, cols = (to_numpy(v) for v in xp.nonzero(~ok))
         counts["certified"] = int(ok.sum())
         if recompute:
-            faithful.recompute(xp, c, a, bt, rows, cols, getattr(engine, "threads", None))
+            faithful.recompute(xp, c, a, bt, rows, cols, getattr(engine, "threads", None),
+                               getattr(engine, "scratch", None))
             counts["recomputed"] = int(rows.size)
         else:
             counts["uncertified"] = (rows, cols)

@@ -156,26 +156,33 @@ _ROWS = 64
 _COLS = 256
 
 
-def _gathered(xp, x, idx):
+def _gathered(xp, x, idx, scratch=None):
     """The rows ``idx`` of ``x`` as a C-contiguous float64 host array; ``x`` itself
-    when it is one already and most of its rows are asked for (no copy of a matrix
-    the size of the operand, whose fresh pages cost more than the dots at n = 4096)."""
-    if (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.flags.c_contiguous
-            and 2 * idx.size >= x.shape[0]):
-        return x
+    when it is one already and most of its rows are asked for, else a copy (in a
+    buffer of the engine's ``scratch`` pool for a NumPy ``x``): at n = 4096 the fresh
+    pages of a gathered operand cost more than the dots."""
+    if isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim == 2:
+        if x.flags.c_contiguous and 2 * idx.size >= x.shape[0]:
+            return x
+        ker = _kernels()
+        if ker is not None and x.T.flags.c_contiguous:  # rows of B^T: columns of B
+            out = (scratch.empty((idx.size, x.shape[1]), np.float64) if scratch is not None
+                   else np.empty((idx.size, x.shape[1])))
+            ker.gather_cols(x.T, np.ascontiguousarray(idx, np.int64), out)
+            return out
     return np.ascontiguousarray(to_numpy(x[xp.asarray(idx)]), np.float64)
 
 
-def _dot2_first(ker, xp, a, bt, rows, cols, out, threads):
+def _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch=None):
     """The entries Dot2 (compensated, in a numba kernel) proves correctly rounded, into
     ``out``; returns the mask of those entries (the others need the exact path). Same
     values as the exact path: only certified round-to-nearest results are kept."""
     urows, ri = np.unique(rows, return_inverse=True)
     ucols, ci = np.unique(cols, return_inverse=True)
-    xa = _gathered(xp, a, urows)
+    xa = _gathered(xp, a, urows, scratch)
     if xa is a:
         ri = rows
-    xb = _gathered(xp, bt, ucols)
+    xb = _gathered(xp, bt, ucols, scratch)
     if xb is bt:
         ci = cols
     k = xa.shape[1]
@@ -204,10 +211,11 @@ def _dot2_first(ker, xp, a, bt, rows, cols, out, threads):
     return ok
 
 
-def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None):
+def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None, scratch=None):
     """Correctly rounded ``a[rows[t]] . bt[cols[t]]`` for every t (finite float64 inputs;
     ``bt`` holds the columns of B as rows; ``threads``: the engine's, for the Dot2
-    kernel). Returns a host float64 array.
+    kernel; ``scratch``: the engine's pool of large buffers, or None). Returns a host
+    float64 array.
 
     With numba, Dot2 (Ogita, Rump & Oishi 2005: TwoProduct and TwoSum, error of the
     unevaluated result at most ``gamma_2k**2 sum |a b|``) settles first the entries
@@ -226,7 +234,7 @@ def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None):
     k = a.shape[1]
     ker = _kernels()
     if dot2 and ker is not None and k <= (1 << 17):
-        done = _dot2_first(ker, xp, a, bt, rows, cols, out, threads)
+        done = _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch)
         rest = np.nonzero(~done)[0]
         if rest.size:
             out[rest] = exact_dots(xp, a, bt, rows[rest], cols[rest], dot2=False)

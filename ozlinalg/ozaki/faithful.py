@@ -341,14 +341,15 @@ class combine:
 # -- Ozaki scheme II ----------------------------------------------------------------------
 
 
-def recompute(xp, c, a, bt, rows, cols, threads=None):
+def recompute(xp, c, a, bt, rows, cols, threads=None, scratch=None):
     """``c[rows, cols] = `` the correctly rounded products (:mod:`.exactdot`, on
-    ``threads`` threads: the engine's)."""
+    ``threads`` threads and with the ``scratch`` pool: the engine's)."""
     from .exactdot import exact_dots
 
     if len(rows) == 0:
         return
-    vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols), threads=threads)
+    vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols), threads=threads,
+                      scratch=scratch)
     c[xp.asarray(rows), xp.asarray(cols)] = xp.asarray(vals)
 
 

@@ -244,7 +244,8 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
                 keep = ~(to_numpy(bad_rows)[rows] | to_numpy(bad_cols)[cols])
                 rows, cols = rows[keep], cols[keep]
             with timers["acc"]:
-                faithful.recompute(xp, c, aw, bt, rows, cols, getattr(engine, "threads", None))
+                faithful.recompute(xp, c, aw, bt, rows, cols, getattr(engine, "threads", None),
+                                   getattr(engine, "scratch", None))
             counts["recomputed"] = int(rows.size)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
         need = working_bytes(mt, pt, min(n, block), s_max, crt, sbytes, model, faith)
