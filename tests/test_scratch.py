@@ -114,3 +114,24 @@ def test_same_bits_with_and_without_the_pool(rng, monkeypatch, method):
     for c in out[1:]:
         np.testing.assert_array_equal(c, out[0])
     assert not any(np.shares_memory(out[0], c) for c in out[1:])
+
+
+def test_concurrent_products_share_the_pool(rng):
+    # threads (dask's threaded scheduler) share one engine and its pool: every product
+    # keeps its own buffers while it runs, and gives the single-threaded bits
+    from concurrent.futures import ThreadPoolExecutor
+
+    cpu_engine_or_skip("onednn")
+    pairs = [(random_matrix(rng, 600, 700, phi), random_matrix(rng, 700, 650, phi))
+             for phi in (0.5, 1.0, 2.0, 0.5)]
+    methods = ["crt", "hybrid-ef", "crt", "bitmask-ef"]
+    with ozlinalg.options(engine="onednn"):
+        want = [ozlinalg.matmul(a, b, method=m) for (a, b), m in zip(pairs, methods)]
+
+        def run(i):
+            a, b = pairs[i % 4]
+            return i % 4, ozlinalg.matmul(a, b, method=methods[i % 4])
+
+        with ThreadPoolExecutor(4) as ex:
+            for i, c in ex.map(run, range(16)):
+                np.testing.assert_array_equal(c, want[i])
