@@ -9,7 +9,8 @@ under-picks that fixes and how many new over-picks it makes.
 
 Usage::
 
-    python benchmarks/crt_auto_margins.py benchmarks/results/calibrate-crt-auto-onednn-2026-12-01.json
+    python benchmarks/crt_auto_margins.py \
+        benchmarks/results/calibrate-crt-auto-onednn-2026-12-01.json
 """
 from __future__ import annotations
 
