@@ -1,0 +1,257 @@
+/* Normalization by powers of two and row / column maxima
+ * (ozlinalg.ozaki.split.normalize_rows, ozlinalg.ozaki.balance._abs_max). */
+#include "kcommon.h"
+
+/* NumPy's pairwise sum of a[0:n] (np.add.reduce of a contiguous float64 run): blocks
+ * of at most 128 summed in eight interleaved partial sums, longer runs split in two
+ * (the first part n / 2 rounded down to a multiple of 8) and the halves added. */
+static double
+pairwise_sum(const double *a, ptrdiff_t n)
+{
+    if (n < 8) {
+        double res = 0.0;
+        for (ptrdiff_t j = 0; j < n; j++)
+            res += a[j];
+        return res;
+    }
+    if (n <= 128) {
+        double r0 = a[0], r1 = a[1], r2 = a[2], r3 = a[3];
+        double r4 = a[4], r5 = a[5], r6 = a[6], r7 = a[7];
+        ptrdiff_t m = n - n % 8, j;
+        for (j = 8; j < m; j += 8) {
+            r0 += a[j];
+            r1 += a[j + 1];
+            r2 += a[j + 2];
+            r3 += a[j + 3];
+            r4 += a[j + 4];
+            r5 += a[j + 5];
+            r6 += a[j + 6];
+            r7 += a[j + 7];
+        }
+        double res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+        for (j = m; j < n; j++)
+            res += a[j];
+        return res;
+    }
+    ptrdiff_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+OZ_INLINE void
+normalize_row(const double *a, ptrdiff_t s1, ptrdiff_t k, double *x, ptrdiff_t xs1, double *sq,
+              int want, int32_t *exp_out, double *ss_out)
+{
+    double m = 0.0, f1, f2;
+    for (ptrdiff_t j = 0; j < k; j++) {
+        double v = fabs(a[j * s1]);
+        if (v > m)
+            m = v;
+    }
+    *exp_out = oz_row_factors(m, &f1, &f2);
+    if (want) {
+        for (ptrdiff_t j = 0; j < k; j++) {
+            double v = (a[j * s1] * f1) * f2;
+            x[j * xs1] = v;
+            sq[j] = v * v;
+        }
+        *ss_out = pairwise_sum(sq, k);
+    } else {
+        for (ptrdiff_t j = 0; j < k; j++)
+            x[j * xs1] = (a[j * s1] * f1) * f2;
+    }
+}
+
+int
+k_normalize_rows(ozval *v, int nt)
+{
+    const double *a = OZ_D(0);
+    double *x = OZ_D(1), *ss = OZ_D(3);
+    int32_t *exps = OZ_I32(2);
+    ptrdiff_t rows = OZ_N(0, 0), k = OZ_N(0, 1), a0 = OZ_S(0, 0), a1 = OZ_S(0, 1);
+    ptrdiff_t x0 = OZ_S(1, 0), x1 = OZ_S(1, 1), e0 = OZ_S(2, 0), q0 = OZ_S(3, 0);
+    int want = OZ_N(3, 0) > 0;
+    int fail = 0;
+    OZ_PARALLEL(nt)
+    {
+        double *sq = want ? malloc(sizeof(double) * (size_t)OZ_MAX(k, 1)) : NULL;
+        if (want && sq == NULL)
+            OZ_FAIL(fail);
+        OZ_FOR
+        for (ptrdiff_t i = 0; i < rows; i++) {
+            if (want && sq == NULL)
+                continue;
+            double *ssi = want ? ss + i * q0 : NULL;
+            if (a1 == 1 && x1 == 1)
+                normalize_row(a + i * a0, 1, k, x + i * x0, 1, sq, want, exps + i * e0, ssi);
+            else
+                normalize_row(a + i * a0, a1, k, x + i * x0, x1, sq, want, exps + i * e0, ssi);
+        }
+        free(sq);
+    }
+    return fail ? OZK_NOMEM : 0;
+}
+
+/* Factors of the columns of at (k x n): f1, f2 and exps per column; NULL on failure. */
+static double *
+col_factors(const double *at, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_t s1,
+            int32_t *exps, ptrdiff_t e0, double **mx_out, int nt)
+{
+    double *buf = malloc(sizeof(double) * (size_t)OZ_MAX(3 * n, 1));
+    if (buf == NULL)
+        return NULL;
+    double *mx = buf, *f1 = buf + n, *f2 = buf + 2 * n;
+    if (oz_col_absmax(at, k, n, s0, s1, mx, nt) != 0) {
+        free(buf);
+        return NULL;
+    }
+    for (ptrdiff_t j = 0; j < n; j++)
+        exps[j * e0] = oz_row_factors(mx[j], f1 + j, f2 + j);
+    if (mx_out)
+        *mx_out = mx;
+    return buf;
+}
+
+OZ_INLINE void
+scale_run(const double *src, ptrdiff_t s1, const double *f1, const double *f2, double *dst,
+          ptrdiff_t n)
+{
+    for (ptrdiff_t j = 0; j < n; j++)
+        dst[j] = (src[j * s1] * f1[j]) * f2[j];
+}
+
+int
+k_normalize_cols(ozval *v, int nt)
+{
+    const double *at = OZ_D(0);
+    double *xt = OZ_D(1);
+    ptrdiff_t k = OZ_N(0, 0), n = OZ_N(0, 1), a0 = OZ_S(0, 0), a1 = OZ_S(0, 1);
+    ptrdiff_t x0 = OZ_S(1, 0);
+    if (OZ_S(1, 1) != 1)
+        return OZK_BADLAYOUT;
+    double *buf = col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
+    if (buf == NULL)
+        return OZK_NOMEM;
+    const double *f1 = buf + n, *f2 = buf + 2 * n;
+    OZ_PARALLEL_FOR(nt)
+    for (ptrdiff_t r = 0; r < k; r++) {
+        if (a1 == 1)
+            scale_run(at + r * a0, 1, f1, f2, xt + r * x0, n);
+        else
+            scale_run(at + r * a0, a1, f1, f2, xt + r * x0, n);
+    }
+    free(buf);
+    return 0;
+}
+
+int
+k_normalize_cols_sumsq(ozval *v, int nt)
+{
+    const double *at = OZ_D(0);
+    double *xt = OZ_D(1), *ss = OZ_D(3);
+    ptrdiff_t k = OZ_N(0, 0), n = OZ_N(0, 1), a0 = OZ_S(0, 0), a1 = OZ_S(0, 1);
+    ptrdiff_t x0 = OZ_S(1, 0), q0 = OZ_S(3, 0);
+    ptrdiff_t nb = (ptrdiff_t)v[4].i;
+    int fail = 0;
+    if (OZ_S(1, 1) != 1 || nb < 1)
+        return OZK_BADLAYOUT;
+    double *buf = col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
+    if (buf == NULL)
+        return OZK_NOMEM;
+    const double *f1 = buf + n, *f2 = buf + 2 * n;
+    OZ_PARALLEL_FOR(nt)
+    for (ptrdiff_t b = 0; b < nb; b++) {
+        ptrdiff_t j0 = b * n / nb, j1 = (b + 1) * n / nb, w = j1 - j0;
+        double *acc = calloc((size_t)OZ_MAX(w, 1), sizeof(double));
+        if (acc == NULL) {
+            OZ_FAIL(fail);
+            continue;
+        }
+        for (ptrdiff_t r = 0; r < k; r++) {
+            double *run = xt + r * x0 + j0;
+            if (a1 == 1)
+                scale_run(at + r * a0 + j0, 1, f1 + j0, f2 + j0, run, w);
+            else
+                scale_run(at + r * a0 + j0 * a1, a1, f1 + j0, f2 + j0, run, w);
+            for (ptrdiff_t j = 0; j < w; j++)
+                acc[j] = acc[j] + run[j] * run[j];
+        }
+        for (ptrdiff_t j = 0; j < w; j++)
+            ss[(j0 + j) * q0] = acc[j];
+        free(acc);
+    }
+    free(buf);
+    return fail ? OZK_NOMEM : 0;
+}
+
+/* Eight lanes: the loop vectorizes (no float reduction). bad: NaN from Inf or NaN. */
+OZ_INLINE double
+abs_max_row(const double *row, ptrdiff_t s1, ptrdiff_t k)
+{
+    double best[8] = {0}, bad[8] = {0};
+    ptrdiff_t k8 = k - k % 8;
+    for (ptrdiff_t j = 0; j < k8; j += 8) {
+        for (int lane = 0; lane < 8; lane++) {
+            double x = row[(j + lane) * s1];
+            bad[lane] += x - x;
+            double a = fabs(x);
+            best[lane] = a > best[lane] ? a : best[lane];
+        }
+    }
+    for (ptrdiff_t j = k8; j < k; j++) {
+        double x = row[j * s1];
+        bad[0] += x - x;
+        double a = fabs(x);
+        best[0] = a > best[0] ? a : best[0];
+    }
+    double top = 0.0, flag = 0.0;
+    for (int lane = 0; lane < 8; lane++) {
+        top = best[lane] > top ? best[lane] : top;
+        flag += bad[lane];
+    }
+    return flag == 0.0 ? top : INFINITY;
+}
+
+int
+k_abs_max_rows(ozval *v, int nt)
+{
+    const double *x = OZ_D(0);
+    double *out = OZ_D(1);
+    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), s0 = OZ_S(0, 0), s1 = OZ_S(0, 1);
+    ptrdiff_t o0 = OZ_S(1, 0);
+    OZ_PARALLEL_FOR(nt)
+    for (ptrdiff_t i = 0; i < m; i++)
+        out[i * o0] = s1 == 1 ? abs_max_row(x + i * s0, 1, k) : abs_max_row(x + i * s0, s1, k);
+    return 0;
+}
+
+int
+k_abs_max_cols(ozval *v, int nt)
+{
+    const double *x = OZ_D(0);
+    double *out = OZ_D(1);
+    ptrdiff_t m = OZ_N(0, 0), p = OZ_N(0, 1), s0 = OZ_S(0, 0), s1 = OZ_S(0, 1);
+    ptrdiff_t o0 = OZ_S(1, 0);
+    ptrdiff_t nb = (p + 255) / 256;
+    if (s1 != 1)
+        return OZK_BADLAYOUT;
+    OZ_PARALLEL_FOR(nt)
+    for (ptrdiff_t b = 0; b < nb; b++) {
+        ptrdiff_t j0 = b * 256, w = OZ_MIN(p, j0 + 256) - j0;
+        double best[256], bad[256];
+        for (ptrdiff_t j = 0; j < w; j++)
+            best[j] = bad[j] = 0.0;
+        for (ptrdiff_t i = 0; i < m; i++) {
+            const double *row = x + i * s0 + j0;
+            for (ptrdiff_t j = 0; j < w; j++) {
+                double xv = row[j];
+                bad[j] += xv - xv;
+                double a = fabs(xv);
+                best[j] = a > best[j] ? a : best[j];
+            }
+        }
+        for (ptrdiff_t j = 0; j < w; j++)
+            out[(j0 + j) * o0] = bad[j] == 0.0 ? best[j] : INFINITY;
+    }
+    return 0;
+}

@@ -1,0 +1,93 @@
+"""The compiled passes of the CPU INT8 engine: which build runs here.
+
+The fused passes around the INT8 GEMMs (normalization, splits, residues, FP64
+accumulation, CRT rebuild, estimates, the faithful mode's certificates) are C
+kernels (``ozlinalg/engines/_csrc``) compiled when ozlinalg is installed, once per
+x86-64 ISA level: ``x86-64`` (any x86-64 CPU), ``x86-64-v3`` (AVX2, FMA) and
+``x86-64-v4`` (AVX-512). :func:`load` picks the highest level the CPU and the OS
+support; every level gives the same bits (the build never contracts into FMAs
+nor uses fast-math, and tests/test_engine_onednn.py compares each kernel with the
+generic NumPy code). Where no build exists (another platform, no compiler at
+install time) the engine runs the generic passes, with the same results.
+
+Threads: each kernel runs on the OpenMP threads that ``set_threads(n)`` last set
+in the calling thread (a parallel region only when ``n > 1``; the engine passes
+one thread to small passes and in forked children, see
+:mod:`ozlinalg.engines._process`). Calls from several Python threads run
+concurrently, each on its own OpenMP team; the GIL is released during a call.
+
+Environment:
+
+* ``OZLINALG_FUSED=0`` (``no``, ``off``, ``false``): no compiled passes;
+* ``OZLINALG_KERNELS_ISA=x86-64|x86-64-v3|x86-64-v4``: the highest level to load
+  (tests of the lower builds on a newer CPU).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+__all__ = ["ENV_FUSED", "ENV_ISA", "LEVELS", "load"]
+
+ENV_FUSED = "OZLINALG_FUSED"
+ENV_ISA = "OZLINALG_KERNELS_ISA"
+
+#: ISA level -> build name (setup.py builds ``_kernels_<name with underscores>``).
+LEVELS = {1: "x86-64", 3: "x86-64-v3", 4: "x86-64-v4"}
+
+_LOCK = threading.Lock()
+_LOADED: dict = {}
+
+
+def _module(level):
+    name = "_kernels_" + LEVELS[level].replace("-", "_")
+    try:
+        return importlib.import_module(f"{__package__}.{name}")
+    except ImportError:
+        return None
+
+
+def _cap():
+    env = os.environ.get(ENV_ISA)
+    if env is None or not env.strip():
+        return max(LEVELS)
+    key = env.strip().lower()
+    for level, name in LEVELS.items():
+        if key == name:
+            return level
+    raise ValueError(f"ozlinalg: {ENV_ISA}={env!r}: choose one of "
+                     f"{', '.join(repr(n) for n in LEVELS.values())}")
+
+
+def _choose():
+    flag = os.environ.get(ENV_FUSED, "1").strip().lower()
+    if flag in ("0", "no", "off", "false"):
+        return None, f"{ENV_FUSED}={os.environ[ENV_FUSED]}"
+    if flag not in ("", "1", "yes", "on", "true"):
+        raise ValueError(f"ozlinalg: {ENV_FUSED}={os.environ[ENV_FUSED]!r}: use 1 (compiled "
+                         "passes, the default) or 0 (the generic NumPy passes)")
+    cap = _cap()
+    base = _module(1)
+    if base is None:
+        return None, ("compiled kernels not built (ozlinalg was installed without a C "
+                      "compiler with OpenMP, or on a platform other than x86-64 Linux)")
+    level = min(base.cpu_level(), cap)
+    for lv in sorted(LEVELS, reverse=True):
+        if lv <= level:
+            mod = base if lv == 1 else _module(lv)
+            if mod is not None:
+                return mod, f"compiled, {mod.isa}"
+    return base, f"compiled, {base.isa}"
+
+
+def load():
+    """``(module or None, reason)``: the compiled kernels this process uses (decided once).
+
+    Raises ValueError for an invalid :data:`ENV_FUSED` / :data:`ENV_ISA` (read once,
+    the first time).
+    """
+    with _LOCK:
+        if "kernels" not in _LOADED:
+            _LOADED["kernels"] = _choose()
+        return _LOADED["kernels"]
