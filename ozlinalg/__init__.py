@@ -5,6 +5,10 @@ exactly (INT8 x INT8 -> INT32 on tensor cores, or BLAS on the CPU) and sums
 the products in FP64. See https://arxiv.org/abs/2306.11975 (ozIMMU) and
 https://arxiv.org/abs/2409.13313 (EF / hybrid splits).
 """
+# The subpackages by name first: a re-import after an interrupted one (Ctrl-C during
+# ``import ozlinalg``) then binds them as attributes again, even where Python kept them
+# in sys.modules.
+from . import engines, exact, lapack, ozaki  # noqa: F401
 from ._exceptions import AccuracyWarning
 from ._options import Options, get_options, options
 from ._profile import Profile, profile
@@ -12,7 +16,7 @@ from .ozaki import METHODS
 from .ozaki.gemm import matmul
 
 # isort: split
-# issue #5: scipy/numpy-compatible namespaces, solve, backend, wrapper type
+# the scipy/numpy-compatible namespaces, solve, the backend, the wrapper type
 from . import linalg
 from ._wrapper import OzArray, asarray
 from .backend import backend, install, uninstall

@@ -26,7 +26,8 @@ import ctypes
 import ctypes.util
 import os
 import sys
-import threading
+
+from ._process import fork_safe_lock
 
 __all__ = ["DNNL", "ISA_NAMES", "find_library", "load"]
 
@@ -109,10 +110,13 @@ class DNNL:
         self.version = (v.major, v.minor, v.patch)
         self.cpu_runtime = int(v.cpu_runtime)
         # oneDNN's OpenMP build (onednn-cpu-gomp) runs on libgomp: the thread count of
-        # its next GEMM is the calling thread's omp_set_num_threads (a per-thread ICV).
+        # its next GEMM is the calling thread's omp_set_num_threads (a per-thread ICV,
+        # which other OpenMP code of that thread reads too: each call restores it).
         try:
             self._gomp = ctypes.CDLL("libgomp.so.1")
             self._gomp.omp_set_num_threads.argtypes = [ctypes.c_int]
+            self._gomp.omp_set_num_threads.restype = None
+            self._gomp.omp_get_max_threads.restype = ctypes.c_int
             self.max_threads = int(self._gomp.omp_get_max_threads())
         except (OSError, AttributeError):
             self._gomp = None
@@ -130,32 +134,54 @@ class DNNL:
         isa = self.isa
         return ISA_NAMES.get(isa, hex(isa))
 
-    def set_threads(self, n):
-        """Threads of this thread's next oneDNN calls (no-op without libgomp)."""
-        # Set before every call: numba's OpenMP layer resets the ICV.
-        if self._gomp is not None:
-            self._gomp.omp_set_num_threads(max(1, min(int(n), self.max_threads)))
+    def _push_threads(self, n):
+        """Set this thread's OpenMP thread count to ``n``; returns the count to restore
+        (None: nothing to restore)."""
+        gomp = self._gomp
+        if gomp is None:
+            return None
+        n = max(1, min(int(n), self.max_threads))
+        prev = gomp.omp_get_max_threads()
+        if prev == n:
+            return None
+        gomp.omp_set_num_threads(n)
+        return prev
 
-    def gemm_s8s8s32(self, transa, transb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, beta):
-        """Row-major ``C (m x n, int32) = op(A) @ op(B) + beta C`` (``beta`` 0 or 1).
+    def _pop_threads(self, prev):
+        if prev is not None:
+            self._gomp.omp_set_num_threads(prev)
+
+    def gemm_s8s8s32(self, transa, transb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, beta,
+                     threads=1):
+        """Row-major ``C (m x n, int32) = op(A) @ op(B) + beta C`` (``beta`` 0 or 1) on
+        ``threads`` OpenMP threads.
 
         ``transa`` b"N": A stored m x k (row stride lda), b"T": stored k x m;
         ``transb`` b"N": B stored k x n (row stride ldb), b"T": stored n x k.
         """
-        st = self._s8(transa, transb, b"F", m, n, k, 1.0, a_ptr, lda, 0, b_ptr, ldb, 0,
-                      float(beta), c_ptr, ldc, ctypes.addressof(self._zero_offset))
+        prev = self._push_threads(threads)
+        try:
+            st = self._s8(transa, transb, b"F", m, n, k, 1.0, a_ptr, lda, 0, b_ptr, ldb, 0,
+                          float(beta), c_ptr, ldc, ctypes.addressof(self._zero_offset))
+        finally:
+            self._pop_threads(prev)
         if st != 0:
             raise RuntimeError(f"ozlinalg: dnnl_gemm_s8s8s32 failed with status {st} "
                                f"(m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc})")
 
-    def gemm_bf16(self, transa, transb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc):
+    def gemm_bf16(self, transa, transb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, threads=1):
         """Row-major ``C (m x n, float32) = op(A) @ op(B)`` of bf16 operands (as above)."""
-        st = self._bf16(transa, transb, m, n, k, 1.0, a_ptr, lda, b_ptr, ldb, 0.0, c_ptr, ldc)
+        prev = self._push_threads(threads)
+        try:
+            st = self._bf16(transa, transb, m, n, k, 1.0, a_ptr, lda, b_ptr, ldb, 0.0, c_ptr,
+                            ldc)
+        finally:
+            self._pop_threads(prev)
         if st != 0:
             raise RuntimeError(f"ozlinalg: dnnl_gemm_bf16bf16f32 failed with status {st}")
 
 
-_LOCK = threading.Lock()
+_LOCK = fork_safe_lock()
 _LOADED: dict = {}
 
 

@@ -32,6 +32,8 @@ import weakref
 
 import numpy as np
 
+from ._process import fork_safe_lock
+
 __all__ = ["MIN_BYTES", "ScratchPool", "default_limit", "free_scratch"]
 
 #: Smaller buffers come from ``numpy.empty`` as usual (malloc reuses them anyway).
@@ -78,7 +80,8 @@ class ScratchPool:
     def __init__(self, limit=None):
         self.limit = default_limit() if limit is None else max(0, int(limit))
         self._free = []  # uint8 arrays, oldest first
-        self._lock = threading.RLock()  # finalizers may run inside the pool's own calls
+        # re-entrant: finalizers may run inside the pool's own calls
+        self._lock = fork_safe_lock(threading.RLock)
         self.hits = 0
         self.misses = 0
         _POOLS.add(self)

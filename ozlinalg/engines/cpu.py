@@ -12,12 +12,12 @@ summation order.
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.linalg import blas as _blas
 
+from ._process import at_fork_child, cpu_threads, fork_safe_lock
 from .base import Engine
 
 __all__ = ["CPUEngine", "FP32_EXACT"]
@@ -36,8 +36,20 @@ class CPUEngine(Engine):
     crossovers: dict = {}
 
     def __init__(self, threads: int | None = None):
-        self.threads = threads or min(os.cpu_count() or 1, 8)
-        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        self.threads = threads or cpu_threads()
+        self._pool = None  # a ThreadPoolExecutor, started on first use
+        self._pool_lock = fork_safe_lock()
+        at_fork_child(CPUEngine._after_fork, self)
+
+    def _after_fork(self):
+        # The parent's pool threads do not exist in a forked child: a fresh pool.
+        self._pool = None
+
+    def _executor(self):
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ozlinalg")
+            return self._pool
 
     def empty_slices(self, s, rows, k, kind, operand=None):
         return np.empty((s, rows, k), dtype=np.float32)
@@ -102,12 +114,13 @@ class CPUEngine(Engine):
             super().axpy(alpha, x, acc)
 
     def map_rows(self, fn, rows, k):
-        if self._pool is None or rows * max(k, 1) < (1 << 16):
+        if self.threads <= 1 or rows * max(k, 1) < (1 << 16):
             fn(0, rows)
             return
         # Blocks of ~512 KiB of float64 keep a block's passes in cache.
         rb = max(8, (1 << 16) // max(k, 1))
-        futures = [self._pool.submit(fn, r0, min(rows, r0 + rb)) for r0 in range(0, rows, rb)]
+        pool = self._executor()
+        futures = [pool.submit(fn, r0, min(rows, r0 + rb)) for r0 in range(0, rows, rb)]
         for f in futures:
             f.result()
 

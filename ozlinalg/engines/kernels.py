@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import importlib
 import os
-import threading
+
+from ._process import fork_safe_lock
 
 __all__ = ["ENV_FUSED", "ENV_ISA", "LEVELS", "load"]
 
@@ -36,7 +37,7 @@ ENV_ISA = "OZLINALG_KERNELS_ISA"
 #: ISA level -> build name (setup.py builds ``_kernels_<name with underscores>``).
 LEVELS = {1: "x86-64", 3: "x86-64-v3", 4: "x86-64-v4"}
 
-_LOCK = threading.Lock()
+_LOCK = fork_safe_lock()
 _LOADED: dict = {}
 
 
@@ -62,12 +63,12 @@ def _cap():
 
 def _choose():
     flag = os.environ.get(ENV_FUSED, "1").strip().lower()
-    if flag in ("0", "no", "off", "false"):
-        return None, f"{ENV_FUSED}={os.environ[ENV_FUSED]}"
-    if flag not in ("", "1", "yes", "on", "true"):
+    if flag not in ("", "1", "yes", "on", "true", "0", "no", "off", "false"):
         raise ValueError(f"ozlinalg: {ENV_FUSED}={os.environ[ENV_FUSED]!r}: use 1 (compiled "
                          "passes, the default) or 0 (the generic NumPy passes)")
     cap = _cap()
+    if flag in ("0", "no", "off", "false"):
+        return None, f"{ENV_FUSED}={os.environ[ENV_FUSED]}"
     base = _module(1)
     if base is None:
         return None, ("compiled kernels not built (ozlinalg was installed without a C "

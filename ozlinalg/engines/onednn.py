@@ -25,20 +25,19 @@ for any caller). SplitFP's floating slices stay on SGEMM (``float_matmul``).
 Ozaki II's residues pair one modulus at a time: B's are kept in order, and the
 INT8 residues of the finished products reuse B's dead slots (:class:`_FusedCRT`).
 
-The passes around the GEMMs are fused numba kernels
-(:mod:`._numba_kernels`) where numba is installed, and the generic array code
-otherwise; both give the same bits.
+The passes around the GEMMs are fused compiled kernels (:mod:`.kernels`, built at
+install time) where they are built, and the generic array code otherwise; both give
+the same bits.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import threading
 
 import numpy as np
 
-from . import _dnnl
+from . import _dnnl, kernels
+from ._process import BlasThreadLimit, at_fork_child, native_threads
 from ._scratch import ScratchPool
 from .base import APPROX_PRESCALE, group_runs
 from .cpu import CPUEngine
@@ -52,7 +51,7 @@ INT32_EXACT = (1 << 31) - 1
 #: BF16 / FP32 subnormals (which oneDNN may flush); the products stay below 2**113.
 _EST_SCALE = APPROX_PRESCALE
 
-ENV_FUSED = "OZLINALG_FUSED"
+ENV_FUSED = kernels.ENV_FUSED
 
 
 class EngineUnavailable(RuntimeError):
@@ -69,14 +68,8 @@ GEMM_PARALLEL_MIN = 1 << 30
 
 
 def _load_kernels():
-    """The numba kernel module, or ``(None, reason)``."""
-    if os.environ.get(ENV_FUSED, "1").strip().lower() in ("0", "no", "off", "false"):
-        return None, f"{ENV_FUSED}=0"
-    try:
-        from . import _numba_kernels  # noqa: PLC0415
-    except Exception as exc:  # ImportError, or numba failing to initialize
-        return None, f"numba unavailable ({type(exc).__name__}: {exc})"
-    return _numba_kernels, "numba"
+    """The compiled kernel module (:mod:`ozlinalg.engines.kernels`), or ``(None, reason)``."""
+    return kernels.load()
 
 
 class OneDNNEngine(CPUEngine):
@@ -91,7 +84,9 @@ class OneDNNEngine(CPUEngine):
     slice_bytes = 1
 
     def __init__(self, threads: int | None = None, lib=None, fused: bool | None = None):
-        super().__init__(threads)
+        # OpenMP threads (oneDNN's and the kernels'): one in a forked child
+        super().__init__(threads or native_threads())
+        at_fork_child(OneDNNEngine._after_fork_onednn, self)
         if lib is None:
             lib, reason = _dnnl.load()
             if lib is None:
@@ -102,7 +97,7 @@ class OneDNNEngine(CPUEngine):
         else:
             self.kernels, self.kernels_reason = _load_kernels()
         self.launches = 0
-        self._lock = threading.Lock()
+        BlasThreadLimit.prepare()  # find the BLAS libraries now, not inside a product
         ok, detail = self_test(self)
         self.self_test = detail
         if not ok:
@@ -138,30 +133,23 @@ class OneDNNEngine(CPUEngine):
         from the next oneDNN GEMM (2x slower on the 2-core box; the panel of a
         factorization is followed by its trailing update every step). With one
         BLAS thread the workers stay asleep; the panels are a small share of the
-        flops. Measured: ``benchmarks/cpu_threads.py``, docs/performance.md.
+        flops. Measured: ``benchmarks/cpu_threads.py``, docs/performance.md. The
+        limit is reference-counted across threads and restores what it found
+        (:class:`ozlinalg.engines._process.BlasThreadLimit`).
         """
         if self.native_blas_threads is None:
             return contextlib.nullcontext()
-        ctl = self._blas_controller()
-        if ctl is None:
-            return contextlib.nullcontext()
-        return ctl.limit(limits=self.native_blas_threads, user_api="blas")
+        return BlasThreadLimit(self.native_blas_threads)
 
-    def _blas_controller(self):
-        ctl = getattr(self, "_blas_ctl", None)
-        if ctl is None:
-            try:
-                from threadpoolctl import ThreadpoolController  # noqa: PLC0415
-
-                ctl = ThreadpoolController()
-            except Exception:  # not installed: BLAS keeps its threads
-                ctl = False
-            self._blas_ctl = ctl
-        return ctl or None
+    def _after_fork_onednn(self):
+        # libgomp's pool does not survive fork: OpenMP work on one thread in the child
+        self.threads = 1
 
     def describe(self):
+        why = self.kernels_reason
+        passes = f"fused ({why})" if self.kernels else f"NumPy: {why}"
         return (f"{self.name} (oneDNN {self.version}, ISA {self.isa}, int8 self-test passed, "
-                f"passes: {'fused (numba)' if self.kernels else 'NumPy: ' + self.kernels_reason})")
+                f"passes: {passes})")
 
     # -- storage ----------------------------------------------------------------------
 
@@ -249,12 +237,11 @@ class OneDNNEngine(CPUEngine):
     def gemm(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, m, p, k, beta):
         """``c (m x p, int32, row-major) (+)= A @ B^T`` for int8 ``A`` (m x k) and ``B``
         (p x k), each stored either way (``trans*``: stored transposed)."""
-        lib = self.lib
-        lib.set_threads(self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
         # (a one-row c may carry any row stride: oneDNN wants ldc >= p)
-        lib.gemm_s8s8s32(b"T" if transa else b"N", b"N" if transb else b"T", m, p, k,
-                         a_ptr, lda, b_ptr, ldb, c.ctypes.data, max(c.strides[0] // 4, p, 1),
-                         beta)
+        self.lib.gemm_s8s8s32(b"T" if transa else b"N", b"N" if transb else b"T", m, p, k,
+                              a_ptr, lda, b_ptr, ldb, c.ctypes.data,
+                              max(c.strides[0] // 4, p, 1), beta,
+                              self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
         self.launches += 1
 
     def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
@@ -349,10 +336,10 @@ class OneDNNEngine(CPUEngine):
         c = self.scratch.empty((m, p), np.float32)
         if m and p:
             if k:
-                self.lib.set_threads(self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
                 self.lib.gemm_bf16(b"T" if ta else b"N", b"N" if tb else b"T", m, p, k,
                                    a16.ctypes.data, max(a16.shape[1], 1), b16.ctypes.data,
-                                   max(b16.shape[1], 1), c.ctypes.data, max(p, 1))
+                                   max(b16.shape[1], 1), c.ctypes.data, max(p, 1),
+                                   self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
             else:
                 c.fill(0)
         return c
@@ -397,7 +384,7 @@ class OneDNNEngine(CPUEngine):
         ia, nb, na, ib = (np.ascontiguousarray(v, np.float64) for v in num)
         return ia, nb, na, ib, True
 
-    # -- fused passes (numba), each returning False where the generic code must run ------
+    # -- fused passes (compiled kernels), each returning False where the generic code runs
 
     def _k(self, work):
         """The kernel module, its thread count set for a pass over ``work`` entries."""

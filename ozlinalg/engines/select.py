@@ -21,8 +21,8 @@ runs where it is not exact.
 from __future__ import annotations
 
 import os
-import threading
 
+from ._process import fork_safe_lock
 from .base import register_engine
 from .cpu import CPUEngine
 
@@ -34,7 +34,7 @@ ENV_ENGINE = "OZLINALG_ENGINE"
 ENGINE_CHOICES = {"auto": "auto", "sgemm": "sgemm", "cpu-sgemm": "sgemm", "onednn": "onednn",
                   "cpu-onednn": "onednn", "int8": "onednn"}
 
-_LOCK = threading.Lock()
+_LOCK = fork_safe_lock()
 _CACHE: dict = {}  # "sgemm" / "onednn" -> Engine or the EngineUnavailable it raised
 
 

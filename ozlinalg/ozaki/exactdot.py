@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._array import to_numpy
+from ..engines import kernels
+from ..engines._process import native_threads
 
 __all__ = ["LIMB", "exact_dots", "round_scaled"]
 
@@ -83,14 +85,11 @@ def _limbs(rows):
 
 
 def _kernels():
-    try:
-        from ..engines import _numba_kernels  # noqa: PLC0415
-    except Exception:  # numba missing or failing: the NumPy path
-        return None
-    return _numba_kernels
+    """The engines' compiled kernels (None: the NumPy path)."""
+    return kernels.load()[0]
 
 
-def _digits_numba(ker, rows):
+def _digits_fused(ker, rows):
     n, k = rows.shape
     digits = np.empty((n, k, 4), np.int64)
     start = np.empty((n, k), np.int64)
@@ -99,14 +98,14 @@ def _digits_numba(ker, rows):
     return digits, start, qmin
 
 
-def _exact_dots_numba(ker, xa, xb, ri, ci):
-    """Exact values through the numba kernel (digits of the needed vectors once)."""
-    ker.set_threads(2 if (xa.size + xb.size) > (1 << 16) else 1)
-    xd, xs, qa = _digits_numba(ker, xa)
-    yd, ys, qb = _digits_numba(ker, xb)
+def _exact_dots_fused(ker, xa, xb, ri, ci):
+    """Exact values through the compiled kernel (digits of the needed vectors once)."""
+    ker.set_threads(native_threads() if (xa.size + xb.size) > (1 << 16) else 1)
+    xd, xs, qa = _digits_fused(ker, xa)
+    yd, ys, qb = _digits_fused(ker, xb)
     width = int(xs.max(initial=0)) + int(ys.max(initial=0)) + 8
     acc = np.zeros((ri.size, width), np.int64)
-    ker.set_threads(2 if ri.size * xa.shape[1] > (1 << 16) else 1)
+    ker.set_threads(native_threads() if ri.size * xa.shape[1] > (1 << 16) else 1)
     ker.exact_dot_limbs(xd, xs, yd, ys, ri, ci, acc)
     out = np.empty(ri.size)
     for t, row in enumerate(acc.tolist()):
@@ -174,7 +173,7 @@ def _gathered(xp, x, idx, scratch=None):
 
 
 def _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch=None):
-    """The entries Dot2 (compensated, in a numba kernel) proves correctly rounded, into
+    """The entries Dot2 (compensated, in a compiled kernel) proves correctly rounded, into
     ``out``; returns the mask of those entries (the others need the exact path). Same
     values as the exact path: only certified round-to-nearest results are kept."""
     urows, ri = np.unique(rows, return_inverse=True)
@@ -217,14 +216,14 @@ def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None, scratch=None):
     kernel; ``scratch``: the engine's pool of large buffers, or None). Returns a host
     float64 array.
 
-    With numba, Dot2 (Ogita, Rump & Oishi 2005: TwoProduct and TwoSum, error of the
-    unevaluated result at most ``gamma_2k**2 sum |a b|``) settles first the entries
+    With the compiled kernels, Dot2 (Ogita, Rump & Oishi 2005: TwoProduct and TwoSum,
+    error of the unevaluated result at most ``gamma_2k**2 sum |a b|``) settles first the entries
     it proves correctly rounded (nearly all: these entries' cancellation is far
     below ``1 / gamma_2k**2``); the rest take the exact limb products. Either way
     the value is the correctly rounded one, so the two paths give the same bits.
 
-    Without numba, entries are taken a block of rows and of columns at a time (limbs of at most
-    ``_ROWS + _COLS`` vectors, inner pieces of 2**12), and each row is multiplied
+    Without them, entries are taken a block of rows and of columns at a time (limbs of at
+    most ``_ROWS + _COLS`` vectors, inner pieces of 2**12), and each row is multiplied
     with the limbs of its columns in one float64 GEMM."""
     rows = np.asarray(rows, np.int64)
     cols = np.asarray(cols, np.int64)
@@ -248,7 +247,7 @@ def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None, scratch=None):
             uc, cc = np.unique(ci[sel], return_inverse=True)
             xa = to_numpy(a[xp.asarray(urows[ur])]).astype(np.float64, copy=False)
             xb = to_numpy(bt[xp.asarray(ucols[uc])]).astype(np.float64, copy=False)
-            out[sel] = _exact_dots_numba(ker, xa, xb, rr, cc)
+            out[sel] = _exact_dots_fused(ker, xa, xb, rr, cc)
         return out
     order = np.lexsort((cols, rows))
     urows = np.unique(rows)
