@@ -9,7 +9,7 @@ https://arxiv.org/abs/2409.13313 (EF / hybrid splits).
 # ``import ozlinalg``) then binds them as attributes again, even where Python kept them
 # in sys.modules.
 from . import engines, exact, lapack, ozaki  # noqa: F401
-from ._exceptions import AccuracyWarning
+from ._exceptions import AccuracyWarning, PerformanceWarning
 from ._options import Options, get_options, options
 from ._profile import Profile, profile
 from .ozaki import METHODS
@@ -34,6 +34,7 @@ __all__ = [
     "Options",
     "METHODS",
     "AccuracyWarning",
+    "PerformanceWarning",
     "__version__",
     "linalg",
     "numpy_linalg",

@@ -297,3 +297,32 @@ class TestKernelChoice:
         generic = _run(code, {"OZLINALG_FUSED": "0", "OZLINALG_ENGINE": "onednn"})
         assert generic.returncode == 0, generic.stderr[-2000:]
         assert len(set(got.values()) | {generic.stdout.split()[-1]}) == 1, got
+
+    def test_missing_kernels_warn_once(self):
+        proc = _run("""
+            import warnings, numpy as np
+            from ozlinalg.engines import kernels
+            kernels._module = lambda level: None  # as if installed without a C compiler
+            import ozlinalg
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                from ozlinalg.engines.onednn import OneDNNEngine
+                OneDNNEngine(); OneDNNEngine()
+            print(sum(issubclass(x.category, ozlinalg.PerformanceWarning) for x in w))
+        """, {"OZLINALG_FUSED": "1"})
+        if "EngineUnavailable" in proc.stderr:
+            pytest.skip("no exact oneDNN here")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.split()[-1] == "1"
+
+    def test_explicitly_disabled_kernels_do_not_warn(self):
+        proc = _run("""
+            import warnings
+            warnings.simplefilter("error")
+            from ozlinalg.engines.onednn import OneDNNEngine
+            print(OneDNNEngine().kernels)
+        """, {"OZLINALG_FUSED": "0"})
+        if "EngineUnavailable" in proc.stderr:
+            pytest.skip("no exact oneDNN here")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.split()[-1] == "None"

@@ -200,6 +200,23 @@ def register_engine(key, factory, named=None) -> None:
         callback()
 
 
+_KEYS: dict = {}  # array module -> its top-level name (every product asks)
+
+
+_get_options = None
+
+
+def _ambient_engine():
+    """``ozlinalg.options(engine=...)`` in force (the options module is imported at the
+    first call: engines load before it)."""
+    global _get_options
+    if _get_options is None:
+        from .._options import get_options  # noqa: PLC0415
+
+        _get_options = get_options
+    return _get_options().engine
+
+
 def get_engine(xp, name=None) -> Engine:
     """The engine for array namespace ``xp`` (created once, then cached).
 
@@ -207,11 +224,11 @@ def get_engine(xp, name=None) -> Engine:
     default engine) picks one of several engines of the module (NumPy:
     ``"onednn"``, ``"sgemm"``, ``"auto"``; see :mod:`ozlinalg.engines.select`).
     """
-    key = xp.__name__.split(".")[0]
+    key = _KEYS.get(xp)
+    if key is None:
+        key = _KEYS[xp] = xp.__name__.split(".")[0]
     if name is None:
-        from .._options import get_options  # noqa: PLC0415
-
-        name = get_options().engine
+        name = _ambient_engine()
     if name is not None and key in _NAMED:
         return _NAMED[key](name)
     eng = _ENGINES.get(key)

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 
 import numpy as np
 
+from .._exceptions import PerformanceWarning
 from . import _dnnl, kernels
 from ._process import BlasThreadLimit, at_fork_child, native_threads
 from ._scratch import ScratchPool
@@ -68,8 +70,20 @@ GEMM_PARALLEL_MIN = 1 << 30
 
 
 def _load_kernels():
-    """The compiled kernel module (:mod:`ozlinalg.engines.kernels`), or ``(None, reason)``."""
-    return kernels.load()
+    """The compiled kernel module (:mod:`ozlinalg.engines.kernels`), or ``(None, reason)``;
+    warns once per process (:class:`ozlinalg.PerformanceWarning`) where the kernels are
+    missing without the user having asked for that (``OZLINALG_FUSED=0``)."""
+    mod, reason = kernels.load()
+    if mod is None and not reason.startswith(ENV_FUSED) and not _WARNED:
+        _WARNED.append(True)
+        warnings.warn(f"ozlinalg: the CPU INT8 engine runs its passes as NumPy code ({reason});"
+                      " the results are the same, 1.5-2x slower. Reinstall ozlinalg where a C "
+                      "compiler with OpenMP is available to build its kernels.",
+                      PerformanceWarning, stacklevel=2)
+    return mod, reason
+
+
+_WARNED: list = []
 
 
 class OneDNNEngine(CPUEngine):
@@ -383,6 +397,20 @@ class OneDNNEngine(CPUEngine):
             return z, z, z, z, False
         ia, nb, na, ib = (np.ascontiguousarray(v, np.float64) for v in num)
         return ia, nb, na, ib, True
+
+    def small_product(self, a, bt, out, kind, width, slices, thresholds, min_shift):
+        """A whole small EF product ``out = a @ bt.T`` in one compiled call, with the
+        driver's bits (:func:`ozlinalg.ozaki.gemm.small_product`); returns the slice
+        count, or None where the driver must run (no kernels, Inf / NaN, native
+        entries, an undecided count)."""
+        ker = self.kernels
+        if ker is None or kind not in ("hybrid", "bitmask"):
+            return None
+        info = np.zeros(2, np.int64)
+        ker.small_ef_product(a, bt, out, kind == "bitmask", width,
+                             0 if slices == "auto" else int(slices), thresholds,
+                             0 if min_shift is None else int(min_shift), info)
+        return int(info[0]) if info[1] == 0 else None
 
     # -- fused passes (compiled kernels), each returning False where the generic code runs
 

@@ -10,6 +10,7 @@ suite).
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 import warnings
 
@@ -237,9 +238,18 @@ def flops_trsm(n, nrhs):
 # native kernels (the device-specific layer)
 
 
-def _native_blas(xp):
-    """How a native panel call shares the cores with the engine's GEMMs
+#: Native calls on fewer entries than this run without the engine's BLAS limit: OpenBLAS
+#: runs them on one thread itself (its LAPACK interfaces thread from about 10^4 entries
+#: on), so no worker of theirs spins afterwards, and the limit's get / set calls would
+#: cost more than the call (tens of microseconds).
+NATIVE_LIMIT_FROM = 10_000
+
+
+def _native_blas(xp, x=None):
+    """How a native panel call on ``x`` shares the cores with the engine's GEMMs
     (:meth:`ozlinalg.engines.base.Engine.native_blas`)."""
+    if x is not None and x.size < NATIVE_LIMIT_FROM:
+        return contextlib.nullcontext()
     return get_engine(xp).native_blas()
 
 
@@ -263,7 +273,7 @@ def native_getrf(xp, a, overwrite=False):
     """
     if xp is np:
         getrf = _lapack.zgetrf if a.dtype.kind == "c" else _lapack.dgetrf
-        with _native_blas(xp):
+        with _native_blas(xp, a):
             lu, piv, info = getrf(a, overwrite_a=bool(overwrite))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal getrf")
@@ -291,7 +301,7 @@ def native_potrf(xp, a, lower):
     """
     potrf = _lapack.zpotrf if a.dtype.kind == "c" else _lapack.dpotrf
     if xp is np:
-        with _native_blas(xp):
+        with _native_blas(xp, a):
             c, info = potrf(a, lower=int(lower), clean=1)
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal potrf")
@@ -309,7 +319,7 @@ def native_geqrf(xp, a):
     """
     if xp is np:
         geqrf = _lapack.zgeqrf if a.dtype.kind == "c" else _lapack.dgeqrf
-        with _native_blas(xp):
+        with _native_blas(xp, a):
             qr, tau, _, info = geqrf(a, lwork=_lwork(geqrf, a))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal geqrf")
@@ -331,7 +341,7 @@ def native_trsm_left(xp, m, b, lower, unit):
         from scipy.linalg import blas as _blas
 
         trsm = _blas.ztrsm if (m.dtype.kind == "c" or b.dtype.kind == "c") else _blas.dtrsm
-        with _native_blas(xp):
+        with _native_blas(xp, b):
             return trsm(1.0, m, b, lower=int(lower), diag=int(unit))
     from cupyx.scipy.linalg import solve_triangular
 
@@ -383,13 +393,19 @@ def swap_rows(xp, a, piv, offset, cols):
     blk = a[:, cols]
     if blk.shape[1] == 0 or len(piv) == 0:
         return
-    if xp is np and blk.flags.f_contiguous and blk.dtype in (np.float64, np.complex128):
+    # (OpenBLAS's laswp runs on all its threads whatever the size: a small block is
+    # gathered instead)
+    if (xp is np and blk.flags.f_contiguous and blk.dtype in (np.float64, np.complex128)
+            and blk.size >= NATIVE_LIMIT_FROM):
         laswp = _lapack.zlaswp if blk.dtype.kind == "c" else _lapack.dlaswp
         ipiv = np.zeros(offset + len(piv), dtype=np.int32)  # SciPy's wrapper: 0-based
         ipiv[offset:] = np.asarray(piv, dtype=np.int32) + offset
-        out = laswp(blk, ipiv, k1=offset, k2=offset + len(piv) - 1, off=0, inc=1,
-                    overwrite_a=1)
-        if out is blk or np.shares_memory(out, blk):
+        with _native_blas(xp, blk):
+            out = laswp(blk, ipiv, k1=offset, k2=offset + len(piv) - 1, off=0, inc=1,
+                        overwrite_a=1)
+        # laswp swaps in place or returns a fresh copy: bounds decide (np.shares_memory
+        # solves an integer program, milliseconds per call)
+        if out is blk or np.may_share_memory(out, blk):
             return
         blk[...] = out
         return
@@ -405,13 +421,12 @@ def swaps_to_rows(piv, offset=0):
     ``i <-> piv[i]`` (in order) to rows ``offset + ...`` equals
     ``rows[dst] = rows[src]``; only rows that actually move are listed.
     """
-    piv = np.asarray(piv)
+    piv = np.asarray(piv).tolist()  # Python ints: a short loop, no per-element NumPy calls
     n = len(piv)
-    size = max(n, int(piv.max()) + 1) if n else 0
-    perm = np.arange(size)
-    for i in range(n):
-        p = int(piv[i])
+    perm = list(range(max(n, max(piv) + 1) if n else 0))
+    for i, p in enumerate(piv):
         if p != i:
             perm[i], perm[p] = perm[p], perm[i]
-    moved = np.flatnonzero(perm != np.arange(size))
-    return moved + offset, perm[moved] + offset
+    moved = [i for i, v in enumerate(perm) if v != i]
+    dst = np.array(moved, dtype=np.intp)
+    return dst + offset, np.array([perm[i] for i in moved], dtype=np.intp) + offset

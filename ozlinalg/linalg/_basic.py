@@ -225,10 +225,12 @@ def _readonly(x):
 
 
 def _private(xp, arr, original):
-    """``arr`` (derived from the caller's ``original``) shares no memory with it."""
+    """``arr`` (derived from the caller's ``original``) shares no memory with it (by the
+    bounds: where they overlap without sharing, the caller takes a copy it did not need;
+    ``np.shares_memory``'s exact answer costs an integer program per call)."""
     if xp is not np or not isinstance(original, np.ndarray):
         return arr is not original and datacopied(arr, original)
-    return not np.shares_memory(arr, original)
+    return not np.may_share_memory(arr, original)
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,

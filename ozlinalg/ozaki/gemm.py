@@ -35,6 +35,7 @@ from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
 from .native import native_entries
 from .scaling import apply_exponents, exponent_factors, log2_pow2
+from .small import small_product
 from .split import normalize_rows, slice_layout, slice_storage, split_rows
 
 __all__ = ["MEMORY_MODEL", "matmul", "matmul_ordered", "emulated_matmul_2d", "tile_shape",
@@ -160,6 +161,10 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
     bal_engine = get_engine(xp) if min_shift is not None else None
 
     def product_2d(x, y):
+        if not is_complex:
+            c = small_product(xp, x, y, meth, slices, opts, min_shift)
+            if c is not None:
+                return c
         if min_shift is not None:
             x, y = balance_inner(xp, x, y, min_shift, bal_engine)
         if is_complex:
@@ -172,6 +177,9 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
 
     if a2.ndim == 2 and b2.ndim == 2:
         if order == "F" and not is_complex and a.ndim == 2 and b.ndim == 2:
+            c = small_product(xp, a2, b2, meth, slices, opts, min_shift, order="F")
+            if c is not None:
+                return c
             if min_shift is not None:
                 a2, b2 = balance_inner(xp, a2, b2, min_shift, bal_engine)
             return emulated_matmul_2d(xp, a2, b2, meth, slices, opts, order="F")

@@ -1,0 +1,458 @@
+/* A whole small Ozaki-I EF product in one call (ozlinalg.ozaki.small).
+ *
+ * For products of a few thousand entries the driver's per-step set-up costs far more
+ * than the arithmetic. This kernel runs the driver's steps for the EF methods with
+ * fixed per-row scales (hybrid-ef, bitmask-ef) and one inner block, with the same
+ * IEEE operations in the same order, so the result has the driver's bits:
+ *
+ *   1. the inner dimension's power-of-two balancing (ozlinalg.ozaki.balance);
+ *   2. row normalization of A and of B^T (ozlinalg.ozaki.split.normalize_rows);
+ *   3. slices="auto": the count from q_ij = sum_k x_ik**2 y_jk**2 (ozlinalg.ozaki.decide):
+ *      float64 bounds of every q_ij (relative (k + 8) 2**-52) decide it exactly when
+ *      the smallest bounds fall between the same two thresholds, no entry is below the
+ *      cap and none is zero;
+ *   4. the split into s slices;
+ *   5. the exact group sums G_g = sum_{i+j=g} A_i B_j^T: with the slices of a row side by
+ *      side (B's reversed, as the engine stores them) each entry of G_g is ONE int16
+ *      dot product, exact in int32 within the driver's group limit;
+ *   6. the accumulation: acc += 2**(-w g) G_g for g = s-1 .. 3, then
+ *      top = G_2 + 2**w G_1 + 2**(2w) G_0, acc += 2**(-2w) top;
+ *   7. the exponents: two exact multiplications where safe, else one ldexp.
+ *
+ * Where a step would take another route in the driver (Inf / NaN, entries left to
+ * native arithmetic, structural zeros, an undecided count, a group split by the INT32
+ * limit) the kernel does nothing and reports it: the caller runs the driver.
+ *
+ * info[0] = slices used, info[1] = status (0 done; 1 non-finite; 2 undecided or
+ * native entries; 3 group limit; 4 no memory).
+ */
+#include "kcommon.h"
+
+#define SMALL_DONE 0
+#define SMALL_NONFINITE 1
+#define SMALL_UNDECIDED 2
+#define SMALL_GROUPS 3
+#define SMALL_NOMEM 4
+
+#define BAL_LIMIT 900 /* ozlinalg.ozaki.balance._LIMIT */
+#define SAFE_EXP 1000 /* ozlinalg.ozaki.scaling._SAFE */
+#define DEC_SLACK 9.094947017729282e-13 /* ozlinalg.ozaki.decide._SLACK = 2**-40 */
+
+static inline int
+frexp_e(double v)
+{
+    int e;
+    frexp(v, &e);
+    return e;
+}
+
+/* Python's floor division of ints */
+static inline int
+floordiv2(int x)
+{
+    return x >= 0 ? x / 2 : -((-x + 1) / 2);
+}
+
+/* The balancing shifts f_k (0 when the driver leaves the product as it is).
+ * Returns 1 when balanced. */
+static int
+balance_shifts(const double *a, const double *bt, ptrdiff_t m, ptrdiff_t k, ptrdiff_t p,
+               int min_shift, int *f, double *work)
+{
+    double *ca = work, *rb = work + k;
+    double amin = INFINITY, bmin = INFINITY, camax = 0.0, rbmax = 0.0;
+    for (ptrdiff_t kk = 0; kk < k; kk++)
+        ca[kk] = rb[kk] = 0.0;
+    for (ptrdiff_t i = 0; i < m; i++)
+        for (ptrdiff_t kk = 0; kk < k; kk++) {
+            double v = fabs(a[i * k + kk]);
+            if (v > ca[kk])
+                ca[kk] = v;
+            if (v > 0.0 && v < amin)
+                amin = v;
+        }
+    for (ptrdiff_t j = 0; j < p; j++)
+        for (ptrdiff_t kk = 0; kk < k; kk++) {
+            double v = fabs(bt[j * k + kk]);
+            if (v > rb[kk])
+                rb[kk] = v;
+            if (v > 0.0 && v < bmin)
+                bmin = v;
+        }
+    int fmax = 0, fmin = 0;
+    for (ptrdiff_t kk = 0; kk < k; kk++) {
+        int ok = ca[kk] > 0.0 && rb[kk] > 0.0;
+        int ea = frexp_e(ok ? ca[kk] : 1.0), eb = frexp_e(ok ? rb[kk] : 1.0);
+        f[kk] = floordiv2(ea - eb);
+        if (kk == 0 || f[kk] > fmax)
+            fmax = f[kk];
+        if (kk == 0 || f[kk] < fmin)
+            fmin = f[kk];
+        if (ca[kk] > camax)
+            camax = ca[kk];
+        if (rb[kk] > rbmax)
+            rbmax = rb[kk];
+    }
+    if (OZ_MAX(fmax, -fmin) < OZ_MAX(1, min_shift))
+        return 0;
+    int lo_a = amin == INFINITY ? -2000 : frexp_e(amin) - 1;
+    int lo_b = bmin == INFINITY ? -2000 : frexp_e(bmin) - 1;
+    int hi_a = frexp_e(camax), hi_b = frexp_e(rbmax);
+    if (lo_a - fmax < -BAL_LIMIT || hi_a - fmin > BAL_LIMIT || lo_b + fmin < -BAL_LIMIT ||
+        hi_b + fmax > BAL_LIMIT)
+        return 0;
+    return 1;
+}
+
+/* A contiguous copy of the operand (rows x k, any strides); returns nonzero when it
+ * holds Inf or NaN (x - x is NaN exactly there). */
+static int
+gather(const double *a, ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t rows, ptrdiff_t k,
+       double *restrict x)
+{
+    double bad = 0.0;
+    for (ptrdiff_t i = 0; i < rows; i++) {
+        const double *ai = a + i * a0;
+        double *restrict xi = x + i * k;
+        if (a1 == 1) {
+            for (ptrdiff_t kk = 0; kk < k; kk++) {
+                double v = ai[kk];
+                xi[kk] = v;
+                bad += v - v;
+            }
+        } else {
+            for (ptrdiff_t kk = 0; kk < k; kk++) {
+                double v = ai[kk * a1];
+                xi[kk] = v;
+                bad += v - v;
+            }
+        }
+    }
+    return bad != 0.0;
+}
+
+/* The balanced (x * 2**(sign f_k): exact, the shifts keep every value normal) and
+ * row-normalized operand (x = (x * f1) * f2, max in [0.5, 1)), in place. */
+static void
+normalize(double *x, ptrdiff_t rows, ptrdiff_t k, const int *f, int sign, double *fk,
+          int32_t *exps)
+{
+    if (f)
+        for (ptrdiff_t kk = 0; kk < k; kk++)
+            fk[kk] = ldexp(1.0, sign * f[kk]);
+    for (ptrdiff_t i = 0; i < rows; i++) {
+        double *restrict xi = x + i * k;
+        if (f)
+            for (ptrdiff_t kk = 0; kk < k; kk++)
+                xi[kk] = xi[kk] * fk[kk];
+        double m = 0.0;
+        for (ptrdiff_t kk = 0; kk < k; kk++) {
+            double v = fabs(xi[kk]);
+            m = v > m ? v : m;
+        }
+        double f1, f2;
+        exps[i] = oz_row_factors(m, &f1, &f2);
+        for (ptrdiff_t kk = 0; kk < k; kk++)
+            xi[kk] = (xi[kk] * f1) * f2;
+    }
+}
+
+/* Index of the first threshold at or below v (len when none): CountPlan._bucket. */
+static ptrdiff_t
+bucket(double v, const double *T, ptrdiff_t nt, ptrdiff_t ts)
+{
+    for (ptrdiff_t n = 0; n < nt; n++)
+        if (v >= T[n * ts])
+            return n;
+    return nt;
+}
+
+/* slices="auto": the count index, or -1 when the bounds do not decide it. Every entry's
+ * float64 q (any summation order: nonnegative terms) is within relative (k + 8) 2**-52
+ * of the exact one (CountPlan's host bounds); the bounds are monotone in q, so those of
+ * the smallest computed q bound the smallest exact one. ``work`` holds k p + p doubles. */
+static ptrdiff_t
+decide_count(const double *xa, const double *xb, ptrdiff_t m, ptrdiff_t p, ptrdiff_t k,
+             const double *T, ptrdiff_t nt, ptrdiff_t ts, double *work)
+{
+    double *restrict y2t = work, *restrict q = work + k * p;
+    for (ptrdiff_t j = 0; j < p; j++)
+        for (ptrdiff_t kk = 0; kk < k; kk++) {
+            double y = xb[j * k + kk];
+            y2t[kk * p + j] = y * y;
+        }
+    double qmin = INFINITY;
+    for (ptrdiff_t i = 0; i < m; i++) {
+        const double *x = xa + i * k;
+        for (ptrdiff_t j = 0; j < p; j++)
+            q[j] = 0.0;
+        for (ptrdiff_t kk = 0; kk < k; kk++) {
+            double x2 = x[kk] * x[kk];
+            const double *restrict yr = y2t + kk * p;
+            for (ptrdiff_t j = 0; j < p; j++)
+                q[j] = q[j] + x2 * yr[j];
+        }
+        for (ptrdiff_t j = 0; j < p; j++)
+            qmin = q[j] < qmin ? q[j] : qmin;
+    }
+    double rel = (double)(k + 8) * 2.220446049250313e-16;          /* (k + 8) 2**-52 */
+    double absf = 8.0 * (double)(k + 4) * 4.9406564584124654e-324; /* 8 (k + 4) 2**-1074 */
+    double L = OZ_MAX(qmin - absf, 0.0) / (1.0 + rel) * (1.0 - DEC_SLACK);
+    double H = (qmin + absf) / (1.0 - rel) * (1.0 + DEC_SLACK) + absf;
+    double cap = T[(nt - 1) * ts];
+    if (!(L > 0.0) || !(L >= cap))
+        return -1; /* a zero entry, or entries that may be native */
+    ptrdiff_t b = bucket(H, T, nt, ts);
+    return b == bucket(L, T, nt, ts) ? b : -1;
+}
+
+/* Slices of normalized rows x (consumed) as int16, row i's slices side by side along
+ * the inner dimension: d[(i * s + slot) * k + kk], slot t (or s - 1 - t where
+ * reversed: B's, so that B_g, ..., B_0 are adjacent), and the unit of slice 0 of
+ * each row (hybrid: the row's grid; bitmask: 2**-w). */
+static void
+split_rows(double *x, ptrdiff_t rows, ptrdiff_t k, int s, int width, int trunc_, int reversed,
+           int16_t *d, double *base)
+{
+    double unit = ldexp(1.0, width);
+    for (ptrdiff_t i = 0; i < rows; i++) {
+        double *xi = x + i * k;
+        double f;
+        if (trunc_) {
+            f = unit;
+            base[i] = ldexp(1.0, -width);
+        } else {
+            double m = 0.0;
+            for (ptrdiff_t kk = 0; kk < k; kk++) {
+                double v = fabs(xi[kk]);
+                if (v > m)
+                    m = v;
+            }
+            double b = oz_grid(m, width);
+            base[i] = b;
+            f = 1.0 / b;
+        }
+        for (ptrdiff_t kk = 0; kk < k; kk++)
+            xi[kk] = xi[kk] * f;
+        for (int t = 0; t < s; t++) {
+            int16_t *dt = d + ((ptrdiff_t)i * s + (reversed ? s - 1 - t : t)) * k;
+            for (ptrdiff_t kk = 0; kk < k; kk++) {
+                double r = trunc_ ? trunc(xi[kk]) : rint(xi[kk]);
+                dt[kk] = (int16_t)r;
+                xi[kk] = (xi[kk] - r) * unit;
+            }
+        }
+    }
+}
+
+/* sum x[e] y[e]: the integer dot product (|sum| < 2**31: the INT32 group limit). */
+static int32_t
+dot16(const int16_t *restrict x, const int16_t *restrict y, ptrdiff_t n)
+{
+    int32_t acc = 0;
+    for (ptrdiff_t e = 0; e < n; e++)
+        acc += (int32_t)x[e] * (int32_t)y[e];
+    return acc;
+}
+
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#define SMALL_SIMD 1
+/* The group sums of row i for 16 columns at a time, with no horizontal sum: B's slices
+ * are stored as bq[((u * kp2 + kk / 2) * p16 + j) * 2 + kk % 2] (pairs of inner indices
+ * side by side, zero-padded to kp2 pairs and p16 columns), A's pair (a_kk, a_kk+1)
+ * broadcast, and vpmaddwd adds a_kk b_kk,j + a_kk+1 b_kk+1,j into 16 int32 lanes.
+ * gi[g * p16 + j] = G_g[i, j]. A's rows are read a pair at a time (the element after a
+ * row's last one meets a zero of B). */
+static void
+group_sums_row(const int16_t *ar, const int16_t *bq, ptrdiff_t k, ptrdiff_t kp2,
+               ptrdiff_t p16, int s, int32_t *gi)
+{
+    for (int g = 0; g < s; g++) {
+        for (ptrdiff_t jb = 0; jb < p16; jb += 16) {
+            __m512i acc = _mm512_setzero_si512();
+            for (int t = 0; t <= g; t++) {
+                const int16_t *a = ar + (ptrdiff_t)t * k;
+                const int16_t *b = bq + ((ptrdiff_t)(g - t) * kp2 * p16 + jb) * 2;
+                for (ptrdiff_t kp = 0; kp < kp2; kp++) {
+                    int32_t pair;
+                    memcpy(&pair, a + 2 * kp, sizeof pair);
+                    __m512i bv = _mm512_loadu_si512((const void *)(b + kp * p16 * 2));
+                    acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_set1_epi32(pair), bv));
+                }
+            }
+            _mm512_storeu_si512((void *)(gi + (ptrdiff_t)g * p16 + jb), acc);
+        }
+    }
+}
+#else
+#define SMALL_SIMD 0
+#endif
+
+int
+k_small_ef_product(ozval *v, int nt)
+{
+    (void)nt;
+    const double *a = OZ_D(0), *bt = OZ_D(1);
+    double *out = OZ_D(2);
+    int trunc_ = (int)v[3].i, width = (int)v[4].i, s_fixed = (int)v[5].i;
+    const double *T = OZ_D(6);
+    int min_shift = (int)v[7].i;
+    int64_t *info = OZ_I64(8);
+    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), p = OZ_N(1, 0);
+    ptrdiff_t a0 = OZ_S(0, 0), a1 = OZ_S(0, 1), b0 = OZ_S(1, 0), b1 = OZ_S(1, 1);
+    ptrdiff_t o0 = OZ_S(2, 0), o1 = OZ_S(2, 1), nthr = OZ_N(6, 0), ts = OZ_S(6, 0);
+    ptrdiff_t i1 = OZ_S(8, 0);
+    info[0] = 0;
+    info[i1] = SMALL_DONE;
+    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p || m == 0 || p == 0 || k == 0)
+        return OZK_BADLAYOUT;
+
+    int smax = s_fixed > 0 ? s_fixed : (int)nthr;
+    size_t nx = (size_t)(m + p) * (size_t)k;
+    size_t need = nx + 2 * (size_t)smax + 2 * (size_t)k + (size_t)(m + p) + (size_t)(k + 1) * p;
+    double *buf = malloc(sizeof(double) * need);
+    int16_t *dig = calloc((size_t)smax * nx + 2, sizeof(int16_t));
+    int *f = malloc(sizeof(int) * (size_t)k);
+    int32_t *ex = malloc(sizeof(int32_t) * (size_t)(m + p));
+    if (buf == NULL || dig == NULL || f == NULL || ex == NULL) {
+        free(buf);
+        free(dig);
+        free(f);
+        free(ex);
+        info[i1] = SMALL_NOMEM;
+        return 0;
+    }
+    double *xa = buf, *xb = buf + (size_t)m * k;
+    double *g = xb + (size_t)p * k;               /* s: one entry's group sums */
+    double *gscale = g + smax;                    /* s: 2**(-w g) */
+    double *work = gscale + smax;                 /* 2 k */
+    double *base = work + 2 * k;                  /* m + p */
+    double *dwork = base + m + p;                 /* (k + 1) p: the decision */
+    int32_t *ea = ex, *eb = ex + m;
+    int status = SMALL_DONE;
+
+    if (gather(a, a0, a1, m, k, xa) || gather(bt, b0, b1, p, k, xb)) {
+        status = SMALL_NONFINITE;
+        goto done;
+    }
+    int bal = min_shift > 0 && balance_shifts(xa, xb, m, k, p, min_shift, f, work);
+    normalize(xa, m, k, bal ? f : NULL, -1, work, ea);
+    normalize(xb, p, k, bal ? f : NULL, 1, work, eb);
+
+    int s = s_fixed;
+    if (s <= 0) {
+        ptrdiff_t n = decide_count(xa, xb, m, p, k, T, nthr, ts, dwork);
+        if (n < 0) {
+            status = SMALL_UNDECIDED;
+            goto done;
+        }
+        s = (int)n + 1;
+    }
+    /* ozlinalg.ozaki.params.group_limit: one engine call per group (no chunks) */
+    {
+        int lk = 0;
+        while (((ptrdiff_t)1 << lk) < k)
+            lk++;
+        int e = 31 - 2 * width - lk;
+        if (e < 31 && (e < 0 || ((int64_t)1 << e) < s)) {
+            status = SMALL_GROUPS;
+            goto done;
+        }
+    }
+
+    int16_t *da = dig, *db = dig + (size_t)s * m * k;
+    split_rows(xa, m, k, s, width, trunc_, 0, da, base);
+    split_rows(xb, p, k, s, width, trunc_, 1, db, base + m);
+    ptrdiff_t kp2 = (k + 1) / 2, p16 = (p + 15) / 16 * 16;
+    int16_t *bq = NULL;
+    int32_t *gi = NULL;
+    if (SMALL_SIMD) {
+        bq = calloc((size_t)s * kp2 * p16 * 2, sizeof(int16_t));
+        gi = malloc(sizeof(int32_t) * (size_t)s * p16);
+        if (bq == NULL || gi == NULL) {
+            free(bq);
+            free(gi);
+            status = SMALL_NOMEM;
+            goto done;
+        }
+        for (int u = 0; u < s; u++)
+            for (ptrdiff_t j = 0; j < p; j++) {
+                const int16_t *bu = db + ((ptrdiff_t)j * s + (s - 1 - u)) * k;
+                for (ptrdiff_t kk = 0; kk < k; kk++)
+                    bq[(((ptrdiff_t)u * kp2 + kk / 2) * p16 + j) * 2 + kk % 2] = bu[kk];
+            }
+    }
+
+    /* the exponents of the result, and whether two multiplications are exact */
+    int ea_min = 0, ea_max = 0, eb_min = 0, eb_max = 0;
+    for (ptrdiff_t i = 0; i < m; i++) {
+        ea[i] += frexp_e(base[i]) - 1;
+        if (i == 0 || ea[i] < ea_min)
+            ea_min = ea[i];
+        if (i == 0 || ea[i] > ea_max)
+            ea_max = ea[i];
+    }
+    for (ptrdiff_t j = 0; j < p; j++) {
+        eb[j] += frexp_e(base[m + j]) - 1;
+        if (j == 0 || eb[j] < eb_min)
+            eb_min = eb[j];
+        if (j == 0 || eb[j] > eb_max)
+            eb_max = eb[j];
+    }
+    double lo = (double)(-width * (s - 1)) + (double)(-width * (s - 1)) -
+                (double)(2 * (width + 1) * s);
+    double hi = ((log2((double)k) + (double)(2 * width)) + log2((double)(s * s + 1))) + 2.0;
+    int safe = (ea_max + hi < SAFE_EXP) && (ea_min + lo > -SAFE_EXP) &&
+               (ea_max + eb_max + hi < SAFE_EXP) && (ea_min + eb_min + lo > -SAFE_EXP) &&
+               (-SAFE_EXP < eb_min) && (eb_max < SAFE_EXP);
+
+    double w1 = ldexp(1.0, width), w0 = ldexp(1.0, 2 * width), alpha = ldexp(1.0, -2 * width);
+    for (int gg = 0; gg < s; gg++)
+        gscale[gg] = ldexp(1.0, -width * gg);
+    double *fb = base + m; /* B's bases are no longer needed: 2**eb */
+    for (ptrdiff_t j = 0; j < p; j++)
+        fb[j] = ldexp(1.0, eb[j]);
+    for (ptrdiff_t i = 0; i < m; i++) {
+        const int16_t *ar = da + (ptrdiff_t)i * s * k; /* A_0, ..., A_{s-1} of row i */
+        double fa = ldexp(1.0, ea[i]);
+#if SMALL_SIMD
+        group_sums_row(ar, bq, k, kp2, p16, s, gi);
+#endif
+        for (ptrdiff_t j = 0; j < p; j++) {
+#if SMALL_SIMD
+            for (int gg = 0; gg < s; gg++)
+                g[gg] = (double)gi[(ptrdiff_t)gg * p16 + j];
+#else
+            const int16_t *br = db + (ptrdiff_t)j * s * k; /* B_{s-1}, ..., B_0 of row j */
+            /* G_g = A_0 B_g + ... + A_g B_0: one dot of the adjacent slices */
+            for (int gg = 0; gg < s; gg++)
+                g[gg] = (double)dot16(ar, br + (ptrdiff_t)(s - 1 - gg) * k,
+                                      (ptrdiff_t)(gg + 1) * k);
+#endif
+            double acc = 0.0;
+            for (int gg = s - 1; gg >= 3; gg--)
+                acc = acc + gscale[gg] * g[gg];
+            double g2 = s > 2 ? g[2] : 0.0, g1 = s > 1 ? g[1] : 0.0;
+            double t = 1.0 * g2;
+            t = t + w1 * g1;
+            t = t + w0 * g[0];
+            double val = acc + alpha * t;
+            if (safe)
+                val = (val * fa) * fb[j];
+            else
+                val = ldexp(val, ea[i] + eb[j]);
+            out[i * o0 + j * o1] = val;
+        }
+    }
+    info[0] = s;
+    free(bq);
+    free(gi);
+done:
+    info[i1] = status;
+    free(buf);
+    free(dig);
+    free(f);
+    free(ex);
+    return 0;
+}

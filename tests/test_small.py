@@ -1,0 +1,138 @@
+"""The one-call path of small products (ozlinalg.ozaki.small) gives the driver's bits."""
+import numpy as np
+import pytest
+
+import ozlinalg
+from ozlinalg.engines import get_engine
+from ozlinalg.lapack._common import Runner
+from ozlinalg.ozaki import small
+from ozlinalg.testing import random_matrix
+
+pytestmark = pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
+
+
+@pytest.fixture
+def hook():
+    """The engine's one-call hook, counting the calls it served."""
+    eng = get_engine(np)
+    real = getattr(eng, "small_product", None)
+    if real is None or getattr(eng, "kernels", None) is None:
+        pytest.skip("no one-call path on this engine (no compiled kernels)")
+    served = []
+
+    def counting(*args):
+        s = real(*args)
+        served.append(s)
+        return s
+
+    eng.small_product = counting
+    yield eng, served
+    eng.small_product = real
+
+
+def _both(eng, fn, *args, **kw):
+    """``(fn(*args, **kw) with the one-call path, the same through the driver)``."""
+    one = fn(*args, **kw)
+    hook = eng.small_product
+    eng.small_product = None
+    try:
+        ref = fn(*args, **kw)
+    finally:
+        eng.small_product = hook
+    return one, ref
+
+
+SHAPES = [(1, 1, 1), (8, 8, 8), (3, 17, 5), (32, 32, 32), (7, 61, 68), (64, 10, 3),
+          (16, 200, 16), (2, 500, 2)]
+
+
+class TestSmallProduct:
+    @pytest.mark.parametrize("shape", SHAPES)
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef"])
+    @pytest.mark.parametrize("phi", [0.5, 2.0, 4.0])
+    def test_driver_bits(self, hook, rng, shape, method, phi):
+        eng, served = hook
+        m, k, p = shape
+        for slices in ("auto", 1, 2, 3, 9):
+            for balance in ("auto", True, False):
+                a = random_matrix(rng, m, k, phi)
+                b = random_matrix(rng, k, p, phi)
+                one, ref = _both(eng, ozlinalg.matmul, a, b, method=method, slices=slices,
+                                 balance=balance)
+                assert one.tobytes() == ref.tobytes(), (slices, balance)
+        assert any(s is not None for s in served)  # the path was taken, not only declined
+
+    def test_adversarial_inputs(self, hook, rng):
+        eng, served = hook
+        for trial in range(120):
+            m, k, p = (int(v) for v in rng.integers(1, 40, 3))
+            a = random_matrix(rng, m, k, 4.0)
+            b = random_matrix(rng, k, p, 2.0)
+            kind = trial % 6
+            if kind == 0:
+                a *= 2.0**-1060  # subnormals
+            elif kind == 1:
+                a[:, int(rng.integers(0, k))] *= 2.0**600  # a wildly imbalanced inner index
+                b *= 2.0**-300
+            elif kind == 2:
+                a, b = a[:, ::-1], b[::-1]  # negative strides
+            elif kind == 3:
+                a[int(rng.integers(0, m))] = 0.0  # a zero row: the driver decides
+            elif kind == 4:
+                a[0, 0] = np.nan if trial % 2 else np.inf
+            else:
+                b = np.asfortranarray(b)
+            slices = ["auto", 20, 12, 5][trial % 4]
+            with ozlinalg.options(max_slices=[20, 8, 30][trial % 3]):
+                with np.errstate(all="ignore"):
+                    one, ref = _both(eng, ozlinalg.matmul, a, b, slices=slices,
+                                     method=["hybrid-ef", "bitmask-ef"][trial % 2])
+            assert one.tobytes() == ref.tobytes(), trial
+        assert served.count(None) > 0 and any(s is not None for s in served)
+
+    def test_column_major_updates(self, hook, rng):
+        eng, served = hook
+        for _ in range(30):
+            m, k, p = (int(v) for v in rng.integers(1, 50, 3))
+            a = random_matrix(rng, m, k, 1.0)
+            b = random_matrix(rng, k, p, 1.0)
+            like = np.zeros((m, p), order="F")
+            one, ref = _both(eng, Runner(np, "auto", None).gemm, a, b, like=like)
+            assert one.flags.f_contiguous and ref.flags.f_contiguous
+            assert one.tobytes(order="F") == ref.tobytes(order="F")
+
+    def test_profile_and_limits(self, hook, rng):
+        eng, served = hook
+        a = rng.standard_normal((8, 8))
+        with ozlinalg.profile() as prof:
+            ozlinalg.matmul(a, a)
+        (rec,) = prof.calls
+        assert rec.engine_calls == 1 and rec.int8_gemms == rec.slices * (rec.slices + 1) // 2
+        assert "one compiled call" in rec.engine
+        n = int(np.sqrt(small.SMALL_OPERANDS)) + 8  # (m + p) n above the limit
+        big = rng.standard_normal((n, n))
+        served.clear()
+        ozlinalg.matmul(big, big)
+        assert served == []
+        with ozlinalg.options(memory_limit=1024):  # the one-call path would need more
+            ozlinalg.matmul(a, a)
+        assert served == []
+
+    def test_accuracy_against_the_exact_product(self, hook, rng):
+        pytest.importorskip("flint")
+        from ozlinalg.testing import exact_relative_errors
+
+        eng, served = hook
+        for phi in (0.5, 1.0, 2.0):
+            a = random_matrix(rng, 24, 40, phi)
+            b = random_matrix(rng, 40, 24, phi)
+            got = ozlinalg.matmul(a, b)
+            assert served[-1] is not None
+            # DGEMM level: no worse than native FP64 on the same inputs, against the
+            # exact product
+            assert (np.max(exact_relative_errors(a, b, got))
+                    <= max(np.max(exact_relative_errors(a, b, a @ b)), 2.0**-53))
+
+
+def _restore(hook):
+    return hook[0].__class__.small_product.__get__(hook[0])
