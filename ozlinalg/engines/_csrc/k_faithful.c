@@ -259,12 +259,61 @@ fixed_unit(double x, int square)
     return c < 0x1p63 ? (uint64_t)(int64_t)c : (uint64_t)INT64_MIN;
 }
 
+/* fixed_unit by packed integer and float arithmetic at every ISA level (only AVX-512
+ * converts float64 to int64 in vectors, and SSE2 has neither a packed ceil nor 64-bit
+ * compares), valid for 0 <= y = w 2**40 < 2**51: t = y + 2**52 holds r = rint(y) in its
+ * low mantissa bits (t - 2**52 = r exactly), d = y - r is exact, and ceil(y) = r + 1
+ * exactly where d > 0, i.e. where 0 - d is negative (0 - 0 is +0). The same integers as
+ * fixed_unit's. *bad collects (the sign and exponent bits of y) + 0xBCE, whose bit 12 is
+ * set where y >= 2**51, is NaN or negative: the caller then sums with fixed_unit. */
+OZ_INLINE uint64_t
+oz_bits(double x)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+OZ_INLINE uint64_t
+fixed_fast(double x, int square, uint64_t *bad)
+{
+    double w = square ? x * x : fabs(x);
+    double y = w * 0x1p40;
+    double t = y + 0x1p52;
+    double d = y - (t - 0x1p52);
+    *bad |= (oz_bits(y) >> 52) + 0xBCE;
+    return (oz_bits(t) - UINT64_C(0x4330000000000000)) + (oz_bits(0.0 - d) >> 63);
+}
+
+#define OZ_FIXED_BAD(b) ((b) >> 12)
+
+/* At AVX-512, with the packed conversion, in 32 partial sums (independent vector
+ * accumulators: integer sums, so any order gives the same value); elsewhere by
+ * fixed_fast, and again by fixed_unit where that does not apply. */
 OZ_INLINE uint64_t
 fixed_row(const double *x, ptrdiff_t s1, ptrdiff_t k, int square)
 {
     uint64_t acc = 0;
+#if defined(__AVX512DQ__)
+    uint64_t part[32] = {0};
+    ptrdiff_t k32 = k - k % 32, j;
+    for (j = 0; j < k32; j += 32)
+        for (int l = 0; l < 32; l++)
+            part[l] += fixed_unit(x[(j + l) * s1], square);
+    for (; j < k; j++)
+        part[0] += fixed_unit(x[j * s1], square);
+    for (int l = 0; l < 32; l++)
+        acc += part[l];
+#else
+    uint64_t bad = 0;
     for (ptrdiff_t j = 0; j < k; j++)
-        acc += fixed_unit(x[j * s1], square);
+        acc += fixed_fast(x[j * s1], square, &bad);
+    if (OZ_FIXED_BAD(bad)) {
+        acc = 0;
+        for (ptrdiff_t j = 0; j < k; j++)
+            acc += fixed_unit(x[j * s1], square);
+    }
+#endif
     return acc;
 }
 
@@ -291,12 +340,30 @@ k_fixed_row_sums(ozval *v, int nt)
     return 0;
 }
 
+/* Column sums of a block of w columns (as fixed_row: the packed conversion at AVX-512,
+ * elsewhere fixed_fast, then fixed_unit for the whole block where that does not apply). */
 OZ_INLINE void
 fixed_col_block(const double *xt, ptrdiff_t k, ptrdiff_t s0, ptrdiff_t s1, ptrdiff_t w,
                 int square, uint64_t *acc)
 {
     for (ptrdiff_t r = 0; r < w; r++)
         acc[r] = 0;
+#if !defined(__AVX512DQ__)
+    uint64_t bad[OZ_COLS], any = 0;
+    for (ptrdiff_t r = 0; r < w; r++)
+        bad[r] = 0;
+    for (ptrdiff_t kk = 0; kk < k; kk++) {
+        const double *row = xt + kk * s0;
+        for (ptrdiff_t r = 0; r < w; r++)
+            acc[r] += fixed_fast(row[r * s1], square, bad + r);
+    }
+    for (ptrdiff_t r = 0; r < w; r++)
+        any |= bad[r];
+    if (!OZ_FIXED_BAD(any))
+        return;
+    for (ptrdiff_t r = 0; r < w; r++)
+        acc[r] = 0;
+#endif
     for (ptrdiff_t kk = 0; kk < k; kk++) {
         const double *row = xt + kk * s0;
         for (ptrdiff_t r = 0; r < w; r++)
