@@ -247,7 +247,7 @@ k_abs_col_sums(ozval *v, int nt)
 
 /* ceil(w * 2**40) as int64, w = v * v or |v| (the product rounds once, the scaling is
  * exact). The integer sums wrap as numba's int64 does: they are kept as uint64. Values
- * past the int64 range (|v| >= 2**23, Inf, NaN: never from the callers' normalized
+ * past the int64 range (w >= 2**23, Inf, NaN: never from the callers' normalized
  * operands) give INT64_MIN, as numba's conversion (cvttsd2si / vcvttpd2qq) does; C
  * leaves that conversion undefined (gcc's inline lceil gives INT64_MIN + 1), so it is
  * spelled out. */
@@ -259,13 +259,7 @@ fixed_unit(double x, int square)
     return c < 0x1p63 ? (uint64_t)(int64_t)c : (uint64_t)INT64_MIN;
 }
 
-/* fixed_unit by packed integer and float arithmetic at every ISA level (only AVX-512
- * converts float64 to int64 in vectors, and SSE2 has neither a packed ceil nor 64-bit
- * compares), valid for 0 <= y = w 2**40 < 2**51: t = y + 2**52 holds r = rint(y) in its
- * low mantissa bits (t - 2**52 = r exactly), d = y - r is exact, and ceil(y) = r + 1
- * exactly where d > 0, i.e. where 0 - d is negative (0 - 0 is +0). The same integers as
- * fixed_unit's. *bad collects (the sign and exponent bits of y) + 0xBCE, whose bit 12 is
- * set where y >= 2**51, is NaN or negative: the caller then sums with fixed_unit. */
+/* The bits of x. */
 OZ_INLINE uint64_t
 oz_bits(double x)
 {
@@ -274,6 +268,13 @@ oz_bits(double x)
     return b;
 }
 
+/* fixed_unit by packed integer and float arithmetic at every ISA level (only AVX-512
+ * converts float64 to int64 in vectors, and SSE2 has neither a packed ceil nor 64-bit
+ * compares), valid for 0 <= y = w 2**40 < 2**51: t = y + 2**52 holds r = rint(y) in its
+ * low mantissa bits (t - 2**52 = r exactly), d = y - r is exact, and ceil(y) = r + 1
+ * exactly where d > 0, i.e. where 0 - d is negative (0 - 0 is +0). The same integers as
+ * fixed_unit's. *bad collects (the sign and exponent bits of y) + 0xBCE, whose bit 12 is
+ * set where y >= 2**51, is NaN or negative: the caller then sums with fixed_unit. */
 OZ_INLINE uint64_t
 fixed_fast(double x, int square, uint64_t *bad)
 {
