@@ -1,7 +1,7 @@
 """Where the INT8 engine's Ozaki-II product (``method="crt"``, ``moduli="auto"``) spends
 its time, pass by pass, with native DGEMM and one engine GEMM in the same run.
 
-Every fused kernel of :mod:`ozlinalg.engines._numba_kernels` and the engine's INT8 and
+Every compiled kernel of the engine (:mod:`ozlinalg.engines.kernels`) and its INT8 and
 BF16 GEMMs are timed where they are called, in process CPU time split into user and
 system time (``getrusage``): the system time is the kernel's share, in practice the
 first-touch page faults of freshly allocated arrays, which on a VM whose freed pages go
@@ -58,7 +58,7 @@ class _Timed:
             rec[1] += s1 - s0
             rec[2] += 1
 
-    def __getattr__(self, attr):  # numba dispatcher attributes stay reachable
+    def __getattr__(self, attr):  # the wrapped function's attributes stay reachable
         return getattr(self.fn, attr)
 
 
@@ -66,10 +66,11 @@ def instrument(eng, into):
     """Time the engine's kernels and GEMMs (for the life of the process)."""
     ker = eng.kernels
     if ker is None:
-        raise SystemExit("no fused kernels here (numba missing or OZLINALG_FUSED=0)")
+        raise SystemExit("no compiled kernels here (not built, or OZLINALG_FUSED=0)")
     for name in dir(ker):
         fn = getattr(ker, name)
-        if not name.startswith("_") and hasattr(fn, "py_func"):
+        if (not name.startswith("_") and callable(fn)
+                and name not in ("set_threads", "threads", "cpu_level", "openmp")):
             setattr(ker, name, _Timed(name, fn, into))
     cls = type(eng)
     for name, label in (("int_matmul_sum", "INT8 GEMMs"), ("_bf16_scaled", "BF16 GEMM")):

@@ -33,6 +33,15 @@ def onednn():
     return cpu_engine_or_skip("onednn")
 
 
+@pytest.fixture(autouse=True)
+def driver_path(monkeypatch):
+    """These tests exercise the engine's GEMMs and passes in the driver: small products'
+    one-call path (tests/test_small.py) is switched off."""
+    from ozlinalg.engines.onednn import OneDNNEngine
+
+    monkeypatch.setattr(OneDNNEngine, "small_product", None)
+
+
 def _run(engine, a, b, **kw):
     with ozlinalg.options(engine=engine), ozlinalg.profile() as prof:
         c = ozlinalg.matmul(a, b, **kw)
@@ -139,8 +148,8 @@ class TestSameBitsAsSGEMM:
             np.testing.assert_array_equal(got, want)
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask", "rn", "crt"])
-    def test_numpy_passes_without_numba(self, rng, onednn, method, monkeypatch):
-        # OZLINALG_FUSED=0 (or no numba): the generic NumPy passes around the same
+    def test_numpy_passes_without_kernels(self, rng, onednn, method, monkeypatch):
+        # OZLINALG_FUSED=0 (or no compiled kernels): the generic NumPy passes around the same
         # oneDNN GEMMs, same bits.
         from ozlinalg.engines import base
 
@@ -270,7 +279,7 @@ def _assert_accumulators_agree(fused, consts, prods):
 
 
 class TestFusedPassesMatchGeneric:
-    """Each numba kernel gives the generic array code's bits."""
+    """Each compiled kernel gives the generic array code's bits."""
 
     @pytest.fixture
     def fused(self, onednn):

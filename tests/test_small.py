@@ -12,7 +12,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 
 
 @pytest.fixture
-def hook():
+def hook(monkeypatch):
     """The engine's one-call hook, counting the calls it served."""
     eng = get_engine(np)
     real = getattr(eng, "small_product", None)
@@ -25,9 +25,8 @@ def hook():
         served.append(s)
         return s
 
-    eng.small_product = counting
-    yield eng, served
-    eng.small_product = real
+    monkeypatch.setattr(eng, "small_product", counting)
+    return eng, served
 
 
 def _both(eng, fn, *args, **kw):
@@ -38,7 +37,7 @@ def _both(eng, fn, *args, **kw):
     try:
         ref = fn(*args, **kw)
     finally:
-        eng.small_product = hook
+        eng.small_product = hook  # the fixture's monkeypatch undoes it
     return one, ref
 
 
@@ -61,6 +60,18 @@ class TestSmallProduct:
                                  balance=balance)
                 assert one.tobytes() == ref.tobytes(), (slices, balance)
         assert any(s is not None for s in served)  # the path was taken, not only declined
+
+    def test_same_bits_as_the_sgemm_engine(self, hook, rng):
+        eng, served = hook
+        for m, k, p in SHAPES:
+            for method in ("hybrid-ef", "bitmask-ef"):
+                a = random_matrix(rng, m, k, 1.0)
+                b = random_matrix(rng, k, p, 1.0)
+                one = ozlinalg.matmul(a, b, method=method)
+                with ozlinalg.options(engine="sgemm"):
+                    ref = ozlinalg.matmul(a, b, method=method)
+                assert one.tobytes() == ref.tobytes(), (m, k, p, method)
+        assert served and all(s is not None for s in served)
 
     def test_adversarial_inputs(self, hook, rng):
         eng, served = hook

@@ -398,19 +398,25 @@ class OneDNNEngine(CPUEngine):
         ia, nb, na, ib = (np.ascontiguousarray(v, np.float64) for v in num)
         return ia, nb, na, ib, True
 
-    def small_product(self, a, bt, out, kind, width, slices, thresholds, min_shift):
+    def small_product(self, a, bt, out, kind, width, slices, thresholds, min_shift,
+                      times=None):
         """A whole small EF product ``out = a @ bt.T`` in one compiled call, with the
-        driver's bits (:func:`ozlinalg.ozaki.gemm.small_product`); returns the slice
+        driver's bits (:func:`ozlinalg.ozaki.small.small_product`); returns the slice
         count, or None where the driver must run (no kernels, Inf / NaN, native
-        entries, an undecided count)."""
+        entries, an undecided count). ``times``: a list that receives the seconds spent
+        splitting, in the products and accumulating."""
         ker = self.kernels
         if ker is None or kind not in ("hybrid", "bitmask"):
             return None
-        info = np.zeros(2, np.int64)
+        info = np.zeros(5 if times is not None else 2, np.int64)
         ker.small_ef_product(a, bt, out, kind == "bitmask", width,
                              0 if slices == "auto" else int(slices), thresholds,
                              0 if min_shift is None else int(min_shift), info)
-        return int(info[0]) if info[1] == 0 else None
+        if info[1] != 0:
+            return None
+        if times is not None:
+            times[:] = (info[2:] * 1e-9).tolist()
+        return int(info[0])
 
     # -- fused passes (compiled kernels), each returning False where the generic code runs
 
@@ -847,7 +853,7 @@ def _touched(x):
 
 
 def _combine_constants(consts):
-    """``(frac, wlimbs, plimbs)`` for :func:`_numba_kernels.crt_combine`: rows padded with
+    """``(frac, wlimbs, plimbs)`` for the ``crt_combine`` kernel: rows padded with
     zeros to a multiple of four moduli, at least three limb columns."""
     n, nl = len(consts.moduli), len(consts.P_limbs)
     rows = -(-n // 4) * 4
@@ -914,7 +920,7 @@ _RESIDUE_BITS = 51
 
 @functools.lru_cache(maxsize=64)
 def _residue_constants(mods, bits):
-    """``(d, moduli, 1 / moduli, coefs, pow2)`` for :func:`_numba_kernels.crt_residues`,
+    """``(d, moduli, 1 / moduli, coefs, pow2)`` for the ``crt_residues`` kernel,
     or None (a modulus the kernels do not take).
 
     Integers below 2**bits are cut into ``count`` digits of ``d`` bits so that

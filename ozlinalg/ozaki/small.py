@@ -69,16 +69,17 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
            else _NO_THRESHOLDS)
     prof = bool(active_profiles())
     t0 = time.perf_counter() if prof else 0.0
+    times = [0.0, 0.0, 0.0] if prof else None
     out = np.empty((m, p), order=order)
-    s = hook(a, b.T, out, meth.split, width, slices, thr, min_shift)
+    s = hook(a, b.T, out, meth.split, width, slices, thr, min_shift, times)
     if s is None:
         return None
     if prof:
         total = time.perf_counter() - t0
         record_call(CallRecord(
             method=meth.name, shape=(m, n, p), slices=s, int8_gemms=s * (s + 1) // 2,
-            engine_calls=1, accumulation_passes=1, time_split=0.0, time_int8=0.0,
-            time_accumulate=0.0, time_total=total, device=engine.device,
+            engine_calls=1, accumulation_passes=1, time_split=times[0], time_int8=times[1],
+            time_accumulate=times[2], time_total=total, device=engine.device,
             engine=f"{engine.describe()}; whole product in one compiled call",
             accuracy=opts.accuracy))
     return out

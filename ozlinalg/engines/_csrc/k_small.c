@@ -24,9 +24,20 @@
  * limit) the kernel does nothing and reports it: the caller runs the driver.
  *
  * info[0] = slices used, info[1] = status (0 done; 1 non-finite; 2 undecided or
- * native entries; 3 group limit; 4 no memory).
+ * native entries; 3 group limit; 4 no memory); where info has 5 entries, info[2..4] =
+ * nanoseconds spent splitting (with the balancing, normalization and decision), in the
+ * group sums, and accumulating (ozlinalg.profile()'s time split).
  */
 #include "kcommon.h"
+#include <time.h>
+
+static inline int64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 #define SMALL_DONE 0
 #define SMALL_NONFINITE 1
@@ -245,16 +256,6 @@ split_rows(double *x, ptrdiff_t rows, ptrdiff_t k, int s, int width, int trunc_,
     }
 }
 
-/* sum x[e] y[e]: the integer dot product (|sum| < 2**31: the INT32 group limit). */
-static int32_t
-dot16(const int16_t *restrict x, const int16_t *restrict y, ptrdiff_t n)
-{
-    int32_t acc = 0;
-    for (ptrdiff_t e = 0; e < n; e++)
-        acc += (int32_t)x[e] * (int32_t)y[e];
-    return acc;
-}
-
 #if defined(__AVX512BW__)
 #include <immintrin.h>
 #define SMALL_SIMD 1
@@ -287,6 +288,15 @@ group_sums_row(const int16_t *ar, const int16_t *bq, ptrdiff_t k, ptrdiff_t kp2,
 }
 #else
 #define SMALL_SIMD 0
+/* sum x[e] y[e]: the integer dot product (|sum| < 2**31: the INT32 group limit). */
+static int32_t
+dot16(const int16_t *restrict x, const int16_t *restrict y, ptrdiff_t n)
+{
+    int32_t acc = 0;
+    for (ptrdiff_t e = 0; e < n; e++)
+        acc += (int32_t)x[e] * (int32_t)y[e];
+    return acc;
+}
 #endif
 
 int
@@ -303,6 +313,8 @@ k_small_ef_product(ozval *v, int nt)
     ptrdiff_t a0 = OZ_S(0, 0), a1 = OZ_S(0, 1), b0 = OZ_S(1, 0), b1 = OZ_S(1, 1);
     ptrdiff_t o0 = OZ_S(2, 0), o1 = OZ_S(2, 1), nthr = OZ_N(6, 0), ts = OZ_S(6, 0);
     ptrdiff_t i1 = OZ_S(8, 0);
+    int timed = OZ_N(8, 0) >= 5;
+    int64_t t_start = timed ? now_ns() : 0, t_int8 = 0, t_acc = 0, t_mark = 0;
     info[0] = 0;
     info[i1] = SMALL_DONE;
     if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p || m == 0 || p == 0 || k == 0)
@@ -410,6 +422,10 @@ k_small_ef_product(ozval *v, int nt)
     double w1 = ldexp(1.0, width), w0 = ldexp(1.0, 2 * width), alpha = ldexp(1.0, -2 * width);
     for (int gg = 0; gg < s; gg++)
         gscale[gg] = ldexp(1.0, -width * gg);
+    if (timed) {
+        t_mark = now_ns();
+        info[2 * i1] = t_mark - t_start;
+    }
     double *fb = base + m; /* B's bases are no longer needed: 2**eb */
     for (ptrdiff_t j = 0; j < p; j++)
         fb[j] = ldexp(1.0, eb[j]);
@@ -418,6 +434,11 @@ k_small_ef_product(ozval *v, int nt)
         double fa = ldexp(1.0, ea[i]);
 #if SMALL_SIMD
         group_sums_row(ar, bq, k, kp2, p16, s, gi);
+        if (timed) {
+            int64_t t = now_ns();
+            t_int8 += t - t_mark;
+            t_mark = t;
+        }
 #endif
         for (ptrdiff_t j = 0; j < p; j++) {
 #if SMALL_SIMD
@@ -444,8 +465,17 @@ k_small_ef_product(ozval *v, int nt)
                 val = ldexp(val, ea[i] + eb[j]);
             out[i * o0 + j * o1] = val;
         }
+        if (timed) {
+            int64_t t = now_ns();
+            t_acc += t - t_mark; /* (without SIMD: the dots too) */
+            t_mark = t;
+        }
     }
     info[0] = s;
+    if (timed) {
+        info[3 * i1] = SMALL_SIMD ? t_int8 : t_acc;
+        info[4 * i1] = SMALL_SIMD ? t_acc : 0;
+    }
     free(bq);
     free(gi);
 done:
