@@ -18,34 +18,45 @@ What decides it
 ``r_ij = q_ij / num_ij**2``): a count ``s`` serves the entries with
 ``q_ij >= Q_s``. The fixed count ``s`` falls short exactly when some entry that
 is not a structural zero has ``q_ij < Q_s``. Deciding that exactly costs the
-estimate GEMM of ``auto`` (about 5-7 % of a product on the CPU engines). The
-common case, a count that is enough, is instead settled by a rigorous lower
-bound of ``min q_ij`` that needs no GEMM (:func:`q_floor`):
+estimate GEMM of ``auto`` (3-13 % of a fixed-count product on the CPU engines,
+``benchmarks/fixed_count_check.py --forced``). Rigorous lower bounds settle the
+common case, a count that is enough, for less, cheapest first:
 
-* **a sample of the inner dimension.** ``q_ij >= sum_{k in S} x_ik**2 y_jk**2``
-  for any subset S of the inner indices: the bound looks at ``SAMPLE`` of them
-  (a few evenly spaced windows), so its cost is ``SAMPLE (m + p)`` element
-  operations, not ``k (m + p)``;
-* **magnitude levels.** With ``c_il = #{k in S: |x_ik| < 2**-l}`` (zeros
-  included), ``x**2 >= sum_l w_l [|x| >= 2**-l]`` (``w_l = 4**-l - 4**-(l+1)``,
-  the last ``4**-L``) and at least ``|S| - c_il - d_jl'`` indices of S where
-  both ``|x_ik| >= 2**-l`` and ``|y_jk| >= 2**-l'`` give
+1. :func:`q_floor`, no GEMM: a lower bound of ``min q_ij`` from
 
-      q_ij >= sum_{l, l'} w_l w_l' max(0, |S| - C_l - D_l')
+   * **a sample of the inner dimension.** ``q_ij >= sum_{k in S} x_ik**2 y_jk**2``
+     for any subset S of the inner indices: the bound looks at ``SAMPLE`` of them
+     (a few evenly spaced windows), so its cost is ``SAMPLE (m + p)`` element
+     operations, not ``k (m + p)``;
+   * **magnitude levels.** With ``c_il = #{k in S: |x_ik| < 2**-l}`` (zeros
+     included), ``x**2 >= sum_l w_l [|x| >= 2**-l]`` (``w_l = 4**-l - 4**-(l+1)``,
+     the last ``4**-L``) and at least ``|S| - c_il - d_jl'`` indices of S where
+     both ``|x_ik| >= 2**-l`` and ``|y_jk| >= 2**-l'`` give
 
-  with ``C_l = max_i c_il`` over the rows of A that are not zero (zero rows only
-  make structural zeros), ``D_l'`` the same for B. The levels are read from the
-  binary exponents of the sampled entries against each row's maximum (one
-  ``frexp`` and a histogram per operand).
+         q_ij >= sum_{l, l'} w_l w_l' max(0, |S| - C_l - D_l')
 
-If the bound reaches ``Q_s`` the count is enough and nothing else runs. If not
-(the count is short, or within about two slices of what the inputs need, or the
-operands are sparse or badly aligned, which the bound cannot see), the exact
-decision runs: ``auto``'s own plan (:func:`ozlinalg.ozaki.auto.plan_auto`, or
-the ``moduli="auto"`` decision of :mod:`.crt`) with the cap raised to the fixed
-count if it is above ``max_slices``, and the warning is emitted only when that
-plan needs more than the fixed count or native entries. Hence no warning for a
-count at or above auto's, and no miss: a short count never passes the bound.
+     with ``C_l = max_i c_il`` over the rows of A that are not zero (zero rows only
+     make structural zeros), ``D_l'`` the same for B. The levels are read from the
+     binary exponents of the sampled entries against each row's maximum (one
+     ``frexp`` and a sort of small integers per operand).
+
+   It must assume the worst alignment of small entries against large ones, so it
+   settles counts from about one (exponent ranges of the papers' phi <= 1) to four
+   (phi = 4) slices above auto's. The CRT methods also try the accurate scaling's bound
+   products W (:func:`ozlinalg.ozaki.crt._w_floor`, a pass over W).
+2. :func:`sampled_settles`: an estimate GEMM over one inner index in ``SHARE``
+   (1/16 of auto's GEMM, inner blocks of at least ``SHARE_MIN``), entry by entry,
+   with the estimate's error bound: it settles counts from auto's own or one above
+   for phi <= 2, two or three above at phi = 4 (CRT: one above for phi <= 2).
+3. Otherwise the exact decision runs: ``auto``'s own plan
+   (:func:`ozlinalg.ozaki.auto.plan_auto`, or the ``moduli="auto"`` decision of
+   :mod:`.crt`) with the cap raised to the fixed count if it is above
+   ``max_slices``, and the warning is emitted only when that plan needs more than
+   the fixed count or native entries.
+
+Hence no warning for a count at or above auto's, and no miss: a short count passes
+none of the bounds. Counts that are short, or operands that are sparse (the bounds
+see no entry where an operand's sample is empty), pay auto's plan.
 
 Faithful mode (``accuracy="faithful"``) does not check: every entry there is
 certified by a deterministic bound and the entries it cannot certify are
@@ -60,11 +71,13 @@ import warnings
 
 import numpy as np
 
-from .._array import fp_errstate, to_numpy
+from .._array import fp_errstate, row_blocks, to_numpy
 from .._exceptions import AccuracyWarning
+from .decide import _SLACK as _EST_SLACK
+from .decide import EST_ABS, EST_REL, _interval, estimate
 
-__all__ = ["LEVELS", "SAMPLE", "count_warning", "level_counts", "q_floor", "row_exponents",
-           "sample_windows"]
+__all__ = ["LEVELS", "SAMPLE", "SHARE", "count_warning", "level_counts", "q_floor",
+           "row_exponents", "sample_windows", "sampled_settles", "share_windows"]
 
 #: Magnitude levels ``2**-1 .. 2**-LEVELS`` below each row's maximum that the bound
 #: resolves; entries below the last count as zeros. 64 levels reach ``q`` down to
@@ -162,6 +175,89 @@ def q_floor(xp, a, ea, nz_a, bt, eb, nz_b, k0, k1):
     both = np.maximum(size - ca[:, None] - cb[None, :], 0).astype(np.float64)
     with fp_errstate(np, under="ignore"):
         return float(_W @ both @ _W) * (1.0 - _SLACK)
+
+
+#: The second bound estimates ``q`` over one inner index in SHARE (windows of
+#: ``_WIDE`` contiguous indices): an estimate GEMM 1/SHARE of auto's. Inner blocks
+#: shorter than ``SHARE_MIN`` skip it (auto's plan is then not much more).
+SHARE = 16
+_WIDE = 64
+SHARE_MIN = 1024
+
+
+def share_windows(k0, k1):
+    """The inner windows ``[(start, stop), ...]`` in ``[k0, k1)`` that
+    :func:`sampled_settles` estimates over, or None for a block shorter than
+    ``SHARE_MIN``."""
+    kb = k1 - k0
+    if kb < SHARE_MIN:
+        return None
+    count = max(1, kb // (SHARE * _WIDE))
+    starts = np.linspace(0, kb - _WIDE, count).astype(np.int64).tolist()
+    return [(k0 + s, k0 + s + _WIDE) for s in starts]
+
+
+def _sampled_rows(xp, x, e, windows):
+    """The columns ``windows`` of ``x`` normalized by ``2**e`` per row, a new array,
+    as :func:`ozlinalg.ozaki.split.normalize_rows` scales (two exact factors)."""
+    part = xp.concatenate([x[:, k0:k1] for k0, k1 in windows], axis=1)
+    e1 = xp.clip(-e, -1022, 1000)
+    e2 = -e - e1
+    with fp_errstate(xp, under="ignore"):
+        part *= xp.ldexp(xp.ones(e1.shape), e1)[:, None]
+        if bool((e2 != 0).any()):
+            part *= xp.ldexp(xp.ones(e2.shape), e2)[:, None]
+    return part
+
+
+def sampled_settles(xp, engine, a, ea, nz_a, bt, eb, nz_b, windows, threshold, row_tiles,
+                    col_tiles, num=None):
+    """True when every entry that is not a structural zero has ``r_ij >= threshold``,
+    shown by an estimate GEMM over the inner ``windows`` only (:func:`share_windows`);
+    False when that cannot show it.
+
+    ``q_ij`` over a subset of the inner indices bounds ``q_ij`` from below, entry by
+    entry, so the worst-case alignment :func:`q_floor` must assume is gone; the
+    estimate's rigorous error bound (:mod:`.decide`: ``EST_REL``, ``EST_ABS``) turns
+    it into a lower bound of ``r_ij = q_ij / num_ij**2`` (``num``: upper bounds of the
+    divisors as the vectors ``(ia, nb, na, ib)``, or None for ``r = q``). ``row_tiles``
+    / ``col_tiles``: ``(start, stop)`` ranges bounding the estimate's size."""
+    if windows is None or not 0 < threshold < math.inf:
+        return False
+    k = sum(k1 - k0 for k0, k1 in windows)
+    consts = (None, k * EST_ABS, (1.0 - _EST_SLACK) / (1.0 + EST_REL),
+              (1.0 + _EST_SLACK) / (1.0 - EST_REL), _EST_SLACK, threshold)
+    for i0, i1 in row_tiles:
+        xa = _sampled_rows(xp, a[i0:i1], ea[i0:i1], windows)
+        for j0, j1 in col_tiles:
+            xb = _sampled_rows(xp, bt[j0:j1], eb[j0:j1], windows)
+            q, scale = estimate(xp, engine, xa, xb)
+            del xb
+            sub = None if num is None else (num[0][i0:i1], num[1][j0:j1], num[2][i0:i1],
+                                             num[3][j0:j1])
+            if not _tile_settles(xp, engine, q, (1.0 / scale,) + consts[1:], sub,
+                                 nz_a[i0:i1], nz_b[j0:j1]):
+                return False
+    return True
+
+
+def _tile_settles(xp, engine, q, consts, num, nz_a, nz_b):
+    """No entry of an estimate tile outside the zero rows and columns has a lower
+    bound below the threshold (``consts[-1]``; the engine's fused classification, 0 =
+    kept, where it has one)."""
+    fused = getattr(engine, "classify_estimate", None)
+    done = fused(q, consts, num) if fused is not None else None
+    if done is not None:
+        bad = done[0] != 0
+    else:
+        bad = xp.empty(q.shape, dtype=bool)
+        for r0, r1 in row_blocks(*q.shape):
+            blk = None if num is None else (num[0][r0:r1], num[1], num[2][r0:r1], num[3])
+            _, lo, _ = _interval(xp, q[r0:r1], consts, blk)
+            bad[r0:r1] = ~(lo >= consts[-1])
+    if not (bool(nz_a.all()) and bool(nz_b.all())):  # zero lines: structural zeros
+        bad &= nz_a[:, None] & nz_b[None, :]
+    return not bool(bad.any())
 
 
 def _caller_level():

@@ -120,7 +120,7 @@ from .._array import fp_errstate, row_blocks, to_numpy
 from .._exceptions import AccuracyWarning
 from ..exact import LIMB_BITS, digit_plan, symmetric_mod
 from . import faithful
-from .adequacy import count_warning, q_floor
+from .adequacy import count_warning, q_floor, sampled_settles, share_windows
 from .decide import (
     CountPlan,
     Operands,
@@ -440,22 +440,18 @@ def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
     engine.map_rows(block, rows, k)
 
 
-def _fixed_short(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling, moduli, decide, cap,
-                 entries, w_floor=None):
+def _fixed_short(scaling, moduli, cap, entries, checks, decide):
     """``(need, natives)`` when the fixed count ``moduli`` falls short of
     ``moduli="auto"``'s decision for this inner block, else None (:mod:`.adequacy`).
 
     auto's decision is that of the exact ``r_ij = q_ij / num_ij**2``, ``num`` from the
     shifts for the reference count: ``moduli`` serves every entry when ``min r >=
-    R_moduli``. :func:`_r_floor` bounds ``min r`` from below without a GEMM, then
-    ``w_floor()`` (the accurate scaling's :func:`_w_floor`), if given; only when both
-    bounds are below ``R_moduli`` does ``decide`` (auto's own decision, with the cap
-    ``cap``) run. ``need`` is auto's count (None when every entry is native),
-    ``natives`` the number of native entries."""
+    R_moduli``. ``checks``, cheapest first, each show that from bounds
+    (``check(R_moduli)`` True); only when none does does ``decide`` (auto's own
+    decision, with the cap ``cap``) run. ``need`` is auto's count (None when every
+    entry is native), ``natives`` the number of native entries."""
     threshold = crt_thresholds(scaling, cap, crt_constants(AUTO_REF_MODULI).log2P)[moduli - 1]
-    if _r_floor(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling) >= threshold:
-        return None
-    if w_floor is not None and w_floor() >= threshold:
+    if any(check(threshold) for check in checks):
         return None
     n_idx, natives, _ = decide(cap, False)
     count = sum(int(mask.sum()) for mask in natives.values())
@@ -464,6 +460,33 @@ def _fixed_short(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling, moduli, deci
     if n_idx + 1 <= moduli and count == 0:
         return None
     return n_idx + 1, count
+
+
+def _fixed_checks(xp, engine, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling, w_tiles, rtiles,
+                  ctiles):
+    """The bounds that may show a fixed count enough, cheapest first (each a callable
+    of the threshold, True when it does): :func:`_r_floor` (no GEMM), :func:`_w_floor`
+    (the accurate scaling: a pass over W) and :func:`.adequacy.sampled_settles` (an
+    estimate GEMM over a sixteenth of the inner dimension)."""
+    k = a.shape[1]
+    checks = [lambda t: _r_floor(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling) >= t]
+    if scaling == "accurate":
+        checks.append(lambda t: _w_floor(xp, engine, w_tiles, na, nb, mu, nu, log2p, k) >= t)
+    checks.append(lambda t: sampled_settles(
+        xp, engine, a, ea.astype(xp.int32), na > 0, bt, eb.astype(xp.int32), nb > 0,
+        share_windows(0, k), t, rtiles, ctiles,
+        _ref_divisors(xp, mu, nu, na, nb, log2p, scaling)))
+    return checks
+
+
+def _ref_divisors(xp, mu, nu, na, nb, log2p, scaling):
+    """``(ia, nb, na, ib)``: the vectors of auto's divisors ``num_ij = ia_i nb_j +
+    na_i ib_j``, ``ia``, ``ib`` upper bounds from the fixed count's shifts
+    (:func:`_ref_offsets`), so ``num`` is bounded from above entry by entry."""
+    dmu, dnu = _ref_offsets(log2p, scaling)
+    ia = xp.ldexp(xp.ones(mu.shape), (-(mu + dmu)).astype(xp.int32))
+    ib = xp.ldexp(xp.ones(nu.shape), (-(nu + dnu)).astype(xp.int32))
+    return ia, nb, na, ib
 
 
 #: Slack for the float differences of the shift offsets in :func:`_r_floor`.
@@ -490,12 +513,10 @@ def _w_floor(xp, engine, w_tiles, na, nb, mu, nu, log2p, k):
     sqrt(k) na_i + k`` (Cauchy-Schwarz) for the digit sums and the shifts of
     :func:`_ref_offsets` for those of the reference count. Rows and columns that are
     zero hold structural zeros only: their slack is ``-inf`` (no bound from them)."""
-    dmu, dnu = _ref_offsets(log2p, "accurate")
     root = math.sqrt(k) * (1.0 + 2.0**-40)
     ca = xp.where(na > 0, (128.0 * root) * na * (1.0 + 2.0**-40) + (k + 1.0), -xp.inf)
     cb = xp.where(nb > 0, (128.0 * root) * nb * (1.0 + 2.0**-40) + (k + 1.0), -xp.inf)
-    ia = xp.ldexp(xp.ones(mu.shape), (-(mu + dmu)).astype(xp.int32))
-    ib = xp.ldexp(xp.ones(nu.shape), (-(nu + dnu)).astype(xp.int32))
+    ia, _, _, ib = _ref_divisors(xp, mu, nu, na, nb, log2p, "accurate")
     inv_k = 2.0**-28 / k * (1.0 - 2.0**-40)
     low = math.inf
     for i0, i1, j0, j1, w in w_tiles:
@@ -515,9 +536,10 @@ def _r_floor(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling):
 
     ``r_ij = q_ij / num_ij**2`` with ``num_ij = 2**-mu'_i nb_j + na_i 2**-nu'_j`` at the
     reference count ``P_ref`` (``mu'``, ``nu'``; ``na``, ``nb`` the row norms). The
-    magnitudes are measured against ``2**g_i``, ``g_i = max(0, ceil(log2 na_i))``
-    (row i normalized once more, by its norm; the levels of ``q_floor`` then give
-    ``q_ij >= 2**(2 g_i + 2 g_j) Lq``), so ``r_ij >= Lq (2**(g_i + g_j) / num_ij)**2``
+    magnitudes are measured against ``2**g_i``, ``g_i >= 0`` the least with
+    ``na_i < 2**g_i`` or 0 (row i normalized once more, by about its norm; any
+    ``g_i >= 0`` is sound, this one is tight), so that the levels of ``q_floor`` give
+    ``q_ij >= 2**(2 g_i + 2 g_j) Lq``, hence ``r_ij >= Lq (2**(g_i + g_j) / num_ij)**2``
     and ``num_ij 2**-(g_i + g_j) <= max(2**-mu'_i - g_i) max(nb_j 2**-g_j) +
     max(na_i 2**-g_i) max(2**-nu'_j - g_j)`` over the rows that are not zero (zero
     rows only make structural zeros): a bound that follows the norms of the rows.
@@ -950,13 +972,11 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         consts = crt_constants(nmod)
         mu, nu = shifts(consts.log2P)
         if verdicts is not None and moduli != "auto":
-            w_floor = None
-            if scaling == "accurate":
-                def w_floor():
-                    return _w_floor(xp, engine, planner.tiles if planner is not None
-                                    else w_tiles, na, nb, mu, nu, consts.log2P, k)
-            short = _fixed_short(xp, a, bt, ea, eb, na, nb, mu, nu, consts.log2P, scaling,
-                                 moduli, decide, max(max_moduli, moduli), m * p, w_floor)
+            short = _fixed_short(scaling, moduli, max(max_moduli, moduli), m * p,
+                                 _fixed_checks(xp, engine, a, bt, ea, eb, na, nb, mu, nu,
+                                               consts.log2P, scaling, planner.tiles if
+                                               planner is not None else w_tiles, rtiles,
+                                               ctiles), decide)
             if short is not None:
                 verdicts.append(short)
         w_tiles.clear()  # the bound matrix is no longer needed

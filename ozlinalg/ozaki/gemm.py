@@ -30,7 +30,7 @@ from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
 from . import faithful, params
-from .adequacy import count_warning, q_floor, row_exponents
+from .adequacy import count_warning, q_floor, row_exponents, sampled_settles, share_windows
 from .auto import plan_auto, plan_slices
 from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
@@ -524,18 +524,26 @@ def _check_fixed_count(xp, engine, aw, bt, meth, slices, opts, tile_list, tiles,
     """Warn when the fixed count ``slices`` falls short of what ``slices="auto"`` picks
     for these inputs (:mod:`.adequacy`): the bound of :func:`.adequacy.q_floor` settles
     the common case; otherwise auto's own plan decides, per inner block, with the cap
-    raised to ``slices`` if it is above ``max_slices``. Never touches the result."""
+    raised to ``slices`` if it is above ``max_slices``, unless an estimate over a
+    sixteenth of the inner dimension (:func:`.adequacy.sampled_settles`) settles it
+    first. Never touches the result."""
     m, n = aw.shape
     p = bt.shape[0]
     ea, nz_a = row_exponents(xp, aw, row_max[0])
     eb, nz_b = row_exponents(xp, bt, row_max[1])
     cap = max(opts.max_slices, slices)
+    mt, pt = tiles
+    row_tiles = [(i0, min(m, i0 + mt)) for i0 in range(0, m, mt)]
+    col_tiles = [(j0, min(p, j0 + pt)) for j0 in range(0, p, pt)]
     need, natives, short = 0, 0, False
     for k0 in range(0, n, block):
         k1 = min(n, k0 + block)
         threshold = slice_thresholds(meth.split, _block_width(meth, k1 - k0), slices, m * p)[-1]
         if q_floor(xp, aw, ea, nz_a, bt, eb, nz_b, k0, k1) >= threshold:
             continue  # the bound alone: every entry has q_ij >= Q_slices
+        if sampled_settles(xp, engine, aw, ea, nz_a, bt, eb, nz_b, share_windows(k0, k1),
+                           threshold, row_tiles, col_tiles):
+            continue  # an estimate over a sixteenth of the inner dimension shows it
         s, nat = _block_plan(xp, engine, aw, bt, meth, k0, block, tile_list, tiles, cap)
         count = sum(int(mask.sum()) for mask in nat.values())
         if count == m * p:  # plan_auto: no entry left for the emulation
