@@ -148,6 +148,24 @@ class TestEnoughDoesNotWarn:
         monkeypatch.setattr(gemm, "_block_plan", no_plan)
         _quiet(a, b, slices=12, method=method)
 
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "crt-fast"])
+    def test_auto_count_settled_by_the_sampled_estimate(self, rng, engine, method,
+                                                         monkeypatch):
+        # inner dimension >= 1024: an estimate over a sixteenth of it shows one count
+        # above auto's enough without auto's plan (often auto's own, not always)
+        a, b = random_matrix(rng, 64, 2048, 0.5), random_matrix(rng, 2048, 48, 0.5)
+        count, native = _auto(a, b, method=method)
+        assert not native
+
+        def no_plan(*args, **kwargs):
+            raise AssertionError("the sampled estimate should settle this count")
+
+        monkeypatch.setattr(gemm, "_block_plan", no_plan)
+        monkeypatch.setattr(crt, "estimate", no_plan)
+        for module, name in ((gemm, "q_floor"), (crt, "_r_floor"), (crt, "_w_floor")):
+            monkeypatch.setattr(module, name, lambda *args: 0.0)  # the GEMM-free bounds fail
+        _quiet(a, b, method=method, slices=count + 1)
+
     @pytest.mark.parametrize("method", ["crt", "crt-fast"])
     @pytest.mark.parametrize("moduli", [17, 20, 24, 32])
     def test_crt_many_moduli(self, rng, engine, method, moduli, monkeypatch):
@@ -320,6 +338,33 @@ def test_q_floor_is_a_lower_bound(rng):
             assert low <= q_min * (1 - 2.0**-40), (low, q_min)
         if q_min == 0:  # entries the normalization flushed: never certified
             assert adequacy.q_floor(np, a, ea, nz_a, bt, eb, nz_b, 0, k) == 0
+
+
+def test_sampled_estimate_never_claims_more_than_the_exact_minimum(rng):
+    """``sampled_settles`` at a threshold just above the exact ``min q_ij`` (over the
+    entries that are not structural zeros) is False: it bounds from below."""
+    eng = get_engine(np)
+    cases = [(random_matrix(rng, 30, 2048, phi), random_matrix(rng, 2048, 20, phi))
+             for phi in (0.5, 2.0, 6.0)]
+    a, b = random_matrix(rng, 30, 2048, 0.5), random_matrix(rng, 2048, 20, 0.5)
+    a[:, :1024] *= 2.0**-30  # the small halves against the large ones
+    b[1024:] *= 2.0**-30
+    cases.append((a, b))
+    for a, b in cases:
+        bt = b.T
+        ea, nz_a = adequacy.row_exponents(np, a)
+        eb, nz_b = adequacy.row_exponents(np, bt)
+        xa, _ = normalize_rows(np, a, eng)
+        xb, _ = normalize_rows(np, bt, eng)
+        q_min = float(((xa * xa) @ (xb * xb).T).min())
+        windows = adequacy.share_windows(0, 2048)
+        tiles = [(0, a.shape[0])], [(0, bt.shape[0])]
+        assert not adequacy.sampled_settles(np, eng, a, ea, nz_a, bt, eb, nz_b, windows,
+                                            q_min * (1 + 2.0**-20), *tiles)
+        # and it does settle thresholds far enough below (the sample is 1/16 of k)
+        if q_min > 2.0**-100:
+            assert adequacy.sampled_settles(np, eng, a, ea, nz_a, bt, eb, nz_b, windows,
+                                            q_min * 2.0**-40, *tiles)
 
 
 def test_q_floor_all_zero_operand():
