@@ -120,7 +120,11 @@ def markdown(rows, m, n, p, seed, elapsed, moduli_range):
     out += ["`*`: at or below native DGEMM's max error.", "",
             "INT8 GEMMs per call: N for `fast`, N + 1 for `accurate` (the bound "
             "`ceil(128|X|) ceil(128|Y|)^T`); `auto` adds one float32 GEMM of the squared "
-            "normalized operands. CPU times are not meaningful for the GPU.", ""]
+            "normalized operands. CPU times are not meaningful for the GPU.", "",
+            "Fixed counts below the `auto` pick are what `ozlinalg.matmul(a, b, "
+            "method=\"crt\", slices=N)` warns about (`AccuracyWarning` naming auto's count, "
+            "[accuracy](accuracy.md#fixed-counts-too-few-warns)); this benchmark calls "
+            "`crt_matmul_2d` directly, whose check is off by default (`check=False`).", ""]
     return "\n".join(out)
 
 

@@ -201,7 +201,7 @@ class profile:
     >>> import numpy as np, ozlinalg
     >>> a = np.ones((64, 64)); b = np.ones((64, 64))
     >>> with ozlinalg.profile() as prof:
-    ...     c = ozlinalg.matmul(a, b, slices=4)
+    ...     c = ozlinalg.matmul(a, b, slices=9)
     >>> prof.emulated_gemm_calls
     1
     """

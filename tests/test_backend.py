@@ -132,6 +132,8 @@ class TestRouting:
             pass
         assert ozlinalg.backend.installed() == names
 
+    # counts below auto's on purpose (this tests the routing): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_nested_options_and_double_enter(self, a):
         bk = ozlinalg.backend(method="bitmask-ef", slices=7, **EAGER)
         with bk:
@@ -415,6 +417,8 @@ class TestInstall:
         assert ozlinalg.install(slices=9).strategy == "performant"  # again: replaced
         assert ozlinalg.get_options().slices == 9
 
+    # counts below auto's on purpose (this tests the routing): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_threads_started_later_are_routed(self, a, uninstalled):
         ozlinalg.install(strategy="eager", slices=8)
         ready = threading.Event()
@@ -456,6 +460,8 @@ class TestInstall:
 
         assert asyncio.run(main()) == [2, 2]
 
+    # counts below auto's on purpose (this tests the routing): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_blocks_still_override_locally(self, a, uninstalled):
         ozlinalg.install(strategy="eager", slices=8)
         with ozlinalg.options(slices=6), ozlinalg.profile() as p1:

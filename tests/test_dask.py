@@ -117,6 +117,8 @@ class TestMatmul:
         with pytest.raises(TypeError, match="unsupported dtype"):
             ozlinalg.matmul(a.astype(np.longdouble), a.T)
 
+    # counts below auto's on purpose (this tests the blocks): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_single_inner_block_is_the_single_node_emulation(self, rng):
         """One inner chunk: each output block IS ozlinalg.matmul of its rows and
         columns (fixed slices, no balancing: entries depend on their row and
@@ -128,6 +130,8 @@ class TestMatmul:
             ref = ozlinalg.matmul(a_h, b_h)
         assert np.array_equal(c.compute(), ref)
 
+    # counts below auto's on purpose (this tests the blocks): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     @pytest.mark.parametrize("phi", [0.5, 2.0])
     def test_error_is_block_emulation_plus_fp64_sum(self, rng, phi):
         """Part 4: |C - AB| <= sum_k |P_k - A_k B_k| + (K-1) u sum_k |P_k|, with
@@ -430,6 +434,8 @@ class TestGraph:
         c_auto = ozlinalg.matmul(a, a)
         assert c3.name != c_auto.name
 
+    # counts below auto's on purpose (this tests the graph): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_min_size_applies_to_the_whole_problem(self, rng):
         a = da.from_array(rng.standard_normal((40, 40)), chunks=10)
         with ozlinalg.options(min_size=30, slices=2):
@@ -472,6 +478,8 @@ def _check_travel(rng, seen, compute):
     assert solve_err > 1e-6              # the LU's products were emulated too
 
 
+# counts below auto's on purpose (this tests the options): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestOptionsTravel:
     @pytest.mark.parametrize("scheduler", ["threads", "sync"])
     def test_threads(self, rng, scheduler):
@@ -566,6 +574,8 @@ class TestRoute:
         computed = dask.compute(routed["inv"], routed["solve"])
         assert [c.dtype for c in computed] == [native["inv"].dtype, native["solve"].dtype]
 
+    # counts below auto's on purpose (this tests the routing): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_unchanged_dask_code_under_one_with_block(self, rng):
         n = 48
         a_h, b_h = random_matrix(rng, n, n, 1.0), random_matrix(rng, n, 2, 1.0)

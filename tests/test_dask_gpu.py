@@ -143,6 +143,8 @@ def _build(name, inputs, device):
     return out if isinstance(out, tuple) else (out,)
 
 
+# counts below auto's on purpose (this tests the device): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestChunksStayOnTheDevice:
     @pytest.mark.parametrize("name", sorted(CASES))
     def test_every_function(self, rng, name):
@@ -246,6 +248,8 @@ def _user_code(a, b, like):
 
 @pytest.mark.usefixtures("clean_backend")
 class TestRoute:
+    # counts below auto's on purpose (this tests the routing): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_unchanged_dask_code_on_cupy_chunks(self, rng):
         n = 48
         a_h, b_h = random_matrix(rng, n, n, 1.0), random_matrix(rng, n, 2, 1.0)
@@ -298,6 +302,8 @@ class TestRoute:
 # ----------------------------------------------------------------- worker processes
 
 
+# counts below auto's on purpose (this tests the cluster): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestLocalCluster:
     def test_two_worker_processes_each_with_its_gpu_engine(self, rng):
         """LocalCluster(2 processes): the stand-in installed in each worker by a

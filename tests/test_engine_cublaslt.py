@@ -276,6 +276,8 @@ class TestFusedHybridSplit:
                                       cp.empty((2, 4)), xp=cp)
 
 
+# counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestMatmulThroughHostEngine:
     """``ozlinalg.matmul`` with the GPU engine in place of the CPU one: same results."""
 
@@ -384,6 +386,8 @@ class TestKernelSourcesCompileForHopper:
         assert "fma.rn.f64" in plain
 
 
+# counts below auto's on purpose (this tests the kernels): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestFusedCRTKernels:
     """The Ozaki-II kernels against the generic code."""
 
@@ -565,6 +569,8 @@ class TestPointerAlignment:
         assert count[0] == 0
 
 
+# counts below auto's on purpose (this tests the copies): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestCRTResiduesPaddedOnce:
     """Ozaki-II residues live in the engine's padded product layout, written once:
     no modulus's GEMM copies them (k = 203 and p = 37 need padding)."""

@@ -55,6 +55,8 @@ def _order(x, order):
 INT8_METHODS = ["hybrid-ef", "bitmask-ef", "bitmask", "rn", "crt", "crt-fast"]
 
 
+# counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestSameBitsAsSGEMM:
     """``ozlinalg.matmul`` on the oneDNN engine equals the SGEMM engine bit for bit."""
 

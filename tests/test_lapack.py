@@ -221,6 +221,8 @@ class TestGetrf:
         total = p.emulated_flops + p.native_flops
         assert 2 / 3 * 512**3 * 0.99 <= total <= 2 / 3 * 512**3 * 1.1
 
+    # counts below auto's on purpose (this tests the options): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_slices_and_method_pass_through(self):
         rng = np.random.default_rng(9)
         a = rng.standard_normal((64, 64))

@@ -265,6 +265,8 @@ def test_qr_pivoting_delegates(rng):
     assert_same(ol.qr(a, pivoting=True), sp("qr")(a, pivoting=True))
 
 
+# counts below auto's on purpose (this tests the options): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 def test_emulated_and_options_passed_through(rng):
     a = rng.standard_normal((12, 12))
     spd = a @ a.T + 12 * np.eye(12)

@@ -126,9 +126,15 @@ class TestMethods:
         a = random_matrix(rng, 30, 200, 0.5)
         b = random_matrix(rng, 200, 20, 0.5)
         ref = ExactReference(a, b)
-        meds = [error_stats(ref.relative_errors(ozlinalg.matmul(a, b, method=method,
-                                                                 slices=s)))[1]
-                for s in (2, 4, 6, 8)]
+        with ozlinalg.profile() as prof:
+            ozlinalg.matmul(a, b, method=method)
+        meds = []
+        for s in (2, 4, 6, 8):  # below auto's count, each product says so (AccuracyWarning)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always", AccuracyWarning)
+                c = ozlinalg.matmul(a, b, method=method, slices=s)
+            assert bool(w) == (s < prof.slices[0]), (s, prof.slices)
+            meds.append(error_stats(ref.relative_errors(c))[1])
         assert all(x > 100 * y for x, y in zip(meds, meds[1:]) if y > 1e-16), meds
 
     def test_auto_is_dgemm_level(self, method, rng):
@@ -146,12 +152,16 @@ class TestAccuracyOrdering:
         b = random_matrix(rng, 512, 64, 1.0)
         ref = ExactReference(a, b)
         for s in (4, 5, 6, 7):
-            med = {m: error_stats(ref.relative_errors(ozlinalg.matmul(a, b, method=m,
-                                                                      slices=s)))[1]
-                   for m in ("bitmask", "rn", "hybrid-ef")}
+            med = {}
+            for m in ("bitmask", "rn", "hybrid-ef"):
+                with pytest.warns(AccuracyWarning, match=f"slices={s} is too few"):
+                    c = ozlinalg.matmul(a, b, method=m, slices=s)
+                med[m] = error_stats(ref.relative_errors(c))[1]
             assert med["rn"] < med["bitmask"], (s, med)
             assert med["hybrid-ef"] < med["bitmask"], (s, med)
 
+    # counts below auto's on purpose (this tests the passes): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_groupwise_does_fewer_fp64_passes(self, rng, monkeypatch):
         # the driver's passes (small products may run in one compiled call instead,
         # tests/test_small.py)
@@ -338,6 +348,8 @@ class TestAuto:
         assert chosen == sorted(chosen) and chosen[0] < chosen[-1]
         assert 8 <= chosen[0] <= 10
 
+    # counts below auto's on purpose (this tests the count used): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_explicit_count_overrides(self, rng):
         a = rng.standard_normal((8, 8))
         with ozlinalg.profile() as prof:
@@ -521,6 +533,8 @@ class TestBalance:
         with pytest.raises(ValueError, match="balance must be 'auto', True or False"):
             ozlinalg.options(balance=bad)
 
+    # counts below auto's on purpose (this tests the balance option): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_option_and_keyword(self, rng):
         a, b = _inner_scaled(rng, 8)  # |f_k| < 12: "auto" leaves it
         with ozlinalg.options(balance=True):
@@ -530,6 +544,8 @@ class TestBalance:
 
 
 class TestProfileAndOptions:
+    # counts below auto's on purpose (this tests the profile): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_profile_records_what_ran(self, rng):
         a = rng.standard_normal((64, 100))
         with ozlinalg.profile() as prof:
@@ -553,6 +569,8 @@ class TestProfileAndOptions:
         ozlinalg.matmul(a, a)
         assert outer.emulated_gemm_calls == 2 and inner.emulated_gemm_calls == 1
 
+    # counts below auto's on purpose (this tests the options): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_options_context(self, rng):
         a = rng.standard_normal((10, 10))
         with ozlinalg.options(method="ozimmu", slices=7):
@@ -578,6 +596,8 @@ class TestProfileAndOptions:
                 p.__enter__()
 
 
+# counts below auto's on purpose (this tests NumPy = CuPy bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 def test_generic_code_path(xp, rng):
     """The same call on NumPy and (where present) CuPy gives the same answer."""
     a = random_matrix(rng, 50, 70, 1.0)
@@ -602,6 +622,8 @@ class TestMemory:
 
     @pytest.mark.parametrize("method, s", [("hybrid-ef", 6), ("bitmask", 6), ("crt", 15),
                                            ("hybrid-ef", "auto"), ("crt", "auto")])
+    # counts below auto's on purpose (this tests memory): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     @pytest.mark.parametrize("limit", [2**31, 2**22, 2**20])
     def test_peak_within_documented_bound(self, limit, method, s, rng, cpu_engine, monkeypatch):
         from ozlinalg.engines import base
@@ -628,6 +650,8 @@ class TestMemory:
         assert need <= max(limit, working_bytes(64, 64, k, smax, crt, sb, model))
         assert peak - 8 * m * p <= need
 
+    # counts below auto's on purpose (this tests the error message): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_out_of_memory_names_the_sizes(self, rng, monkeypatch):
         eng = get_engine(np)
 
@@ -646,6 +670,8 @@ class TestMemory:
         with pytest.raises(ValueError, match="memory_limit must be a positive number of bytes"):
             ozlinalg.options(memory_limit=bad)
 
+    # counts below auto's on purpose (this tests the memory limit): AccuracyWarning expected
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_default_limit_is_the_engines(self, rng, monkeypatch):
         # options(memory_limit=None) asks the engine (CPU: 2 GiB; GPU: half the free memory).
         eng = get_engine(np)

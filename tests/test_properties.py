@@ -81,6 +81,8 @@ def problem(draw, allow_special=False):
     return a, b
 
 
+# counts below auto's on purpose (this tests the error bound): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 @SETTINGS
 @given(ab=problem(), method=st.sampled_from(INT8_METHODS), s=st.integers(1, 14),
        balance=st.sampled_from(["auto", True, False]))
@@ -193,3 +195,28 @@ def test_auto_is_never_silently_wrong(ab, method, balance):
     nat = ref.relative_errors(native)[fin]
     if err.size:
         assert err.max() <= max(1e3 * nat.max(), 1e-12), (method, balance, err.max(), nat.max())
+
+
+@SETTINGS
+@given(ab=st.one_of(problem(), inner_scaled()),
+       method=st.sampled_from(INT8_METHODS + ["crt", "crt-fast"]),
+       count=st.sampled_from([4, 8, 9, 12, 16]), balance=st.sampled_from(["auto", False]))
+def test_fixed_count_is_never_silently_wrong(ab, method, count, balance):
+    # A fixed count too small for the inputs says so (AccuracyWarning naming auto's
+    # count, ozlinalg.ozaki.adequacy); without a warning the result is about native
+    # accuracy, as test_auto_is_never_silently_wrong requires of auto.
+    a, b = ab
+    if method.startswith("crt"):
+        count += 6  # moduli: 10 .. 22
+    with np.errstate(all="ignore"), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always", ozlinalg.AccuracyWarning)
+        c = ozlinalg.matmul(a, b, method=method, slices=count, balance=balance)
+        native = a @ b
+    if c.size == 0 or any(issubclass(x.category, ozlinalg.AccuracyWarning) for x in w):
+        return
+    ref = ExactReference(a, b)
+    fin = np.isfinite(ref.hi) & (np.abs(ref.hi) >= 2.0**-1000)  # normal range results
+    err = ref.relative_errors(c)[fin]
+    nat = ref.relative_errors(native)[fin]
+    if err.size:
+        assert err.max() <= max(1e3 * nat.max(), 1e-12), (method, count, err.max(), nat.max())

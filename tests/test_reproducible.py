@@ -57,6 +57,8 @@ CASES = ([(m, "auto", "dgemm") for m in INT8_METHODS] + [(m, 8, "dgemm") for m i
          + [(m, "auto", "faithful") for m in FAITHFUL] + [(m, 9, "faithful") for m in FAITHFUL])
 
 
+# counts below auto's on purpose (this tests the bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestSameBits:
     @pytest.mark.parametrize("method, slices, accuracy", CASES)
     def test_engines_threads_and_memory_limits(self, rng, monkeypatch, method, slices,
@@ -118,6 +120,8 @@ class TestSameBits:
                 assert_array_equal(got, want)
 
 
+# counts below auto's on purpose (this tests the bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestSubsets:
     """Each entry of a fixed-count product depends on its row of A and column of B
     only (fixed-count slices, per-row scales; Ozaki-II's fast scaling): a subset

@@ -4,6 +4,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 import ozlinalg
 
@@ -15,6 +16,8 @@ def _problem(i):
     return rng.standard_normal((40 + i, 60)), rng.standard_normal((60, 30 + i))
 
 
+# counts below auto's on purpose (this tests the context): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 def test_concurrent_matmul_with_private_state():
     expected = {}
     for i in range(8):
@@ -41,6 +44,8 @@ def test_concurrent_matmul_with_private_state():
     assert ozlinalg.get_options().slices == "auto"
 
 
+# counts below auto's on purpose (this tests the context): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 def test_new_threads_start_with_empty_context():
     seen = {}
     with ozlinalg.options(slices=5), ozlinalg.profile() as prof:
@@ -54,6 +59,8 @@ def test_new_threads_start_with_empty_context():
     assert prof.slices == [5]
 
 
+# counts below auto's on purpose (this tests the context): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 def test_asyncio_tasks_do_not_share_profiles_or_options():
     async def task(i):
         a, b = _problem(i)
@@ -72,6 +79,8 @@ def test_asyncio_tasks_do_not_share_profiles_or_options():
         assert prof.emulated_gemm_calls == 3
 
 
+# counts below auto's on purpose (this tests the context): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 def test_backend_under_8_threads_and_asyncio():
     """Half of 8 threads (and of 6 asyncio tasks) route numpy.linalg through
     ozlinalg, the other half do not; each sees only its own state, and the

@@ -120,6 +120,7 @@ from .._array import fp_errstate, row_blocks, to_numpy
 from .._exceptions import AccuracyWarning
 from ..exact import LIMB_BITS, digit_plan, symmetric_mod
 from . import faithful
+from .adequacy import count_warning, q_floor, sampled_settles, share_windows
 from .decide import (
     CountPlan,
     Operands,
@@ -439,6 +440,133 @@ def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
     engine.map_rows(block, rows, k)
 
 
+def _fixed_short(scaling, moduli, cap, entries, checks, decide):
+    """``(need, natives)`` when the fixed count ``moduli`` falls short of
+    ``moduli="auto"``'s decision for this inner block, else None (:mod:`.adequacy`).
+
+    auto's decision is that of the exact ``r_ij = q_ij / num_ij**2``, ``num`` from the
+    shifts for the reference count: ``moduli`` serves every entry when ``min r >=
+    R_moduli``. ``checks``, cheapest first, each show that from bounds
+    (``check(R_moduli)`` True); only when none does does ``decide`` (auto's own
+    decision, with the cap ``cap``) run. ``need`` is auto's count (None when every
+    entry is native), ``natives`` the number of native entries."""
+    threshold = crt_thresholds(scaling, cap, crt_constants(AUTO_REF_MODULI).log2P)[moduli - 1]
+    if any(check(threshold) for check in checks):
+        return None
+    n_idx, natives, _ = decide(cap, False)
+    count = sum(int(mask.sum()) for mask in natives.values())
+    if n_idx is None:
+        return (None, entries) if natives else None
+    if n_idx + 1 <= moduli and count == 0:
+        return None
+    return n_idx + 1, count
+
+
+def _fixed_checks(xp, engine, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling, w_tiles, rtiles,
+                  ctiles):
+    """The bounds that may show a fixed count enough, cheapest first (each a callable
+    of the threshold, True when it does): :func:`_r_floor` (no GEMM), :func:`_w_floor`
+    (the accurate scaling: a pass over W) and :func:`.adequacy.sampled_settles` (an
+    estimate GEMM over a sixteenth of the inner dimension)."""
+    k = a.shape[1]
+    checks = [lambda t: _r_floor(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling) >= t]
+    if scaling == "accurate":
+        checks.append(lambda t: _w_floor(xp, engine, w_tiles, na, nb, mu, nu, log2p, k) >= t)
+    checks.append(lambda t: sampled_settles(
+        xp, engine, a, ea.astype(xp.int32), na > 0, bt, eb.astype(xp.int32), nb > 0,
+        share_windows(0, k), t, rtiles, ctiles,
+        _ref_divisors(xp, mu, nu, na, nb, log2p, scaling)))
+    return checks
+
+
+def _ref_divisors(xp, mu, nu, na, nb, log2p, scaling):
+    """``(ia, nb, na, ib)``: the vectors of auto's divisors ``num_ij = ia_i nb_j +
+    na_i ib_j``, ``ia``, ``ib`` upper bounds from the fixed count's shifts
+    (:func:`_ref_offsets`), so ``num`` is bounded from above entry by entry."""
+    dmu, dnu = _ref_offsets(log2p, scaling)
+    ia = xp.ldexp(xp.ones(mu.shape), (-(mu + dmu)).astype(xp.int32))
+    ib = xp.ldexp(xp.ones(nu.shape), (-(nu + dnu)).astype(xp.int32))
+    return ia, nb, na, ib
+
+
+#: Slack for the float differences of the shift offsets in :func:`_r_floor`.
+_HAIR = 2.0**-20
+
+
+def _ref_offsets(log2p, scaling):
+    """``(dmu, dnu)`` with ``mu' >= mu + dmu`` and ``nu' >= nu + dnu`` for the shifts
+    ``mu'``, ``nu'`` of the reference count and ``mu``, ``nu`` of ``P = 2**log2p``
+    (:func:`_r_floor`)."""
+    ref = crt_constants(AUTO_REF_MODULI).log2P
+    if scaling == "fast":
+        d = (ref - 1.0 - MARGIN_BITS) / 2.0 - (log2p - 1.0 - MARGIN_BITS) / 2.0
+        return math.floor(d - _HAIR), math.floor(d - _HAIR)
+    d = (ref - 1.0 + 14.0 - MARGIN_BITS) - (log2p - 1.0 + 14.0 - MARGIN_BITS)
+    return (math.floor((d - _HAIR) / 2.0),
+            math.floor(d - _HAIR - math.ceil((d + _HAIR) / 2.0)))
+
+
+def _w_floor(xp, engine, w_tiles, na, nb, mu, nu, log2p, k):
+    """A lower bound of ``min r_ij`` from the accurate scaling's bound products W (no
+    GEMM; 0 where it has none), as :func:`_bound_decision` bounds it, with upper bounds
+    in place of what the fixed count did not compute: ``sum_k ceil(128 |x_ik|) <= 128
+    sqrt(k) na_i + k`` (Cauchy-Schwarz) for the digit sums and the shifts of
+    :func:`_ref_offsets` for those of the reference count. Rows and columns that are
+    zero hold structural zeros only: their slack is ``-inf`` (no bound from them)."""
+    root = math.sqrt(k) * (1.0 + 2.0**-40)
+    ca = xp.where(na > 0, (128.0 * root) * na * (1.0 + 2.0**-40) + (k + 1.0), -xp.inf)
+    cb = xp.where(nb > 0, (128.0 * root) * nb * (1.0 + 2.0**-40) + (k + 1.0), -xp.inf)
+    ia, _, _, ib = _ref_divisors(xp, mu, nu, na, nb, log2p, "accurate")
+    inv_k = 2.0**-28 / k * (1.0 - 2.0**-40)
+    low = math.inf
+    for i0, i1, j0, j1, w in w_tiles:
+        if w.size == 0:
+            continue
+        rmin, _ = _bound_r_min(xp, engine, w, ca[i0:i1], cb[j0:j1],
+                               (ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]), inv_k)
+        keep = na[i0:i1] > 0
+        if bool(keep.any()):
+            low = min(low, float(rmin[keep].min()))
+    return low
+
+
+def _r_floor(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling):
+    """A lower bound of ``min r_ij`` over the entries that are not structural zeros
+    (``inf`` if all are), from :func:`.adequacy.q_floor` and the fixed count's shifts.
+
+    ``r_ij = q_ij / num_ij**2`` with ``num_ij = 2**-mu'_i nb_j + na_i 2**-nu'_j`` at the
+    reference count ``P_ref`` (``mu'``, ``nu'``; ``na``, ``nb`` the row norms). The
+    magnitudes are measured against ``2**g_i``, ``g_i >= 0`` the least with
+    ``na_i < 2**g_i`` or 0 (row i normalized once more, by about its norm; any
+    ``g_i >= 0`` is sound, this one is tight), so that the levels of ``q_floor`` give
+    ``q_ij >= 2**(2 g_i + 2 g_j) Lq``, hence ``r_ij >= Lq (2**(g_i + g_j) / num_ij)**2``
+    and ``num_ij 2**-(g_i + g_j) <= max(2**-mu'_i - g_i) max(nb_j 2**-g_j) +
+    max(na_i 2**-g_i) max(2**-nu'_j - g_j)`` over the rows that are not zero (zero
+    rows only make structural zeros): a bound that follows the norms of the rows.
+    The shifts ``mu``, ``nu`` for ``P = 2**log2p`` bound ``mu'``, ``nu'``: with ``d``
+    the change of the shifts' offset (``log2(P_ref / P)`` for the accurate scaling,
+    half of it for the fast one), ``floor(x + d) >= floor(x) + floor(d)`` gives ``mu'
+    >= mu + floor(d')`` (``d' = d / 2`` accurate, ``d`` fast) and, the column maxima
+    of the accurate scaling growing by at most ``2**ceil(d / 2)``, ``nu' >= nu +
+    floor(d - ceil(d / 2))``."""
+    nz_a, nz_b = na > 0, nb > 0
+    ga = xp.maximum(xp.frexp(na)[1], 0).astype(xp.int32)  # na 2**-g < 1, exactly
+    gb = xp.maximum(xp.frexp(nb)[1], 0).astype(xp.int32)
+    q = q_floor(xp, a, ea.astype(xp.int32) + ga, nz_a, bt, eb.astype(xp.int32) + gb, nz_b,
+                0, a.shape[1])
+    if not 0 < q < math.inf:
+        return q
+    dmu, dnu = _ref_offsets(log2p, scaling)
+    # the factors: powers of two, and norms scaled by powers of two (exact)
+    a1 = math.ldexp(1.0, -int(float((mu + ga)[nz_a].min())) - dmu)
+    b2 = math.ldexp(1.0, -int(float((nu + gb)[nz_b].min())) - dnu)
+    b1 = float(xp.ldexp(nb, -gb).max())
+    a2 = float(xp.ldexp(na, -ga).max())
+    num = (a1 * b1 + a2 * b2) * (1.0 + 2.0**-40)
+    with fp_errstate(np, under="ignore", over="ignore"):
+        return q / (num * num) * (1.0 - 2.0**-40)
+
+
 def choose_moduli(rho, scaling, max_moduli, log2p_max):
     """Smallest N with ``log2 P_N >= log2 P_ref + 2 (0.7 (rho + 53) + offset
     + 0.25 max(0, rho + 60))`` (module doc)."""
@@ -557,7 +685,7 @@ def crt_reconstruct(xp, engine, products, consts):
 
 def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_moduli=20,
                   profile_counts=None, timers=None, tiles=None, accuracy="dgemm",
-                  recompute=True):
+                  recompute=True, check=False):
     """``a @ b`` for finite float64 2-D arrays by Ozaki scheme II.
 
     Parameters
@@ -595,6 +723,11 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         ``moduli="auto"`` taking ``faithful.EXTRA_MODULI`` more moduli; the
         entries not certified are recomputed exactly (``recompute=False``: left
         in ``profile_counts["uncertified"]`` as ``(rows, cols)`` instead).
+    check : bool
+        With a fixed ``moduli`` (and ``accuracy="dgemm"``): emit an
+        :class:`~ozlinalg.AccuracyWarning` when ``moduli="auto"`` would pick more
+        for these inputs, or compute entries natively (:mod:`.adequacy`; the
+        driver's setting). The result is the same either way.
 
     Returns
     -------
@@ -646,13 +779,28 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         else:
             counts["uncertified"] = (rows, cols)
         return c
+    verdicts = [] if check and moduli != "auto" else None
     for k0 in range(0, n, step):
         k1 = min(n, k0 + step)
         part = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
-                          max_moduli, counts, timers, tiles, c)
+                          max_moduli, counts, timers, tiles, c, verdicts=verdicts)
         if c is None:
             c = part
+    if verdicts:
+        _warn_short(verdicts, moduli, max_moduli, m * p, scaling)
     return c
+
+
+def _warn_short(verdicts, moduli, max_moduli, entries, scaling):
+    """One warning for the inner blocks whose check found ``moduli`` short:
+    ``verdicts`` holds ``(need, natives)`` per such block (``need`` None: every entry
+    native)."""
+    need = 0
+    for n, _ in verdicts:
+        need = None if need is None or n is None else max(need, n)
+    natives = max(v for _, v in verdicts)
+    count_warning(moduli, need, natives, max(max_moduli, moduli), entries, True,
+                  "crt-fast" if scaling == "fast" else "crt")
 
 
 class _Null:
@@ -668,11 +816,13 @@ def _timer(timers, key):
 
 
 def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
-               out=None, faith=False):
+               out=None, faith=False, verdicts=None):
     """One inner block over all output tiles; returns the block's product, or adds it
     to ``out`` (a previous block's result) tile by tile. Faithful mode (``faith``
     "certify" or "bound"): returns ``(c, certified)`` or ``(c, bound)`` (final units),
-    the entries left to native arithmetic never certified (bound ``inf``)."""
+    the entries left to native arithmetic never certified (bound ``inf``).
+    ``verdicts``: a list, for a fixed ``moduli``, to which ``(need, natives)`` is
+    appended when the count falls short of auto's (:func:`_fixed_short`)."""
     m, k = a.shape
     p = bt.shape[0]
     mt, pt = tiles or (m, p)
@@ -716,8 +866,6 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             sx = xp.concatenate([v[3] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][3]
             sy = xp.concatenate([v[3] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][3]
         del parts_a, parts_b
-        n_ref = AUTO_REF_MODULI if moduli == "auto" else moduli
-        log2p_ref = crt_constants(n_ref).log2P
         w_tiles = []
         planner = getattr(engine, "crt_bound_shifts", None)  # W summarized, no log2 W
         planner = planner(m, p) if planner is not None and scaling == "accurate" else None
@@ -758,39 +906,46 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             return _fast_shifts(xp, na, nb, log2P)
         return _accurate_shifts(xp, w_tiles, log2P, m, p, planner)
 
+    def decide(cap, from_bounds):
+        """``moduli="auto"``'s ``(n_idx, natives, plan)`` with the cap ``cap``
+        (``from_bounds``: try :func:`_bound_decision` first, which needs ``ca``,
+        ``cb``)."""
+        ref = crt_constants(AUTO_REF_MODULI).log2P
+        mu, nu = shifts(ref)
+        ia = xp.ldexp(xp.ones(mu.shape), (-mu).astype(xp.int32))
+        ib = xp.ldexp(xp.ones(nu.shape), (-nu).astype(xp.int32))
+
+        def num(I, J):  # the predicted error's divisor of the entries (I, J)
+            I, J = xp.asarray(I), xp.asarray(J)
+            return ia[I] * nb[J] + na[I] * ib[J]
+
+        # One count for the whole product, decided exactly from the estimates
+        # (ozlinalg.ozaki.decide): entries no count up to the cap serves (or whose
+        # terms normalization lost) are computed natively.
+        plan = CountPlan(xp, crt_thresholds(scaling, cap, ref), Operands(xp, a, bt),
+                         weights=num)
+        n_idx = None
+        if from_bounds:  # W often decides alone: no estimate GEMM
+            n_idx = _bound_decision(xp, engine, plan, planner.tiles if planner is not
+                                    None else w_tiles, ca, cb, (ia, nb, na, ib), k)
+        if n_idx is not None:
+            counts["bound_decided"] = counts.get("bound_decided", 0) + 1
+            return n_idx, {}, plan
+        for i0, i1 in rtiles:
+            xa = operand("a", i0, i1)[0]
+            for j0, j1 in ctiles:
+                xb = operand("b", j0, j1)[0]
+                q, scale = estimate(xp, engine, xa, xb)
+                plan.add_tile((i0, j0), i0, j0, q, scale, engine=engine,
+                              num=(ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]))
+                del q
+                counts["float_gemms"] += 1
+        return (*plan.finish(), plan)
+
     natives = {}
     with _timer(timers, "split"):
         if moduli == "auto":
-            mu, nu = shifts(log2p_ref)
-            ia = xp.ldexp(xp.ones(mu.shape), (-mu).astype(xp.int32))
-            ib = xp.ldexp(xp.ones(nu.shape), (-nu).astype(xp.int32))
-
-            def num(I, J):  # the predicted error's divisor of the entries (I, J)
-                I, J = xp.asarray(I), xp.asarray(J)
-                return ia[I] * nb[J] + na[I] * ib[J]
-
-            # One count for the whole product, decided exactly from the estimates
-            # (ozlinalg.ozaki.decide): entries no count up to max_moduli serves (or
-            # whose terms normalization lost) are computed natively.
-            plan = CountPlan(xp, crt_thresholds(scaling, max_moduli, log2p_ref),
-                             Operands(xp, a, bt), weights=num)
-            n_idx = None
-            if scaling == "accurate":  # W often decides alone: no estimate GEMM
-                n_idx = _bound_decision(xp, engine, plan, planner.tiles if planner is not
-                                        None else w_tiles, ca, cb, (ia, nb, na, ib), k)
-            if n_idx is not None:
-                counts["bound_decided"] = counts.get("bound_decided", 0) + 1
-            else:
-                for i0, i1 in rtiles:
-                    xa = operand("a", i0, i1)[0]
-                    for j0, j1 in ctiles:
-                        xb = operand("b", j0, j1)[0]
-                        q, scale = estimate(xp, engine, xa, xb)
-                        plan.add_tile((i0, j0), i0, j0, q, scale, engine=engine,
-                                      num=(ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]))
-                        del q
-                        counts["float_gemms"] += 1
-                n_idx, natives = plan.finish()
+            n_idx, natives, plan = decide(max_moduli, scaling == "accurate")
             if n_idx is None and natives and faith:  # every entry exactly, later
                 counts["slices"].append(0)
                 return xp.zeros((m, p)), (xp.zeros((m, p), dtype=bool) if faith == "certify"
@@ -816,6 +971,14 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             nmod = moduli
         consts = crt_constants(nmod)
         mu, nu = shifts(consts.log2P)
+        if verdicts is not None and moduli != "auto":
+            short = _fixed_short(scaling, moduli, max(max_moduli, moduli), m * p,
+                                 _fixed_checks(xp, engine, a, bt, ea, eb, na, nb, mu, nu,
+                                               consts.log2P, scaling, planner.tiles if
+                                               planner is not None else w_tiles, rtiles,
+                                               ctiles), decide)
+            if short is not None:
+                verdicts.append(short)
         w_tiles.clear()  # the bound matrix is no longer needed
         planner = None
         counts["slices"].append(nmod)

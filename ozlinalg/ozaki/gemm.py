@@ -30,9 +30,11 @@ from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
 from . import faithful, params
+from .adequacy import count_warning, q_floor, row_exponents, sampled_settles, share_windows
 from .auto import plan_auto, plan_slices
 from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
+from .decide import slice_thresholds
 from .native import native_entries
 from .scaling import apply_exponents, exponent_factors, log2_pow2
 from .small import small_product
@@ -71,7 +73,15 @@ def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
     slices : int or "auto", optional
         Number of slices per operand. ``"auto"`` (the default, from
         :func:`ozlinalg.options`) picks the smallest count whose error is at
-        DGEMM level for the given inputs (see :mod:`ozlinalg.ozaki.auto`).
+        DGEMM level for the given inputs (see :mod:`ozlinalg.ozaki.auto`). A
+        fixed count is used as given; when it is below what ``"auto"`` would
+        pick for the inputs (or ``"auto"`` would compute some entries in
+        native FP64), the product warns with an
+        :class:`~ozlinalg.AccuracyWarning` naming auto's count. The check
+        never changes the result; it is a bound from a sample of the inputs,
+        and auto's own plan only when that bound cannot settle it
+        (:mod:`ozlinalg.ozaki.adequacy`). ``accuracy="faithful"`` does not
+        warn: it recomputes what it cannot certify.
     method : str, optional
         Ozaki scheme I: ``"hybrid-ef"`` (default), ``"bitmask-ef"``,
         ``"bitmask"``, ``"rn"``, ``"splitfp"``; Ozaki scheme II: ``"crt"``
@@ -226,13 +236,18 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     counts = {"int8_gemms": 0, "engine_calls": 0, "passes": 0, "slices": []}
 
     # Inf/NaN: those rows of A / columns of B go through native FP64 at the end.
-    bad_rows = _nonfinite_lines(xp, engine, a, 1)
-    bad_cols = _nonfinite_lines(xp, engine, b, 0)
+    bad_rows, top_a = _nonfinite_lines(xp, engine, a, 1)
+    bad_cols, top_b = _nonfinite_lines(xp, engine, b, 0)
     any_bad_rows = bool(bad_rows.any())
     any_bad_cols = bool(bad_cols.any())
     aw = xp.where(bad_rows[:, None], 0.0, a) if any_bad_rows else a
     bw = xp.where(bad_cols[None, :], 0.0, b) if any_bad_cols else b
     bt = bw.T  # columns of B as rows: both operands are sliced row-wise
+    # the maxima of the lines set aside are those of zeros now (for the count check)
+    if top_a is not None and any_bad_rows:
+        top_a = xp.where(bad_rows, 0.0, top_a)
+    if top_b is not None and any_bad_cols:
+        top_b = xp.where(bad_cols, 0.0, top_b)
 
     block = params.INT8_INNER_BLOCK if meth.engine == "int8" else params.FP16_INNER_BLOCK
     s_max = opts.max_slices if slices == "auto" else int(slices)
@@ -245,7 +260,7 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     mt, pt = tile_shape(m, p, min(n, block), s_max, limit, crt, sbytes, model, faith)
     try:
         c = _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts,
-                           (mt, pt), block, order)
+                           (mt, pt), block, order, (top_a, top_b))
         if faith:  # the entries the bound did not certify, exactly
             rows, cols = counts.pop("uncertified")
             if any_bad_rows or any_bad_cols:  # those are native below
@@ -287,23 +302,27 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
 
 
 def _nonfinite_lines(xp, engine, x, axis):
-    """True for the rows (``axis=1``) or columns (``axis=0``) of ``x`` holding Inf or NaN
-    (the engine's fused ``abs_max`` pass, non-finite exactly there, where it has one)."""
+    """``(bad, top)``: True for the rows (``axis=1``) or columns (``axis=0``) of ``x``
+    holding Inf or NaN, and the lines' maxima of ``|x|`` where the engine's fused
+    ``abs_max`` pass found them on the way (non-finite exactly on the bad lines;
+    None without that pass)."""
     fused = getattr(engine, "abs_max", None)
     top = fused(x, axis) if fused is not None else None
     if top is not None:
-        return ~xp.isfinite(top)
-    return ~xp.isfinite(x).all(axis=axis)
+        return ~xp.isfinite(top), top
+    return ~xp.isfinite(x).all(axis=axis), None
 
 
 def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles, block,
-                   order="C"):
+                   order="C", row_max=(None, None)):
     """The emulated product over output tiles (mt, pt) and inner blocks.
 
     Tiles bound the working memory only: ``slices="auto"`` chooses one count per
     inner block for the whole product (and Ozaki scheme II plans its count and
     scalings over all tiles), so the result does not depend on the tiles, i.e.
-    on ``memory_limit`` or on the engine's slice size.
+    on ``memory_limit`` or on the engine's slice size. A fixed count is checked
+    against auto's (:mod:`.adequacy`; ``row_max``: the maxima of ``|aw|`` and
+    ``|bt|`` per row where known), a warning on the side.
     """
     m, n = aw.shape
     p = bt.shape[0]
@@ -315,12 +334,17 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
                           max_moduli=min(opts.max_slices, 32),
                           scaling="fast" if meth.split == "crt-fast" else "accurate",
                           profile_counts=counts, timers=timers, tiles=tiles,
-                          accuracy=opts.accuracy, recompute=False)
+                          accuracy=opts.accuracy, recompute=False,
+                          check=opts.accuracy != "faithful")
         return xp.asfortranarray(c) if order == "F" else c
     tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
     if opts.accuracy == "faithful":
         return _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts,
                                tiles, block, tile_list, order)
+    if slices != "auto":
+        with timers["split"]:
+            _check_fixed_count(xp, engine, aw, bt, meth, int(slices), opts, tile_list, tiles,
+                               block, row_max)
     plans = None
     if slices == "auto" and len(tile_list) > 1:
         plans = _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block)
@@ -467,29 +491,77 @@ def _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, bloc
     """``slices="auto"`` over several output tiles: ``{(i0, j0, k0): (s, native)}``
     with ONE count per inner block, decided for the whole product
     (:func:`ozlinalg.ozaki.auto.plan_auto`: the count one tile would get)."""
-    m, n = aw.shape
-    p = bt.shape[0]
-    mt, pt = tiles
-    kind = meth.split
+    n = aw.shape[1]
     plans = {}
     for k0 in range(0, n, block):
-        kb = min(n, k0 + block) - k0
-        width = params.slice_width(kb) if meth.engine == "int8" else params.fp_slice_width(kb)
-
-        def normalized(k0=k0):
-            for i0, j0 in tile_list:
-                xa, _ = normalize_rows(xp, aw[i0:i0 + mt, k0:k0 + block], engine)
-                xb, _ = normalize_rows(xp, bt[j0:j0 + pt, k0:k0 + block], engine)
-                yield (i0, j0), i0, j0, xa, xb
-                del xa, xb
-
         with timers["split"]:
-            s, natives = plan_auto(xp, engine, kind, width, normalized(),
-                                   aw[:, k0:k0 + block], bt[:, k0:k0 + block],
-                                   opts.max_slices, m * p)
+            s, natives = _block_plan(xp, engine, aw, bt, meth, k0, block, tile_list, tiles,
+                                     opts.max_slices)
         for i0, j0 in tile_list:
             plans[(i0, j0, k0)] = (s, natives.get((i0, j0)))
     return plans
+
+
+def _block_width(meth, kb):
+    """The slice width of an inner block of length ``kb``."""
+    return params.slice_width(kb) if meth.engine == "int8" else params.fp_slice_width(kb)
+
+
+def _block_plan(xp, engine, aw, bt, meth, k0, block, tile_list, tiles, max_slices):
+    """``slices="auto"``'s ``(s, natives)`` for the inner block at ``k0`` of the whole
+    product (:func:`ozlinalg.ozaki.auto.plan_auto`, the tiles' normalized rows one at
+    a time), with the cap ``max_slices``."""
+    m, n = aw.shape
+    p = bt.shape[0]
+    mt, pt = tiles
+
+    def normalized():
+        for i0, j0 in tile_list:
+            xa, _ = normalize_rows(xp, aw[i0:i0 + mt, k0:k0 + block], engine)
+            xb, _ = normalize_rows(xp, bt[j0:j0 + pt, k0:k0 + block], engine)
+            yield (i0, j0), i0, j0, xa, xb
+            del xa, xb
+
+    width = _block_width(meth, min(n, k0 + block) - k0)
+    return plan_auto(xp, engine, meth.split, width, normalized(), aw[:, k0:k0 + block],
+                     bt[:, k0:k0 + block], max_slices, m * p)
+
+
+def _check_fixed_count(xp, engine, aw, bt, meth, slices, opts, tile_list, tiles, block,
+                       row_max):
+    """Warn when the fixed count ``slices`` falls short of what ``slices="auto"`` picks
+    for these inputs (:mod:`.adequacy`): the bound of :func:`.adequacy.q_floor` settles
+    the common case; otherwise auto's own plan decides, per inner block, with the cap
+    raised to ``slices`` if it is above ``max_slices``, unless an estimate over a
+    sixteenth of the inner dimension (:func:`.adequacy.sampled_settles`) settles it
+    first. Never touches the result."""
+    m, n = aw.shape
+    p = bt.shape[0]
+    ea, nz_a = row_exponents(xp, aw, row_max[0])
+    eb, nz_b = row_exponents(xp, bt, row_max[1])
+    cap = max(opts.max_slices, slices)
+    mt, pt = tiles
+    row_tiles = [(i0, min(m, i0 + mt)) for i0 in range(0, m, mt)]
+    col_tiles = [(j0, min(p, j0 + pt)) for j0 in range(0, p, pt)]
+    need, natives, short = 0, 0, False
+    for k0 in range(0, n, block):
+        k1 = min(n, k0 + block)
+        threshold = slice_thresholds(meth.split, _block_width(meth, k1 - k0), slices, m * p)[-1]
+        if q_floor(xp, aw, ea, nz_a, bt, eb, nz_b, k0, k1) >= threshold:
+            continue  # the bound alone: every entry has q_ij >= Q_slices
+        if sampled_settles(xp, engine, aw, ea, nz_a, bt, eb, nz_b, share_windows(k0, k1),
+                           threshold, row_tiles, col_tiles):
+            continue  # an estimate over a sixteenth of the inner dimension shows it
+        s, nat = _block_plan(xp, engine, aw, bt, meth, k0, block, tile_list, tiles, cap)
+        count = sum(int(mask.sum()) for mask in nat.values())
+        if count == m * p:  # plan_auto: no entry left for the emulation
+            s = None
+        short = short or s is None or s > slices or count > 0
+        if need is not None:
+            need = None if s is None else max(need, s)
+        natives = max(natives, count)
+    if short:
+        count_warning(slices, need, natives, cap, m * p, False, meth.name)
 
 
 #: Coefficients of :func:`working_bytes` (bytes per input entry / output entry,
