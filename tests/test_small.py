@@ -147,3 +147,18 @@ class TestSmallProduct:
 
 def _restore(hook):
     return hook[0].__class__.small_product.__get__(hook[0])
+
+    def test_fixed_counts_too_few_warn_as_in_the_driver(self, hook, rng):
+        eng, served = hook
+        a = random_matrix(rng, 12, 40, 2.0)
+        b = random_matrix(rng, 40, 9, 2.0)
+        a[:, 0] *= 2.0**30  # an imbalanced inner index: auto needs more than 5 slices
+
+        def run():
+            with pytest.warns(ozlinalg.AccuracyWarning,
+                              match=r"slices=5 is too few.*slices='auto' would use"):
+                return ozlinalg.matmul(a, b, slices=5, balance=False)
+
+        one, ref = _both(eng, run)
+        assert served[-1] is not None
+        assert one.tobytes() == ref.tobytes()

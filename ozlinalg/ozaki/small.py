@@ -9,9 +9,10 @@ call: the same balancing, normalization, ``slices="auto"`` decision (from
 float64 bounds of the exact magnitudes, which decide it exactly wherever they
 do not straddle a threshold), split, exact group sums, accumulation order and
 exponent step as the driver, so the result has the driver's bits
-(tests/test_small.py compares the two on many shapes and inputs). Where the
-hook declines (Inf / NaN, entries left to native arithmetic, an undecided count)
-the driver runs as usual. Nothing changes for ``accuracy="faithful"``, complex
+(tests/test_small.py compares the two on many shapes and inputs), and a fixed
+count below auto's warns as in the driver (:mod:`.adequacy`). Where the hook
+declines (Inf / NaN, entries left to native arithmetic, an undecided count) the
+driver runs as usual. Nothing changes for ``accuracy="faithful"``, complex
 inputs or the other methods.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from .._profile import CallRecord, active_profiles, record_call
 from ..engines import get_engine
 from . import params
+from .adequacy import count_warning
 from .decide import slice_thresholds
 
 __all__ = ["SMALL_OPERANDS", "SMALL_WORK", "small_product"]
@@ -33,9 +35,6 @@ SMALL_WORK = 1 << 21
 #: ... when their operands hold at most this many entries ((m + p) n): the call's
 #: working memory (the operands' slices as float64) stays below a few MiB.
 SMALL_OPERANDS = 1 << 16
-
-_NO_THRESHOLDS = np.zeros(1)
-
 
 @lru_cache(maxsize=256)
 def _thresholds(split, width, max_slices, outputs):
@@ -56,6 +55,8 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
         return None
     if min(m, n, p) < opts.min_size:
         return None
+    # auto's thresholds up to the fixed count too: the driver warns when auto picks more
+    cap = opts.max_slices if slices == "auto" else max(opts.max_slices, int(slices))
     smax = opts.max_slices if slices == "auto" else int(slices)
     lim = opts.memory_limit
     if lim is not None and 8 * (smax + 2) * ((m + p) * n + m * p) > lim:
@@ -65,15 +66,17 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
     if hook is None:
         return None
     width = params.slice_width(n)
-    thr = (_thresholds(meth.split, width, opts.max_slices, m * p) if slices == "auto"
-           else _NO_THRESHOLDS)
+    thr = _thresholds(meth.split, width, cap, m * p)
     prof = bool(active_profiles())
     t0 = time.perf_counter() if prof else 0.0
     times = [0.0, 0.0, 0.0] if prof else None
     out = np.empty((m, p), order=order)
-    s = hook(a, b.T, out, meth.split, width, slices, thr, min_shift, times)
-    if s is None:
+    done = hook(a, b.T, out, meth.split, width, slices, thr, min_shift, times)
+    if done is None:
         return None
+    s, need = done
+    if need > s:  # the driver's check of fixed counts (ozlinalg.ozaki.adequacy)
+        count_warning(s, need, 0, cap, m * p, False, meth.name)
     if prof:
         total = time.perf_counter() - t0
         record_call(CallRecord(

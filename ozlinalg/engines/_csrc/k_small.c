@@ -24,9 +24,11 @@
  * limit) the kernel does nothing and reports it: the caller runs the driver.
  *
  * info[0] = slices used, info[1] = status (0 done; 1 non-finite; 2 undecided or
- * native entries; 3 group limit; 4 no memory); where info has 5 entries, info[2..4] =
- * nanoseconds spent splitting (with the balancing, normalization and decision), in the
- * group sums, and accumulating (ozlinalg.profile()'s time split).
+ * native entries; 3 group limit; 4 no memory), info[2] = auto's count (thresholds T for
+ * up to max(max_slices, the fixed count) slices: with a fixed count the caller warns
+ * where auto's is larger); where info has 6 entries, info[3..5] = nanoseconds spent
+ * splitting (with the balancing, normalization and decision), in the group sums, and
+ * accumulating (ozlinalg.profile()'s time split).
  */
 #include "kcommon.h"
 #include <time.h>
@@ -313,14 +315,14 @@ k_small_ef_product(ozval *v, int nt)
     ptrdiff_t a0 = OZ_S(0, 0), a1 = OZ_S(0, 1), b0 = OZ_S(1, 0), b1 = OZ_S(1, 1);
     ptrdiff_t o0 = OZ_S(2, 0), o1 = OZ_S(2, 1), nthr = OZ_N(6, 0), ts = OZ_S(6, 0);
     ptrdiff_t i1 = OZ_S(8, 0);
-    int timed = OZ_N(8, 0) >= 5;
+    int timed = OZ_N(8, 0) >= 6;
     int64_t t_start = timed ? now_ns() : 0, t_int8 = 0, t_acc = 0, t_mark = 0;
     info[0] = 0;
     info[i1] = SMALL_DONE;
     if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p || m == 0 || p == 0 || k == 0)
         return OZK_BADLAYOUT;
 
-    int smax = s_fixed > 0 ? s_fixed : (int)nthr;
+    int smax = OZ_MAX(s_fixed, (int)nthr);
     size_t nx = (size_t)(m + p) * (size_t)k;
     size_t need = nx + 2 * (size_t)smax + 2 * (size_t)k + (size_t)(m + p) + (size_t)(k + 1) * p;
     double *buf = malloc(sizeof(double) * need);
@@ -352,15 +354,13 @@ k_small_ef_product(ozval *v, int nt)
     normalize(xa, m, k, bal ? f : NULL, -1, work, ea);
     normalize(xb, p, k, bal ? f : NULL, 1, work, eb);
 
-    int s = s_fixed;
-    if (s <= 0) {
-        ptrdiff_t n = decide_count(xa, xb, m, p, k, T, nthr, ts, dwork);
-        if (n < 0) {
-            status = SMALL_UNDECIDED;
-            goto done;
-        }
-        s = (int)n + 1;
+    /* auto's count (with a fixed count too: the driver warns when it is larger) */
+    ptrdiff_t n_auto = decide_count(xa, xb, m, p, k, T, nthr, ts, dwork);
+    if (n_auto < 0) {
+        status = SMALL_UNDECIDED;
+        goto done;
     }
+    int s = s_fixed > 0 ? s_fixed : (int)n_auto + 1;
     /* ozlinalg.ozaki.params.group_limit: one engine call per group (no chunks) */
     {
         int lk = 0;
@@ -424,7 +424,7 @@ k_small_ef_product(ozval *v, int nt)
         gscale[gg] = ldexp(1.0, -width * gg);
     if (timed) {
         t_mark = now_ns();
-        info[2 * i1] = t_mark - t_start;
+        info[3 * i1] = t_mark - t_start;
     }
     double *fb = base + m; /* B's bases are no longer needed: 2**eb */
     for (ptrdiff_t j = 0; j < p; j++)
@@ -472,9 +472,10 @@ k_small_ef_product(ozval *v, int nt)
         }
     }
     info[0] = s;
+    info[2 * i1] = n_auto + 1;
     if (timed) {
-        info[3 * i1] = SMALL_SIMD ? t_int8 : t_acc;
-        info[4 * i1] = SMALL_SIMD ? t_acc : 0;
+        info[4 * i1] = SMALL_SIMD ? t_int8 : t_acc;
+        info[5 * i1] = SMALL_SIMD ? t_acc : 0;
     }
     free(bq);
     free(gi);
