@@ -722,8 +722,18 @@ class TestSelection:
         from ozlinalg.engines import _dnnl
 
         monkeypatch.setenv(_dnnl.ENV_LIBRARY, str(tmp_path / "nope.so"))
-        path, tried = _dnnl.find_library()
-        assert path is None and str(tmp_path) in tried[0]
+        with pytest.raises(ValueError, match=r"OZLINALG_ONEDNN_LIBRARY=.*nope\.so.*no such file"):
+            _dnnl.find_library()  # a mistyped path is an error, not "oneDNN missing"
+        (tmp_path / "lib.so").write_bytes(b"")
+        monkeypatch.setenv(_dnnl.ENV_LIBRARY, str(tmp_path / "lib.so"))
+        assert _dnnl.find_library() == (str(tmp_path / "lib.so"),
+                                        [f"{_dnnl.ENV_LIBRARY}={tmp_path / 'lib.so'}"])
+        for off in ("none", "OFF", "0"):
+            monkeypatch.setenv(_dnnl.ENV_LIBRARY, off)
+            path, tried = _dnnl.find_library()
+            assert path is None and "disabled" in tried[0]
+        monkeypatch.setenv(_dnnl.ENV_LIBRARY, " ")  # blank: as if unset
+        assert _dnnl.find_library()[1][0] == os.path.join(sys.prefix, "lib", "libdnnl.so.3")
         monkeypatch.delenv(_dnnl.ENV_LIBRARY)
         path, tried = _dnnl.find_library()
         assert tried[0] == os.path.join(sys.prefix, "lib", "libdnnl.so.3")

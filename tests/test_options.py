@@ -1,12 +1,15 @@
-"""Every option is checked where it is set, with a TypeError / ValueError naming it
-and the value (ozlinalg/_options.py)."""
+"""Every option and every ``OZLINALG_*`` variable is checked where it is set or read,
+with a TypeError / ValueError naming it and the value (ozlinalg/_options.py,
+ozlinalg/_env.py); a bad engine variable never demotes the engine."""
 import dataclasses
 
 import numpy as np
 import pytest
 
 import ozlinalg
-from ozlinalg import _options
+from ozlinalg import _env, _options
+from ozlinalg.engines import _dnnl, _scratch, select
+from ozlinalg.engines.onednn import ENV_FUSED, EngineUnavailable, OneDNNEngine
 from ozlinalg.testing import ExactReference
 
 #: (option, bad value, exception): at least one wrong type and one bad value each.
@@ -81,3 +84,78 @@ def test_max_slices_at_its_limits(rng, method, max_slices):
     n, u = a.shape[1], 2.0**-53
     err = np.abs(c - ExactReference(a, a.T).rounded())
     assert (err <= (n * u / (1 - n * u)) * (np.abs(a) @ np.abs(a.T)) + u * np.abs(c)).all()
+
+
+class TestEnvHelpers:
+    @pytest.mark.parametrize("text", ["", "  ", None])
+    def test_unset_or_blank_is_the_default(self, text):
+        env = {} if text is None else {"V": text}
+        assert _env.env_text("V", env) is None
+        assert _env.env_flag("V", True, env) is True
+        assert _env.env_bytes("V", env) is None
+
+    @pytest.mark.parametrize(("text", "want"), [("1", True), (" ON ", True), ("yes", True),
+                                                ("False", False), ("0", False), ("no", False)])
+    def test_flag(self, text, want):
+        assert _env.env_flag("V", not want, {"V": text}) is want
+
+    @pytest.mark.parametrize("text", ["2", "maybe", "disabled"])
+    def test_bad_flag(self, text):
+        with pytest.raises(ValueError, match=f"V={text!r} is not valid"):
+            _env.env_flag("V", True, {"V": text})
+
+    @pytest.mark.parametrize(("text", "want"), [("0", 0), ("268435456", 1 << 28),
+                                                ("1e9", 10**9), (" 2.5e8 ", 250_000_000)])
+    def test_bytes(self, text, want):
+        assert _env.env_bytes("V", {"V": text}) == want
+
+    @pytest.mark.parametrize("text", ["abc", "inf", "-inf", "nan", "-1", "1.5", "2GiB", "1e400"])
+    def test_bad_bytes(self, text):
+        with pytest.raises(ValueError, match=f"V={text!r} is not valid: expected a"):
+            _env.env_bytes("V", {"V": text})
+
+
+@pytest.fixture
+def fresh_engines(monkeypatch):
+    """Engines created anew (the selection's cache emptied for this test only)."""
+    monkeypatch.setattr(select, "_CACHE", {})
+    for var in (select.ENV_ENGINE, _scratch.ENV_SCRATCH, ENV_FUSED, _dnnl.ENV_LIBRARY):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+class TestEngineVariables:
+    """A bad engine variable raises, naming it, whichever engine is asked for; it
+    never makes ``"auto"`` fall back to SGEMM as a failed self-test would."""
+
+    CASES = [(_scratch.ENV_SCRATCH, "abc"), (_scratch.ENV_SCRATCH, "inf"),
+             (_scratch.ENV_SCRATCH, "-1"), (ENV_FUSED, "maybe"),
+             (_dnnl.ENV_LIBRARY, "/no/such/libdnnl.so.3"), (select.ENV_ENGINE, "mkl")]
+
+    @pytest.mark.parametrize(("var", "text"), CASES)
+    @pytest.mark.parametrize("name", ["auto", "sgemm", "onednn"])
+    def test_raises_whichever_engine(self, fresh_engines, var, text, name):
+        fresh_engines.setenv(var, text)
+        with pytest.raises(ValueError, match=f"{var}={text!r}"):
+            select.cpu_engine(name)
+        with pytest.raises(ValueError, match=f"{var}={text!r}"):
+            select.check_environment()
+        assert select._CACHE == {}  # nothing was created, nothing demoted
+
+    def test_default_engine_reads_ozlinalg_engine(self, fresh_engines):
+        fresh_engines.setenv(select.ENV_ENGINE, " SGEMM ")
+        assert select.default_cpu_engine().name == "cpu-sgemm"
+        fresh_engines.setenv(select.ENV_ENGINE, "fast")
+        with pytest.raises(ValueError, match="OZLINALG_ENGINE='fast' is not valid"):
+            select.default_cpu_engine()
+
+    def test_bad_scratch_cache_is_not_a_failed_self_test(self, fresh_engines):
+        try:
+            select.cpu_engine("onednn")
+        except EngineUnavailable as exc:
+            pytest.skip(f"oneDNN unavailable here: {exc}")
+        fresh_engines.setenv(_scratch.ENV_SCRATCH, "inf")
+        with pytest.raises(ValueError, match="OZLINALG_SCRATCH_CACHE='inf'"):
+            OneDNNEngine()  # raised by the pool before the self-test, not caught by it
+        fresh_engines.setenv(_scratch.ENV_SCRATCH, "0")
+        assert OneDNNEngine().scratch.limit == 0
