@@ -52,11 +52,13 @@ def test_bad_values_are_rejected_where_they_are_set(name, value, exc):
 
 
 def test_install_rejects_before_anything_changes():
+    ozlinalg.uninstall()  # earlier backend() blocks leave their shims installed
     with pytest.raises(ValueError, match="max_slices"):
         ozlinalg.install(max_slices=0)
     with pytest.raises(ValueError, match="complex_scheme"):
         ozlinalg.install(complex_scheme="x")
     assert not ozlinalg.backend.active() and ozlinalg.backend.installed() == []
+    assert ozlinalg.get_options() == ozlinalg.Options()
 
 
 def test_good_values_become_canonical():
