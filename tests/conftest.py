@@ -28,7 +28,25 @@ def _gpu_available():
 GPU = _gpu_available()
 
 
+#: The ``engines`` subset (``pytest -m engines``): what the CI runs again on each
+#: engine (.ci/run: OZLINALG_ENGINE=sgemm, and oneDNN capped below VNNI with
+#: ONEDNN_MAX_CPU_ISA=AVX2, where its self-test must reject it). Every engine path:
+#: matmul with every method and fixed / auto counts, Ozaki II, faithful products, the
+#: factorizations (real and complex), the same-bits tests, and the engine selection.
+#: Node-id prefixes, relative to tests/.
+ENGINE_SUBSET = (
+    "test_matmul.py", "test_crt.py", "test_complex.py", "test_faithful.py",
+    "test_reproducible.py", "test_lapack.py", "test_complex_factorizations.py",
+    "test_engine_onednn.py::TestSelection",
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    engines = pytest.mark.engines
+    for item in items:
+        rel = item.nodeid.split("tests/", 1)[-1] if item.nodeid.startswith("tests/") else None
+        if rel is not None and rel.startswith(ENGINE_SUBSET):
+            item.add_marker(engines)
     if GPU:
         return
     skip = pytest.mark.skip(reason="needs CuPy and a CUDA device (none found)")
