@@ -8,7 +8,7 @@ import pytest
 
 import ozlinalg
 from ozlinalg import _env, _options
-from ozlinalg.engines import _dnnl, _scratch, select
+from ozlinalg.engines import _dnnl, _scratch, kernels, select
 from ozlinalg.engines.onednn import ENV_FUSED, EngineUnavailable, OneDNNEngine
 from ozlinalg.testing import ExactReference
 
@@ -121,7 +121,8 @@ class TestEnvHelpers:
 def fresh_engines(monkeypatch):
     """Engines created anew (the selection's cache emptied for this test only)."""
     monkeypatch.setattr(select, "_CACHE", {})
-    for var in (select.ENV_ENGINE, _scratch.ENV_SCRATCH, ENV_FUSED, _dnnl.ENV_LIBRARY):
+    for var in (select.ENV_ENGINE, _scratch.ENV_SCRATCH, ENV_FUSED, kernels.ENV_ISA,
+                _dnnl.ENV_LIBRARY):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
@@ -131,7 +132,7 @@ class TestEngineVariables:
     never makes ``"auto"`` fall back to SGEMM as a failed self-test would."""
 
     CASES = [(_scratch.ENV_SCRATCH, "abc"), (_scratch.ENV_SCRATCH, "inf"),
-             (_scratch.ENV_SCRATCH, "-1"), (ENV_FUSED, "maybe"),
+             (_scratch.ENV_SCRATCH, "-1"), (ENV_FUSED, "maybe"), (kernels.ENV_ISA, "avx9"),
              (_dnnl.ENV_LIBRARY, "/no/such/libdnnl.so.3"), (select.ENV_ENGINE, "mkl")]
 
     @pytest.mark.parametrize(("var", "text"), CASES)

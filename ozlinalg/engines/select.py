@@ -20,7 +20,7 @@ runs where it is not exact.
 """
 from __future__ import annotations
 
-from .._env import env_flag, env_text, invalid
+from .._env import env_text, invalid
 from ._process import fork_safe_lock
 from .base import register_engine
 from .cpu import CPUEngine
@@ -101,20 +101,20 @@ def default_cpu_engine():
 def check_environment():
     """Check every environment variable the NumPy engines read, without creating one.
 
-    ``OZLINALG_ENGINE``, ``OZLINALG_SCRATCH_CACHE``, ``OZLINALG_FUSED`` and
-    ``OZLINALG_ONEDNN_LIBRARY``: ValueError naming the first bad one (see
+    ``OZLINALG_ENGINE``, ``OZLINALG_SCRATCH_CACHE``, ``OZLINALG_FUSED``,
+    ``OZLINALG_KERNELS_ISA`` and ``OZLINALG_ONEDNN_LIBRARY``: ValueError naming
+    the first bad one (see
     :mod:`ozlinalg._env`). Runs before each NumPy engine is created (so a bad
     value raises whichever engine is asked for, and ``"auto"`` never takes it
     for a failed oneDNN), and in ``python -m ozlinalg run`` before the program
     starts.
     """
-    from . import _dnnl  # noqa: PLC0415
+    from . import _dnnl, kernels  # noqa: PLC0415
     from ._scratch import default_limit  # noqa: PLC0415
-    from .onednn import ENV_FUSED  # noqa: PLC0415
 
     _env_engine()
     default_limit()
-    env_flag(ENV_FUSED, True)
+    kernels.check_environment()
     if env_text(_dnnl.ENV_LIBRARY) is not None:
         _dnnl.find_library()  # decided by the variable alone: checks it, loads nothing
 
