@@ -32,12 +32,13 @@ GPU = _gpu_available()
 #: engine (.ci/run: OZLINALG_ENGINE=sgemm, and oneDNN capped below VNNI with
 #: ONEDNN_MAX_CPU_ISA=AVX2, where its self-test must reject it). Every engine path:
 #: matmul with every method and fixed / auto counts, Ozaki II, faithful products, the
-#: factorizations (real and complex), the same-bits tests, and the engine selection.
+#: factorizations (real and complex), the same-bits tests, the small-call path, and the
+#: engine selection.
 #: Node-id prefixes, relative to tests/.
 ENGINE_SUBSET = (
     "test_matmul.py", "test_crt.py", "test_complex.py", "test_faithful.py",
     "test_reproducible.py", "test_lapack.py", "test_complex_factorizations.py",
-    "test_engine_onednn.py::TestSelection",
+    "test_small.py", "test_engine_onednn.py::TestSelection",
 )
 
 
