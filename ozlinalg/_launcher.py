@@ -18,7 +18,10 @@ status 1; an unknown script: status 2, an unknown module: status 1).
 Options come from flags, else from environment variables ``OZLINALG_<NAME>``
 (``OZLINALG_STRATEGY``, ``OZLINALG_METHOD``, ``OZLINALG_SLICES``,
 ``OZLINALG_MIN_SIZE``, ...: one per field of :class:`ozlinalg.Options`), else
-from :func:`ozlinalg.install`'s defaults (strategy "performant").
+from :func:`ozlinalg.install`'s defaults (strategy "performant"). Before the
+program starts every variable is checked, the engines' ones too
+(:func:`ozlinalg.engines.select.check_environment`): a bad one gives status 2 and
+one line on stderr naming it; a bad flag value status 2 and the usage.
 """
 from __future__ import annotations
 
@@ -30,7 +33,9 @@ import runpy
 import sys
 import types
 
-__all__ = ["main", "options_from_env", "parse_option"]
+from ._env import env_text
+
+__all__ = ["checked_option", "main", "options_from_env", "parse_option"]
 
 ENV_PREFIX = "OZLINALG_"
 _TRUE = {"1", "true", "yes", "on"}
@@ -73,18 +78,35 @@ def parse_option(name: str, text: str):
     return t
 
 
+def checked_option(name: str, text: str):
+    """:func:`parse_option`, then the check of :func:`ozlinalg.options`: the value
+    of option `name` written as `text`, or ValueError / TypeError."""
+    from ._options import validate
+
+    return validate({name: parse_option(name, text)})[name]
+
+
 def options_from_env(environ=None) -> dict:
-    """``{name: value}`` from the ``OZLINALG_<NAME>`` variables that are set."""
+    """``{name: value}`` from the ``OZLINALG_<NAME>`` variables that are set (and
+    not blank), each checked: ValueError naming the variable on a bad one."""
     environ = os.environ if environ is None else environ
     out = {}
     for name in _fields():
         var = ENV_PREFIX + name.upper()
-        if environ.get(var, "") != "":
+        text = env_text(var, environ)
+        if text is not None:
             try:
-                out[name] = parse_option(name, environ[var])
-            except ValueError as e:
-                raise ValueError(f"{var}: {e}") from None
+                out[name] = checked_option(name, text)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"environment variable {var}={text!r}: {_reason(e)}") from None
     return out
+
+
+def _reason(exc):
+    """The message of `exc` without the library's ``ozlinalg...: `` prefix."""
+    msg = str(exc)
+    head, sep, rest = msg.partition(": ")
+    return rest if sep and head.startswith("ozlinalg") else msg
 
 
 _HELP = {
@@ -206,14 +228,23 @@ def main(argv=None) -> int:
     if target is None:
         ap.error("give a script (script.py [args]) or a module (-m module [args])")
     try:
+        # Variables first (one line on stderr, status 2: nothing to do with usage)
         opts = options_from_env()
+        from .engines.select import check_environment
+
+        check_environment()
+    except ValueError as e:
+        print(f"{ap.prog}: error: {_reason(e)}", file=sys.stderr)
+        return 2
+    try:
         for name in _fields():
             text = getattr(ns, name)
             if text is not None:
                 try:
-                    opts[name] = parse_option(name, text)
-                except ValueError as e:
-                    raise ValueError(f"--{name.replace('_', '-')}: {e}") from None
+                    opts[name] = checked_option(name, text)
+                except (ValueError, TypeError) as e:
+                    raise ValueError(f"--{name.replace('_', '-')} {text!r}: "
+                                     f"{_reason(e)}") from None
         import ozlinalg
 
         ozlinalg.install(**opts)

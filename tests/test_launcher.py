@@ -211,3 +211,61 @@ class TestOptionParsing:
         assert options_from_env(env) == {"strategy": "eager", "min_size": 64}
         with pytest.raises(ValueError, match="OZLINALG_MAX_SLICES"):
             options_from_env({"OZLINALG_MAX_SLICES": "lots"})
+
+
+#: A bad value of every variable the launcher reads (the options' and the engines').
+BAD_ENV = [
+    ("OZLINALG_STRATEGY", "lazy"), ("OZLINALG_METHOD", "ozimmu-x"), ("OZLINALG_SLICES", "0"),
+    ("OZLINALG_SLICES", "many"), ("OZLINALG_MIN_SIZE", "-1"), ("OZLINALG_MIN_SIZE", "big"),
+    ("OZLINALG_MAX_SLICES", "0"), ("OZLINALG_MAX_SLICES", "65"), ("OZLINALG_MAX_SLICES", "x"),
+    ("OZLINALG_MEMORY_LIMIT", "2GiB"), ("OZLINALG_MEMORY_LIMIT", "0"),
+    ("OZLINALG_COMPLEX_SCHEME", "x"), ("OZLINALG_BALANCE", "sometimes"),
+    ("OZLINALG_ENGINE", "mkl"), ("OZLINALG_ACCURACY", "exact"),
+    ("OZLINALG_SCRATCH_CACHE", "abc"), ("OZLINALG_SCRATCH_CACHE", "inf"),
+    ("OZLINALG_SCRATCH_CACHE", "-5"), ("OZLINALG_FUSED", "maybe"),
+    ("OZLINALG_KERNELS_ISA", "avx9"),
+    ("OZLINALG_ONEDNN_LIBRARY", "/no/such/libdnnl.so.3"),
+]
+
+
+class TestBadEnvironment:
+    """Every variable the launcher reads is checked before the program starts: status
+    2 and one line on stderr naming the variable and its value (docs/backend.md)."""
+
+    def test_every_option_variable_is_covered(self):
+        from ozlinalg._launcher import _fields
+
+        assert {f"OZLINALG_{n.upper()}" for n in _fields()} <= {v for v, _ in BAD_ENV}
+
+    @pytest.mark.parametrize(("var", "text"), BAD_ENV)
+    def test_status_2_and_one_line(self, monkeypatch, capsys, var, text):
+        from ozlinalg._launcher import main
+
+        for key in list(os.environ):
+            if key.startswith("OZLINALG_"):
+                monkeypatch.delenv(key)
+        monkeypatch.setenv(var, text)
+        assert main(["not_started.py"]) == 2  # returns before the program is looked at
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1, err
+        assert err.startswith("python -m ozlinalg run: error: ")
+        assert f"{var}={text!r}" in err
+
+    @pytest.mark.parametrize(("var", "text"), [("OZLINALG_MAX_SLICES", "0"),
+                                               ("OZLINALG_COMPLEX_SCHEME", "x"),
+                                               ("OZLINALG_SCRATCH_CACHE", "abc")])
+    def test_subprocess(self, app_dir, var, text):
+        proc = python(["-m", "ozlinalg", "run", "app.py"], app_dir, **{var: text})
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert len(proc.stderr.splitlines()) == 1 and f"{var}={text!r}" in proc.stderr
+
+    def test_bad_flag_values_name_the_flag(self, app_dir):
+        for flag, text in (("--max-slices", "0"), ("--complex-scheme", "x")):
+            proc = python(["-m", "ozlinalg", "run", flag, text, "app.py"], app_dir)
+            assert proc.returncode == 2 and proc.stdout == ""
+            assert f"{flag} {text!r}" in proc.stderr and "usage:" in proc.stderr
+
+    def test_blank_variables_are_unset(self, app_dir):
+        proc = python(["-m", "ozlinalg", "run", "app.py"], app_dir, OZLINALG_MAX_SLICES=" ",
+                      OZLINALG_SCRATCH_CACHE="", OZLINALG_COMPLEX_SCHEME="")
+        assert proc.returncode == 0, proc.stderr

@@ -9,8 +9,8 @@ are **row-major** (unlike BLAS).
 
 Where the library comes from (first hit wins; :func:`find_library`):
 
-1. ``OZLINALG_ONEDNN_LIBRARY``: an explicit path (``""`` or ``"none"``
-   disables oneDNN);
+1. ``OZLINALG_ONEDNN_LIBRARY``: an explicit path, which must exist (``"none"``
+   disables oneDNN; unset or empty: the lookup below);
 2. ``<sys.prefix>/lib/libdnnl.so.3``: where pip puts the data files of the
    ``onednn-cpu-gomp`` wheel;
 3. the files the ``onednn-cpu-gomp`` distribution lists in its RECORD
@@ -18,7 +18,8 @@ Where the library comes from (first hit wins; :func:`find_library`):
 4. ``ctypes.util.find_library("dnnl")``: a system oneDNN.
 
 Nothing here raises on a machine without oneDNN: :func:`load` returns
-``(None, reason)``.
+``(None, reason)``. A bad ``OZLINALG_ONEDNN_LIBRARY`` (a file that does not
+exist) raises ValueError (:mod:`ozlinalg._env`).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import ctypes.util
 import os
 import sys
 
+from .._env import env_text, invalid
 from ._process import fork_safe_lock
 
 __all__ = ["DNNL", "ISA_NAMES", "find_library", "load"]
@@ -50,6 +52,7 @@ ISA_NAMES = {
 _LIB_NAME = "libdnnl.so.3"
 _DIST = "onednn-cpu-gomp"
 ENV_LIBRARY = "OZLINALG_ONEDNN_LIBRARY"
+_DISABLED = ("none", "off", "0", "false", "no")
 
 
 class _Version(ctypes.Structure):
@@ -59,14 +62,21 @@ class _Version(ctypes.Structure):
 
 
 def find_library():
-    """``(path or None, tried)``: where ``libdnnl.so.3`` is, and what was looked at."""
+    """``(path or None, tried)``: where ``libdnnl.so.3`` is, and what was looked at.
+
+    ``OZLINALG_ONEDNN_LIBRARY`` set to a path takes that file (ValueError if there
+    is none: a mistyped path must not quietly leave the SGEMM engine running);
+    ``none`` / ``off`` / ``0`` / ``false`` / ``no`` disables oneDNN.
+    """
     tried = []
-    env = os.environ.get(ENV_LIBRARY)
+    env = env_text(ENV_LIBRARY)
     if env is not None:
-        if env.strip().lower() in ("", "none", "0", "off"):
+        if env.lower() in _DISABLED:
             return None, [f"{ENV_LIBRARY}={env!r} (disabled)"]
-        tried.append(f"{ENV_LIBRARY}={env}")
-        return (env if os.path.exists(env) else None), tried
+        if not os.path.isfile(env):
+            raise invalid(ENV_LIBRARY, env, "the path of an existing libdnnl.so.3, or 'none' "
+                          "to disable oneDNN (no such file)")
+        return env, [f"{ENV_LIBRARY}={env}"]
     cand = os.path.join(sys.prefix, "lib", _LIB_NAME)
     tried.append(cand)
     if os.path.exists(cand):

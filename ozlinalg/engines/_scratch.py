@@ -32,25 +32,24 @@ import weakref
 
 import numpy as np
 
+from .._env import env_bytes
 from ._process import fork_safe_lock
 
-__all__ = ["MIN_BYTES", "ScratchPool", "default_limit", "free_scratch"]
+__all__ = ["ENV_SCRATCH", "MIN_BYTES", "ScratchPool", "default_limit", "free_scratch"]
+
+ENV_SCRATCH = "OZLINALG_SCRATCH_CACHE"
 
 #: Smaller buffers come from ``numpy.empty`` as usual (malloc reuses them anyway).
 MIN_BYTES = 4 << 20
 
 
 def default_limit():
-    """Bytes of free buffers a pool keeps: ``OZLINALG_SCRATCH_CACHE`` or 1/8 of the
+    """Bytes of free buffers a pool keeps: ``OZLINALG_SCRATCH_CACHE`` (a finite,
+    non-negative byte count; anything else raises ValueError) or 1/8 of the
     physical memory, at most 2 GiB."""
-    env = os.environ.get("OZLINALG_SCRATCH_CACHE")
-    if env is not None and env.strip():
-        try:
-            value = int(float(env))
-        except ValueError as exc:
-            raise ValueError(f"ozlinalg: OZLINALG_SCRATCH_CACHE must be a number of bytes, "
-                             f"got {env!r}") from exc
-        return max(0, value)
+    env = env_bytes(ENV_SCRATCH)  # a bad value raises, naming the variable
+    if env is not None:
+        return env
     try:
         phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

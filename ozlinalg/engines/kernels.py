@@ -21,15 +21,17 @@ Environment:
 * ``OZLINALG_FUSED=0`` (``no``, ``off``, ``false``): no compiled passes;
 * ``OZLINALG_KERNELS_ISA=x86-64|x86-64-v3|x86-64-v4``: the highest level to load
   (tests of the lower builds on a newer CPU).
+
+Any other value of either raises ValueError naming it (:mod:`ozlinalg._env`).
 """
 from __future__ import annotations
 
 import importlib
-import os
 
+from .._env import env_flag, env_text, invalid
 from ._process import fork_safe_lock
 
-__all__ = ["ENV_FUSED", "ENV_ISA", "LEVELS", "load"]
+__all__ = ["ENV_FUSED", "ENV_ISA", "LEVELS", "check_environment", "load"]
 
 ENV_FUSED = "OZLINALG_FUSED"
 ENV_ISA = "OZLINALG_KERNELS_ISA"
@@ -50,25 +52,27 @@ def _module(level):
 
 
 def _cap():
-    env = os.environ.get(ENV_ISA)
-    if env is None or not env.strip():
+    """The highest level to load: ``OZLINALG_KERNELS_ISA`` (ValueError if invalid)."""
+    env = env_text(ENV_ISA)
+    if env is None:
         return max(LEVELS)
-    key = env.strip().lower()
     for level, name in LEVELS.items():
-        if key == name:
+        if env.lower() == name:
             return level
-    raise ValueError(f"ozlinalg: {ENV_ISA}={env!r}: choose one of "
-                     f"{', '.join(repr(n) for n in LEVELS.values())}")
+    raise invalid(ENV_ISA, env, "one of " + ", ".join(LEVELS.values()))
+
+
+def check_environment():
+    """Check ``OZLINALG_FUSED`` and ``OZLINALG_KERNELS_ISA`` without loading anything
+    (ValueError naming the variable, as every ``OZLINALG_*`` variable:
+    :mod:`ozlinalg._env`); returns ``(fused, cap)``."""
+    return env_flag(ENV_FUSED, True), _cap()
 
 
 def _choose():
-    flag = os.environ.get(ENV_FUSED, "1").strip().lower()
-    if flag not in ("", "1", "yes", "on", "true", "0", "no", "off", "false"):
-        raise ValueError(f"ozlinalg: {ENV_FUSED}={os.environ[ENV_FUSED]!r}: use 1 (compiled "
-                         "passes, the default) or 0 (the generic NumPy passes)")
-    cap = _cap()
-    if flag in ("0", "no", "off", "false"):
-        return None, f"{ENV_FUSED}={os.environ[ENV_FUSED]}"
+    fused, cap = check_environment()
+    if not fused:
+        return None, f"{ENV_FUSED}={env_text(ENV_FUSED)}"
     base = _module(1)
     if base is None:
         return None, ("compiled kernels not built (ozlinalg was installed without a C "

@@ -112,6 +112,9 @@ class OneDNNEngine(CPUEngine):
             self.kernels, self.kernels_reason = _load_kernels()
         self.launches = 0
         BlasThreadLimit.prepare()  # find the BLAS libraries now, not inside a product
+        # The pool reads OZLINALG_SCRATCH_CACHE: a bad value must raise here, not
+        # inside the self-test, which would take it for an inexact GEMM.
+        self.scratch  # noqa: B018
         ok, detail = self_test(self)
         self.self_test = detail
         if not ok:

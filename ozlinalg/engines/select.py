@@ -9,7 +9,7 @@ otherwise; the reason is kept on the engine (``engine.describe()``, shown by
 Forcing one:
 
 * ``OZLINALG_ENGINE=sgemm|onednn|auto`` (environment, read when the default
-  engine is first created);
+  engine is first created; any other value raises ValueError);
 * ``ozlinalg.options(engine="sgemm" | "onednn" | "auto")`` (per context,
   overrides the environment).
 
@@ -20,13 +20,13 @@ runs where it is not exact.
 """
 from __future__ import annotations
 
-import os
-
+from .._env import env_text, invalid
 from ._process import fork_safe_lock
 from .base import register_engine
 from .cpu import CPUEngine
 
-__all__ = ["ENGINE_CHOICES", "ENV_ENGINE", "cpu_engine", "default_cpu_engine", "validate_engine"]
+__all__ = ["ENGINE_CHOICES", "ENV_ENGINE", "check_environment", "cpu_engine",
+           "default_cpu_engine", "validate_engine"]
 
 ENV_ENGINE = "OZLINALG_ENGINE"
 
@@ -53,6 +53,7 @@ def validate_engine(name):
 def _make(name):
     with _LOCK:
         if name not in _CACHE:
+            check_environment()  # whichever engine: a bad variable raises, never demotes
             if name in ("sgemm", "sgemm-fallback"):
                 _CACHE[name] = CPUEngine()
             else:
@@ -81,14 +82,41 @@ def cpu_engine(name="auto"):
     return eng
 
 
+def _env_engine():
+    """``OZLINALG_ENGINE`` as a canonical name, ``"auto"`` when unset, or ValueError."""
+    env = env_text(ENV_ENGINE)
+    if env is None:
+        return "auto"
+    try:
+        return validate_engine(env)
+    except ValueError:
+        raise invalid(ENV_ENGINE, env, "auto, onednn or sgemm") from None
+
+
 def default_cpu_engine():
     """The default NumPy engine: ``OZLINALG_ENGINE`` if set, else ``"auto"``."""
-    env = os.environ.get(ENV_ENGINE)
-    try:
-        name = validate_engine(env) if env else "auto"
-    except ValueError as exc:
-        raise ValueError(f"{ENV_ENGINE}={env!r}: {exc}") from None
-    return cpu_engine(name)
+    return cpu_engine(_env_engine())
+
+
+def check_environment():
+    """Check every environment variable the NumPy engines read, without creating one.
+
+    ``OZLINALG_ENGINE``, ``OZLINALG_SCRATCH_CACHE``, ``OZLINALG_FUSED``,
+    ``OZLINALG_KERNELS_ISA`` and ``OZLINALG_ONEDNN_LIBRARY``: ValueError naming
+    the first bad one (see
+    :mod:`ozlinalg._env`). Runs before each NumPy engine is created (so a bad
+    value raises whichever engine is asked for, and ``"auto"`` never takes it
+    for a failed oneDNN), and in ``python -m ozlinalg run`` before the program
+    starts.
+    """
+    from . import _dnnl, kernels  # noqa: PLC0415
+    from ._scratch import default_limit  # noqa: PLC0415
+
+    _env_engine()
+    default_limit()
+    kernels.check_environment()
+    if env_text(_dnnl.ENV_LIBRARY) is not None:
+        _dnnl.find_library()  # decided by the variable alone: checks it, loads nothing
 
 
 register_engine("numpy", default_cpu_engine, named=cpu_engine)

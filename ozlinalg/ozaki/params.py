@@ -118,7 +118,8 @@ def validate_method(method) -> str:
     if isinstance(method, Method):
         return method.name
     if not isinstance(method, str):
-        raise TypeError(f"ozlinalg: method must be a string, got {type(method).__name__}")
+        raise TypeError(f"ozlinalg: method must be a string, "
+                        f"got {method!r} ({type(method).__name__})")
     key = method.strip().lower().replace("_", "-")
     for cand in (key, key.replace("-", "_")):
         if cand in _ALIASES:
@@ -142,7 +143,8 @@ def validate_slices(slices) -> None:
         s = operator.index(slices)
     except TypeError:
         raise TypeError(
-            f"ozlinalg: slices must be 'auto' or an integer, got {type(slices).__name__}"
+            f"ozlinalg: slices must be 'auto' or an integer, "
+            f"got {slices!r} ({type(slices).__name__})"
         ) from None
     if not 1 <= s <= 64:
         raise ValueError(f"ozlinalg: slices must be between 1 and 64, got {s}")
