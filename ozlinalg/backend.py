@@ -18,8 +18,10 @@ shim routes a call to ozlinalg only when
   integers, bool, complex64, complex128; float16, long double and others
   fall through);
 * the strategy says so (``Options.strategy``): ``"eager"`` emulates every call
-  whose matrix order is at least ``min_size``; ``"performant"`` (the default of
-  ``backend()`` and ``install()``) only calls whose order also reaches the
+  whose matrix order is at least ``min_size`` (factorizations and solves from order
+  :data:`~ozlinalg.linalg._validation.SMALL_NATIVE_ORDER` on: below it they are one
+  native LAPACK panel whatever runs them, so the original function runs);
+  ``"performant"`` (the default of ``backend()`` and ``install()``) only calls whose order also reaches the
   engine's measured crossover for the operation
   (:meth:`ozlinalg.engines.Engine.crossover`, operation from :data:`OPS`);
   the decision is counted in :attr:`ozlinalg.Profile.routing`;
@@ -33,7 +35,7 @@ lacks are never patched. Each shim carries ``__wrapped__`` (the original);
 
 Installing before the user's imports is what makes names bound at import
 (``from scipy.linalg import cholesky``) routable: they are bound to the shim.
-The launcher ``python -m ozlinalg run script.py`` (:mod:`ozlinalg._run`) does
+The launcher ``python -m ozlinalg run script.py`` (:mod:`ozlinalg._launcher`) does
 that for a whole program.
 """
 from __future__ import annotations
@@ -52,6 +54,7 @@ from . import _profile
 from ._options import options as _options
 from ._profile import Route
 from .engines import base as _engines
+from .linalg._validation import SMALL_NATIVE_ORDER
 
 __all__ = ["backend", "install", "uninstall", "installed", "original", "emulates", "ROUTES",
            "OPS"]
@@ -168,7 +171,9 @@ def _limit(opts, xp_name, op):
         return lim
     with _LOCK:  # against a concurrent engine replacement (_forget_thresholds)
         if opts.strategy == "eager":
-            lim = int(opts.min_size)
+            # factorizations below SMALL_NATIVE_ORDER are one native panel anyway
+            lim = int(opts.min_size) if op == "matmul" else max(int(opts.min_size),
+                                                                SMALL_NATIVE_ORDER)
         else:
             cross = _engine_crossover(xp_name, op)
             lim = None if cross is None else max(int(cross), int(opts.min_size))
@@ -218,7 +223,11 @@ def _decide(opts, xp_name, op, order):
     """``(emulate, reason)`` for a routable call of matrix order `order`."""
     lim = _limit(opts, xp_name, op)
     if opts.strategy == "eager":
-        return (True, "eager") if order >= lim else (False, f"below min_size {lim}")
+        if order >= lim:
+            return True, "eager"
+        if order >= opts.min_size:
+            return False, f"order below {SMALL_NATIVE_ORDER} (one native panel)"
+        return False, f"below min_size {opts.min_size}"
     if lim is None:
         return False, "no crossover (never faster)"
     if order >= lim:

@@ -15,6 +15,7 @@ import operator
 import warnings
 
 import numpy as np
+from scipy.linalg import blas as _blas
 from scipy.linalg import lapack as _lapack
 
 from .._array import array_namespace
@@ -335,15 +336,13 @@ def native_trsm_left(xp, m, b, lower, unit):
     gives Inf / NaN, as in LAPACK's ``getrs`` / ``potrs``), and never routed
     by a backend block; callers that must raise check the diagonal first.
     """
-    from ..backend import original  # a native panel stays native inside a backend block
-
     if xp is np:
-        from scipy.linalg import blas as _blas
-
         trsm = _blas.ztrsm if (m.dtype.kind == "c" or b.dtype.kind == "c") else _blas.dtrsm
         with _native_blas(xp, b):
             return trsm(1.0, m, b, lower=int(lower), diag=int(unit))
     from cupyx.scipy.linalg import solve_triangular
+
+    from ..backend import original  # a native panel stays native inside a backend block
 
     return original(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
                                       check_finite=False)

@@ -105,7 +105,7 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     if k < cross or k <= nb:
         f, tau = native_geqrf(xp, qr)
         qr[...] = f
-        Runner.native(flops_geqrf(m, n), "geqrf (native, below crossover)")
+        Runner.native(flops_geqrf(m, n), "geqrf (native: below crossover or one panel)")
         return qr, tau
 
     run = Runner(xp, slices, method, accuracy=accuracy)
@@ -219,7 +219,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
         q, _, info = orgqr_(a, tau, lwork=_lwork(orgqr_, a, tau))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal orgqr")
-        Runner.native(_flops_orgqr(m, n, k), "orgqr (native, below crossover)")
+        Runner.native(_flops_orgqr(m, n, k), "orgqr (native: below crossover or one panel)")
         a[...] = q
         return a
     run = Runner(xp, slices, method, accuracy=accuracy, emulate=not (k < cross or k <= nb))

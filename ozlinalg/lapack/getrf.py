@@ -123,7 +123,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         f, piv, info = native_getrf(xp, lu, overwrite=True)  # in place when lu is F-ordered
         if f is not lu:
             lu[...] = f
-        Runner.native(flops_getrf(m, n), "getrf (native, below crossover)")
+        Runner.native(flops_getrf(m, n), "getrf (native: below crossover or one panel)")
         if warn:
             _warn_singular(info)
         return lu, xp.asarray(piv)

@@ -115,7 +115,7 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
 
     if n < cross or n <= nb:
         f, info = native_potrf(xp, c, lower)
-        Runner.native(flops_potrf(n), "potrf (native, below crossover)")
+        Runner.native(flops_potrf(n), "potrf (native: below crossover or one panel)")
         if info > 0:
             raise_not_pd(info)
         c[...] = f

@@ -32,6 +32,9 @@
  */
 #include "kcommon.h"
 #include <time.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 static inline int64_t
 now_ns(void)
@@ -72,26 +75,24 @@ static int
 balance_shifts(const double *a, const double *bt, ptrdiff_t m, ptrdiff_t k, ptrdiff_t p,
                int min_shift, int *f, double *work)
 {
-    double *ca = work, *rb = work + k;
+    double *restrict ca = work, *restrict rb = work + k;
     double amin = INFINITY, bmin = INFINITY, camax = 0.0, rbmax = 0.0;
     for (ptrdiff_t kk = 0; kk < k; kk++)
         ca[kk] = rb[kk] = 0.0;
-    for (ptrdiff_t i = 0; i < m; i++)
+    for (ptrdiff_t i = 0; i < m; i++) { /* column maxima: elementwise, vectorizes */
+        const double *restrict ai = a + i * k;
         for (ptrdiff_t kk = 0; kk < k; kk++) {
-            double v = fabs(a[i * k + kk]);
-            if (v > ca[kk])
-                ca[kk] = v;
-            if (v > 0.0 && v < amin)
-                amin = v;
+            double v = fabs(ai[kk]);
+            ca[kk] = v > ca[kk] ? v : ca[kk];
         }
-    for (ptrdiff_t j = 0; j < p; j++)
+    }
+    for (ptrdiff_t j = 0; j < p; j++) {
+        const double *restrict bj = bt + j * k;
         for (ptrdiff_t kk = 0; kk < k; kk++) {
-            double v = fabs(bt[j * k + kk]);
-            if (v > rb[kk])
-                rb[kk] = v;
-            if (v > 0.0 && v < bmin)
-                bmin = v;
+            double v = fabs(bj[kk]);
+            rb[kk] = v > rb[kk] ? v : rb[kk];
         }
+    }
     int fmax = 0, fmin = 0;
     for (ptrdiff_t kk = 0; kk < k; kk++) {
         int ok = ca[kk] > 0.0 && rb[kk] > 0.0;
@@ -108,6 +109,17 @@ balance_shifts(const double *a, const double *bt, ptrdiff_t m, ptrdiff_t k, ptrd
     }
     if (OZ_MAX(fmax, -fmin) < OZ_MAX(1, min_shift))
         return 0;
+    /* the smallest nonzero magnitudes, only where the shifts would apply */
+    for (ptrdiff_t i = 0; i < m * k; i++) {
+        double v = fabs(a[i]);
+        if (v > 0.0 && v < amin)
+            amin = v;
+    }
+    for (ptrdiff_t i = 0; i < p * k; i++) {
+        double v = fabs(bt[i]);
+        if (v > 0.0 && v < bmin)
+            bmin = v;
+    }
     int lo_a = amin == INFINITY ? -2000 : frexp_e(amin) - 1;
     int lo_b = bmin == INFINITY ? -2000 : frexp_e(bmin) - 1;
     int hi_a = frexp_e(camax), hi_b = frexp_e(rbmax);
@@ -123,25 +135,26 @@ static int
 gather(const double *a, ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t rows, ptrdiff_t k,
        double *restrict x)
 {
-    double bad = 0.0;
     for (ptrdiff_t i = 0; i < rows; i++) {
         const double *ai = a + i * a0;
         double *restrict xi = x + i * k;
-        if (a1 == 1) {
-            for (ptrdiff_t kk = 0; kk < k; kk++) {
-                double v = ai[kk];
-                xi[kk] = v;
-                bad += v - v;
-            }
-        } else {
-            for (ptrdiff_t kk = 0; kk < k; kk++) {
-                double v = ai[kk * a1];
-                xi[kk] = v;
-                bad += v - v;
-            }
-        }
+        if (a1 == 1)
+            memcpy(xi, ai, sizeof(double) * (size_t)k);
+        else
+            for (ptrdiff_t kk = 0; kk < k; kk++)
+                xi[kk] = ai[kk * a1];
     }
-    return bad != 0.0;
+    double bad[8] = {0}; /* eight lanes: the loop vectorizes */
+    ptrdiff_t n = rows * k, n8 = n - n % 8;
+    for (ptrdiff_t e = 0; e < n8; e += 8)
+        for (int l = 0; l < 8; l++)
+            bad[l] += x[e + l] - x[e + l];
+    for (ptrdiff_t e = n8; e < n; e++)
+        bad[0] += x[e] - x[e];
+    double flag = 0.0;
+    for (int l = 0; l < 8; l++)
+        flag += bad[l];
+    return flag != 0.0;
 }
 
 /* The balanced (x * 2**(sign f_k): exact, the shifts keep every value normal) and
@@ -199,10 +212,31 @@ decide_count(const double *xa, const double *xb, ptrdiff_t m, ptrdiff_t p, ptrdi
         const double *x = xa + i * k;
         for (ptrdiff_t j = 0; j < p; j++)
             q[j] = 0.0;
+        ptrdiff_t j0 = 0;
+#if defined(__AVX512F__)
+        /* 32 columns in four registers across the inner loop (an FMA rounds less than a
+         * product and a sum: the bound holds all the more) */
+        for (; j0 + 32 <= p; j0 += 32) {
+            __m512d c0 = _mm512_setzero_pd(), c1 = _mm512_setzero_pd();
+            __m512d c2 = _mm512_setzero_pd(), c3 = _mm512_setzero_pd();
+            for (ptrdiff_t kk = 0; kk < k; kk++) {
+                __m512d x2 = _mm512_set1_pd(x[kk] * x[kk]);
+                const double *yr = y2t + kk * p + j0;
+                c0 = _mm512_fmadd_pd(x2, _mm512_loadu_pd(yr), c0);
+                c1 = _mm512_fmadd_pd(x2, _mm512_loadu_pd(yr + 8), c1);
+                c2 = _mm512_fmadd_pd(x2, _mm512_loadu_pd(yr + 16), c2);
+                c3 = _mm512_fmadd_pd(x2, _mm512_loadu_pd(yr + 24), c3);
+            }
+            _mm512_storeu_pd(q + j0, c0);
+            _mm512_storeu_pd(q + j0 + 8, c1);
+            _mm512_storeu_pd(q + j0 + 16, c2);
+            _mm512_storeu_pd(q + j0 + 24, c3);
+        }
+#endif
         for (ptrdiff_t kk = 0; kk < k; kk++) {
             double x2 = x[kk] * x[kk];
             const double *restrict yr = y2t + kk * p;
-            for (ptrdiff_t j = 0; j < p; j++)
+            for (ptrdiff_t j = j0; j < p; j++)
                 q[j] = q[j] + x2 * yr[j];
         }
         for (ptrdiff_t j = 0; j < p; j++)
@@ -258,33 +292,116 @@ split_rows(double *x, ptrdiff_t rows, ptrdiff_t k, int s, int width, int trunc_,
     }
 }
 
-#if defined(__AVX512BW__)
-#include <immintrin.h>
-#define SMALL_SIMD 1
-/* The group sums of row i for 16 columns at a time, with no horizontal sum: B's slices
- * are stored as bq[((u * kp2 + kk / 2) * p16 + j) * 2 + kk % 2] (pairs of inner indices
- * side by side, zero-padded to kp2 pairs and p16 columns), A's pair (a_kk, a_kk+1)
- * broadcast, and vpmaddwd adds a_kk b_kk,j + a_kk+1 b_kk+1,j into 16 int32 lanes.
- * gi[g * p16 + j] = G_g[i, j]. A's rows are read a pair at a time (the element after a
- * row's last one meets a zero of B). */
+/* B's slices straight into the pair layout of group_sums_block: the same digits as
+ * split_rows (x scaled by the row's factor, then rint / trunc and the residual in units of
+ * the next digit, per element), worked through a transposed copy vt (k x p, in ``work``)
+ * so that two inner indices' digits are packed into one int32 per column and stored in
+ * runs over the columns. */
 static void
-group_sums_row(const int16_t *ar, const int16_t *bq, ptrdiff_t k, ptrdiff_t kp2,
-               ptrdiff_t p16, int s, int32_t *gi)
+split_pairs(const double *xb, ptrdiff_t p, ptrdiff_t k, int s, int width, int trunc_,
+            double *base, double *restrict vt, uint32_t *restrict bq, ptrdiff_t kp2,
+            ptrdiff_t p32)
 {
-    for (int g = 0; g < s; g++) {
-        for (ptrdiff_t jb = 0; jb < p16; jb += 16) {
-            __m512i acc = _mm512_setzero_si512();
-            for (int t = 0; t <= g; t++) {
-                const int16_t *a = ar + (ptrdiff_t)t * k;
-                const int16_t *b = bq + ((ptrdiff_t)(g - t) * kp2 * p16 + jb) * 2;
-                for (ptrdiff_t kp = 0; kp < kp2; kp++) {
-                    int32_t pair;
-                    memcpy(&pair, a + 2 * kp, sizeof pair);
-                    __m512i bv = _mm512_loadu_si512((const void *)(b + kp * p16 * 2));
-                    acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_set1_epi32(pair), bv));
+    double unit = ldexp(1.0, width);
+    for (ptrdiff_t j = 0; j < p; j++) {
+        const double *xj = xb + j * k;
+        double f;
+        if (trunc_) {
+            f = unit;
+            base[j] = ldexp(1.0, -width);
+        } else {
+            double m = 0.0;
+            for (ptrdiff_t kk = 0; kk < k; kk++) {
+                double v = fabs(xj[kk]);
+                if (v > m)
+                    m = v;
+            }
+            double b = oz_grid(m, width);
+            base[j] = b;
+            f = 1.0 / b;
+        }
+        for (ptrdiff_t kk = 0; kk < k; kk++)
+            vt[kk * p + j] = xj[kk] * f;
+    }
+    for (int t = 0; t < s; t++) {
+        for (ptrdiff_t kp = 0; kp < kp2; kp++) {
+            double *r0 = vt + 2 * kp * p;
+            double *r1 = 2 * kp + 1 < k ? r0 + p : NULL;
+            uint32_t *o = bq + ((ptrdiff_t)t * kp2 + kp) * p32;
+            if (r1) {
+                for (ptrdiff_t j = 0; j < p; j++) {
+                    double d0 = trunc_ ? trunc(r0[j]) : rint(r0[j]);
+                    double d1 = trunc_ ? trunc(r1[j]) : rint(r1[j]);
+                    r0[j] = (r0[j] - d0) * unit;
+                    r1[j] = (r1[j] - d1) * unit;
+                    o[j] = (uint32_t)(uint16_t)(int16_t)d0 | ((uint32_t)(uint16_t)(int16_t)d1 << 16);
+                }
+            } else {
+                for (ptrdiff_t j = 0; j < p; j++) {
+                    double d0 = trunc_ ? trunc(r0[j]) : rint(r0[j]);
+                    r0[j] = (r0[j] - d0) * unit;
+                    o[j] = (uint32_t)(uint16_t)(int16_t)d0;
                 }
             }
-            _mm512_storeu_si512((void *)(gi + (ptrdiff_t)g * p16 + jb), acc);
+        }
+    }
+}
+
+#if defined(__AVX512BW__)
+#define SMALL_SIMD 1
+/* The group sums of four rows of A (i0 .. i0 + 3; rows past m are zero) against every
+ * column, 32 columns at a time, with no horizontal sum: B's slices are stored as
+ * bq[((u * kp2 + kk / 2) * p32 + j) * 2 + kk % 2] (pairs of inner indices side by side,
+ * zero-padded to kp2 pairs and p32 columns), each A pair (a_kk, a_kk+1) broadcast, and
+ * vpmaddwd adds a_kk b_kk,j + a_kk+1 b_kk+1,j into 16 int32 lanes: 4 x 2 accumulators in
+ * registers share each load. gi[(r * s + g) * p32 + j] = G_g[i0 + r, j]. A's rows (slot
+ * stride k, row stride s k) are read a pair at a time: the element after a slot's last
+ * one meets a zero of B. */
+static void
+group_sums_block(const int16_t *ar, const int16_t *bq, ptrdiff_t k, ptrdiff_t kp2,
+                 ptrdiff_t p32, int s, int32_t *gi)
+{
+    ptrdiff_t rs = (ptrdiff_t)s * k; /* row stride of A's digits */
+    for (int g = 0; g < s; g++) {
+        for (ptrdiff_t jb = 0; jb < p32; jb += 32) {
+            __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512();
+            __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512();
+            __m512i c20 = _mm512_setzero_si512(), c21 = _mm512_setzero_si512();
+            __m512i c30 = _mm512_setzero_si512(), c31 = _mm512_setzero_si512();
+            for (int t = 0; t <= g; t++) {
+                const int16_t *a0 = ar + (ptrdiff_t)t * k;
+                const int16_t *b = bq + ((ptrdiff_t)(g - t) * kp2 * p32 + jb) * 2;
+                for (ptrdiff_t kp = 0; kp < kp2; kp++) {
+                    const int16_t *bk = b + kp * p32 * 2;
+                    __m512i b0 = _mm512_loadu_si512((const void *)bk);
+                    __m512i b1 = _mm512_loadu_si512((const void *)(bk + 32));
+                    int32_t q0, q1, q2, q3;
+                    memcpy(&q0, a0 + 2 * kp, sizeof q0);
+                    memcpy(&q1, a0 + rs + 2 * kp, sizeof q1);
+                    memcpy(&q2, a0 + 2 * rs + 2 * kp, sizeof q2);
+                    memcpy(&q3, a0 + 3 * rs + 2 * kp, sizeof q3);
+                    __m512i x0 = _mm512_set1_epi32(q0), x1 = _mm512_set1_epi32(q1);
+                    __m512i x2 = _mm512_set1_epi32(q2), x3 = _mm512_set1_epi32(q3);
+                    c00 = _mm512_add_epi32(c00, _mm512_madd_epi16(x0, b0));
+                    c01 = _mm512_add_epi32(c01, _mm512_madd_epi16(x0, b1));
+                    c10 = _mm512_add_epi32(c10, _mm512_madd_epi16(x1, b0));
+                    c11 = _mm512_add_epi32(c11, _mm512_madd_epi16(x1, b1));
+                    c20 = _mm512_add_epi32(c20, _mm512_madd_epi16(x2, b0));
+                    c21 = _mm512_add_epi32(c21, _mm512_madd_epi16(x2, b1));
+                    c30 = _mm512_add_epi32(c30, _mm512_madd_epi16(x3, b0));
+                    c31 = _mm512_add_epi32(c31, _mm512_madd_epi16(x3, b1));
+                }
+            }
+            int32_t *o = gi + (ptrdiff_t)g * p32 + jb;
+            ptrdiff_t rstride = (ptrdiff_t)s * p32;
+            _mm512_storeu_si512((void *)o, c00);
+            _mm512_storeu_si512((void *)(o + 16), c01);
+            _mm512_storeu_si512((void *)(o + rstride), c10);
+            _mm512_storeu_si512((void *)(o + rstride + 16), c11);
+            _mm512_storeu_si512((void *)(o + 2 * rstride), c20);
+            _mm512_storeu_si512((void *)(o + 2 * rstride + 16), c21);
+            _mm512_storeu_si512((void *)(o + 3 * rstride), c30);
+            _mm512_storeu_si512((void *)(o + 3 * rstride + 16), c31);
         }
     }
 }
@@ -317,16 +434,18 @@ k_small_ef_product(ozval *v, int nt)
     ptrdiff_t i1 = OZ_S(8, 0);
     int timed = OZ_N(8, 0) >= 6;
     int64_t t_start = timed ? now_ns() : 0, t_int8 = 0, t_acc = 0, t_mark = 0;
+    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p || m == 0 || p == 0 || k == 0 ||
+        OZ_N(8, 0) < 3 || nthr < 1)
+        return OZK_BADLAYOUT;
     info[0] = 0;
     info[i1] = SMALL_DONE;
-    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p || m == 0 || p == 0 || k == 0)
-        return OZK_BADLAYOUT;
 
     int smax = OZ_MAX(s_fixed, (int)nthr);
     size_t nx = (size_t)(m + p) * (size_t)k;
-    size_t need = nx + 2 * (size_t)smax + 2 * (size_t)k + (size_t)(m + p) + (size_t)(k + 1) * p;
+    size_t need = nx + 2 * (size_t)smax + 2 * (size_t)k + (size_t)(m + p) + (size_t)(k + 2) * p;
     double *buf = malloc(sizeof(double) * need);
-    int16_t *dig = calloc((size_t)smax * nx + 2, sizeof(int16_t));
+    ptrdiff_t m4 = (m + 3) / 4 * 4; /* A's rows padded for the 4-row blocks */
+    int16_t *dig = calloc((size_t)smax * (size_t)(m4 + p) * (size_t)k + 2, sizeof(int16_t));
     int *f = malloc(sizeof(int) * (size_t)k);
     int32_t *ex = malloc(sizeof(int32_t) * (size_t)(m + p));
     if (buf == NULL || dig == NULL || f == NULL || ex == NULL) {
@@ -343,6 +462,8 @@ k_small_ef_product(ozval *v, int nt)
     double *work = gscale + smax;                 /* 2 k */
     double *base = work + 2 * k;                  /* m + p */
     double *dwork = base + m + p;                 /* (k + 1) p: the decision */
+    double *rowbuf = dwork + (size_t)(k + 1) * p; /* p: a row's accumulators */
+    (void)rowbuf; /* (the SIMD path's) */
     int32_t *ea = ex, *eb = ex + m;
     int status = SMALL_DONE;
 
@@ -373,27 +494,23 @@ k_small_ef_product(ozval *v, int nt)
         }
     }
 
-    int16_t *da = dig, *db = dig + (size_t)s * m * k;
+    int16_t *da = dig, *db = dig + (size_t)s * m4 * k;
     split_rows(xa, m, k, s, width, trunc_, 0, da, base);
-    split_rows(xb, p, k, s, width, trunc_, 1, db, base + m);
-    ptrdiff_t kp2 = (k + 1) / 2, p16 = (p + 15) / 16 * 16;
+    ptrdiff_t kp2 = (k + 1) / 2, p32 = (p + 31) / 32 * 32;
     int16_t *bq = NULL;
     int32_t *gi = NULL;
     if (SMALL_SIMD) {
-        bq = calloc((size_t)s * kp2 * p16 * 2, sizeof(int16_t));
-        gi = malloc(sizeof(int32_t) * (size_t)s * p16);
+        bq = calloc((size_t)s * kp2 * p32 * 2, sizeof(int16_t));
+        gi = malloc(sizeof(int32_t) * 4 * (size_t)s * p32);
         if (bq == NULL || gi == NULL) {
             free(bq);
             free(gi);
             status = SMALL_NOMEM;
             goto done;
         }
-        for (int u = 0; u < s; u++)
-            for (ptrdiff_t j = 0; j < p; j++) {
-                const int16_t *bu = db + ((ptrdiff_t)j * s + (s - 1 - u)) * k;
-                for (ptrdiff_t kk = 0; kk < k; kk++)
-                    bq[(((ptrdiff_t)u * kp2 + kk / 2) * p16 + j) * 2 + kk % 2] = bu[kk];
-            }
+        split_pairs(xb, p, k, s, width, trunc_, base + m, dwork, (uint32_t *)bq, kp2, p32);
+    } else {
+        split_rows(xb, p, k, s, width, trunc_, 1, db, base + m);
     }
 
     /* the exponents of the result, and whether two multiplications are exact */
@@ -433,24 +550,46 @@ k_small_ef_product(ozval *v, int nt)
         const int16_t *ar = da + (ptrdiff_t)i * s * k; /* A_0, ..., A_{s-1} of row i */
         double fa = ldexp(1.0, ea[i]);
 #if SMALL_SIMD
-        group_sums_row(ar, bq, k, kp2, p16, s, gi);
-        if (timed) {
-            int64_t t = now_ns();
-            t_int8 += t - t_mark;
-            t_mark = t;
+        if (i % 4 == 0) {
+            group_sums_block(ar, bq, k, kp2, p32, s, gi);
+            if (timed) {
+                int64_t t = now_ns();
+                t_int8 += t - t_mark;
+                t_mark = t;
+            }
         }
-#endif
+        /* the accumulation, per entry the driver's operations in its order; over a row's
+         * columns at once (elementwise: the same bits, and the loops vectorize) */
+        const int32_t *gr = gi + (ptrdiff_t)(i % 4) * s * p32;
+        double *restrict accr = rowbuf;
+        for (ptrdiff_t j = 0; j < p; j++)
+            accr[j] = 0.0;
+        for (int gg = s - 1; gg >= 3; gg--) {
+            const int32_t *restrict gv = gr + (ptrdiff_t)gg * p32;
+            double sc = gscale[gg];
+            for (ptrdiff_t j = 0; j < p; j++)
+                accr[j] = accr[j] + sc * (double)gv[j];
+        }
+        const int32_t *g0 = gr, *g1 = s > 1 ? gr + p32 : NULL, *g2 = s > 2 ? gr + 2 * p32 : NULL;
+        double *oi = out + i * o0;
         for (ptrdiff_t j = 0; j < p; j++) {
-#if SMALL_SIMD
-            for (int gg = 0; gg < s; gg++)
-                g[gg] = (double)gi[(ptrdiff_t)gg * p16 + j];
+            double t = 1.0 * (g2 ? (double)g2[j] : 0.0);
+            t = t + w1 * (g1 ? (double)g1[j] : 0.0);
+            t = t + w0 * (double)g0[j];
+            double val = accr[j] + alpha * t;
+            if (safe)
+                val = (val * fa) * fb[j];
+            else
+                val = ldexp(val, ea[i] + eb[j]);
+            oi[j * o1] = val;
+        }
 #else
+        for (ptrdiff_t j = 0; j < p; j++) {
             const int16_t *br = db + (ptrdiff_t)j * s * k; /* B_{s-1}, ..., B_0 of row j */
             /* G_g = A_0 B_g + ... + A_g B_0: one dot of the adjacent slices */
             for (int gg = 0; gg < s; gg++)
                 g[gg] = (double)dot16(ar, br + (ptrdiff_t)(s - 1 - gg) * k,
                                       (ptrdiff_t)(gg + 1) * k);
-#endif
             double acc = 0.0;
             for (int gg = s - 1; gg >= 3; gg--)
                 acc = acc + gscale[gg] * g[gg];
@@ -465,6 +604,7 @@ k_small_ef_product(ozval *v, int nt)
                 val = ldexp(val, ea[i] + eb[j]);
             out[i * o0 + j * o1] = val;
         }
+#endif
         if (timed) {
             int64_t t = now_ns();
             t_acc += t - t_mark; /* (without SIMD: the dots too) */
