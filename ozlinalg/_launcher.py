@@ -115,6 +115,7 @@ _HELP = {
     "method": "emulated GEMM method (ozlinalg.METHODS), default hybrid-ef",
     "slices": "slice count, or auto (default)",
     "min_size": "calls of a smaller matrix order run natively (default 0)",
+    "native_order": "eager: LU / Cholesky calls of a smaller order run natively (default 16)",
     "max_slices": "upper limit of slices=auto",
     "memory_limit": "working bytes of one emulated product, or none (engine default)",
     "complex_scheme": "4m | 4m-fused | 3m",

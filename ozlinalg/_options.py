@@ -30,6 +30,14 @@ class Options:
     min_size : int
         Products whose smallest dimension is below this run natively in FP64
         (emulation pays only for large products). 0 emulates everything.
+    native_order : int
+        Under ``strategy="eager"``: routed calls of LU / Cholesky based functions
+        (``np.linalg.solve``, ``inv``, ``det``, ``cholesky``, ``scipy.linalg.solve``,
+        ``lu_factor``, ...) on matrices of order below this run as the original
+        NumPy / SciPy function: their blocked form is one native LAPACK panel, its
+        products of inner dimension below 8 add nothing native FP64 lacks
+        (docs/process.md, "Tiny calls"). 0 routes them to the emulation too. Calls
+        made by name and products are not affected. Default 16.
     max_slices : int
         Upper limit for ``slices="auto"``, between 1 and 64 (Ozaki scheme II
         takes at most ``min(max_slices, 32)`` moduli).
@@ -75,6 +83,7 @@ class Options:
     method: str = "hybrid-ef"
     slices: object = "auto"
     min_size: int = 0
+    native_order: int = 16
     max_slices: int = 20
     memory_limit: object = None
     complex_scheme: str = "4m"
@@ -150,6 +159,13 @@ def _min_size(value):
     return m
 
 
+def _native_order(value):
+    m = _integer("native_order", value)
+    if m < 0:
+        raise ValueError(f"ozlinalg.options: native_order must be >= 0, got {value!r}")
+    return m
+
+
 def _max_slices(value):
     s = _integer("max_slices", value)
     if not 1 <= s <= MAX_SLICES_LIMIT:
@@ -216,6 +232,7 @@ _CHECKS = {
     "method": _method,
     "slices": _slices,
     "min_size": _min_size,
+    "native_order": _native_order,
     "max_slices": _max_slices,
     "memory_limit": _memory_limit,
     "complex_scheme": _complex_scheme,

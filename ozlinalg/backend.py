@@ -18,11 +18,11 @@ shim routes a call to ozlinalg only when
   integers, bool, complex64, complex128; float16, long double and others
   fall through);
 * the strategy says so (``Options.strategy``): ``"eager"`` emulates every call
-  whose matrix order is at least ``min_size`` (factorizations and solves from order
-  :data:`~ozlinalg.linalg._validation.SMALL_NATIVE_ORDER` on: below it they are one
-  native LAPACK panel whatever runs them, so the original function runs);
-  ``"performant"`` (the default of ``backend()`` and ``install()``) only calls whose order also reaches the
-  engine's measured crossover for the operation
+  whose matrix order is at least ``min_size`` (LU and Cholesky based calls from
+  ``native_order``, 16, on: below it they are one native LAPACK panel whatever runs
+  them, so the original function runs);
+  ``"performant"`` (the default of ``backend()`` and ``install()``) only calls
+  whose order also reaches the engine's measured crossover for the operation
   (:meth:`ozlinalg.engines.Engine.crossover`, operation from :data:`OPS`);
   the decision is counted in :attr:`ozlinalg.Profile.routing`;
 * the call is not already inside an ozlinalg routine (re-entrancy guard:
@@ -54,7 +54,6 @@ from . import _profile
 from ._options import options as _options
 from ._profile import Route
 from .engines import base as _engines
-from .linalg._validation import SMALL_NATIVE_ORDER
 
 __all__ = ["backend", "install", "uninstall", "installed", "original", "emulates", "ROUTES",
            "OPS"]
@@ -161,6 +160,13 @@ def _screen(args, kwargs):
 # --------------------------------------------------------------------------
 # the decision
 
+#: Operations whose calls below ``Options.native_order`` run as the original function
+#: under "eager": LU and Cholesky (solves, inverses, determinants, factorizations) are one
+#: native LAPACK panel there whatever runs them. Not geqrf: NumPy's own lstsq (gelsd)
+#: hangs on Inf / NaN where ozlinalg raises (docs/backend.md, deliberate differences).
+_SMALL_NATIVE_OPS = ("getrf", "potrf")
+
+
 def _limit(opts, xp_name, op):
     """The smallest order emulated for `op` on `xp_name` arrays under `opts`,
     or ``None`` (never); cached on the Options instance."""
@@ -171,9 +177,9 @@ def _limit(opts, xp_name, op):
         return lim
     with _LOCK:  # against a concurrent engine replacement (_forget_thresholds)
         if opts.strategy == "eager":
-            # factorizations below SMALL_NATIVE_ORDER are one native panel anyway
-            lim = int(opts.min_size) if op == "matmul" else max(int(opts.min_size),
-                                                                SMALL_NATIVE_ORDER)
+            lim = int(opts.min_size)
+            if op in _SMALL_NATIVE_OPS:  # one native panel anyway
+                lim = max(lim, int(opts.native_order))
         else:
             cross = _engine_crossover(xp_name, op)
             lim = None if cross is None else max(int(cross), int(opts.min_size))
@@ -226,7 +232,7 @@ def _decide(opts, xp_name, op, order):
         if order >= lim:
             return True, "eager"
         if order >= opts.min_size:
-            return False, f"order below {SMALL_NATIVE_ORDER} (one native panel)"
+            return False, f"order below native_order {lim} (one native panel)"
         return False, f"below min_size {opts.min_size}"
     if lim is None:
         return False, "no crossover (never faster)"

@@ -19,7 +19,7 @@ from ozlinalg.engines.cpu import CPUEngine
 
 ROUTES = sys.modules["ozlinalg.backend"].ROUTES
 
-EAGER = dict(strategy="eager", min_size=0)
+EAGER = dict(strategy="eager", min_size=0, native_order=0)
 
 
 @pytest.fixture

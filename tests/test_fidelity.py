@@ -59,10 +59,14 @@ def native(mod, name):
 
 
 def backend_opts():
-    """Always emulate: ``min_size=0`` (and ``strategy='eager'`` where it exists)."""
+    """Always emulate: ``min_size=0`` (and ``strategy='eager'``, ``native_order=0`` where
+    they exist)."""
     opts = {"min_size": 0}
-    if "strategy" in {f.name for f in dataclasses.fields(ozlinalg.Options)}:
+    fields = {f.name for f in dataclasses.fields(ozlinalg.Options)}
+    if "strategy" in fields:
         opts["strategy"] = "eager"
+    if "native_order" in fields:
+        opts["native_order"] = 0
     return opts
 
 

@@ -69,6 +69,9 @@ def _detect(a, tridiagonal=True):
     the symmetric-indefinite solver if that fails), else 'gen'."""
     a_h = to_numpy(a)
     n = a_h.shape[0]
+    if n > 3 and a_h[n - 1, 0] != 0 and a_h[0, n - 1] != 0 and a_h.dtype.kind != "c" \
+            and a_h[n - 1, 0] != a_h[0, n - 1]:
+        return "gen"  # both corners set (no triangle, no band) and unequal (not symmetric)
     low = bool(np.tril(a_h, -1).any())
     up = bool(np.triu(a_h, 1).any())
     if not low and not up:

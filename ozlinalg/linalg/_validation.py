@@ -79,36 +79,26 @@ def work_dtype(xp, *arrays):
     return xp.complex128 if any(a.dtype.kind == "c" for a in arrays) else xp.float64
 
 
-#: Orders below this are factored (and solved) in one native LAPACK panel: their blocked
-#: form's products would have an inner dimension below 8, where native FP64 carries at most
-#: ~4 ulps of |A| |B| (measured, docs/process.md "Tiny calls"), the size of the panel's own
-#: rounding, and the native backward errors are no larger than the blocked ones.
-SMALL_NATIVE_ORDER = 16
-
-
 def lapack_kw(n):
     """Keyword arguments for an :mod:`ozlinalg.lapack` call on order ``n``.
 
     * ``slices`` / ``method``: from :func:`ozlinalg.get_options`;
     * ``crossover``: ``Options.min_size`` (below it the routine runs in
       native LAPACK; the library default 0 emulates at every size);
-    * ``block_size``: for orders below :data:`SMALL_NATIVE_ORDER` the lapack default
-      (one native panel); then ``min(128, ceil(n / 2))``, so that every order from
-      16 up has at least one emulated update (with the lapack default of 128, orders
-      up to 128 would be factored natively in one panel); from ``n = 256`` on the
-      lapack default, i.e. the engine's (512-wide panels on the CPU INT8 engine for
-      large orders, docs/performance.md).
+    * ``block_size``: ``min(128, ceil(n / 2))`` for small orders, so that every
+      order from 2 up has at least one emulated update (with the lapack default
+      of 128, orders up to 128 would be factored natively in one panel); from
+      ``n = 256`` on the lapack default, i.e. the engine's (512-wide panels on
+      the CPU INT8 engine for large orders, docs/performance.md).
     """
     opts = get_options()
     outer = _OUTER_MIN_SIZE.get()
     half = (int(n) + 1) // 2
-    small = int(n) < SMALL_NATIVE_ORDER
     return dict(
         slices=opts.slices,
         method=opts.method,
         crossover=int(opts.min_size if outer is None else outer),
-        block_size=(max(1, min(DEFAULT_BLOCK_SIZE, half))
-                    if half < DEFAULT_BLOCK_SIZE and not small else None),
+        block_size=max(1, min(DEFAULT_BLOCK_SIZE, half)) if half < DEFAULT_BLOCK_SIZE else None,
     )
 
 
