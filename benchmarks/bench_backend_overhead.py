@@ -2,7 +2,7 @@
 
 Under the default strategy ("performant") a call below the engine's crossover
 runs natively; what it pays is the shim's screening (ContextVar look-ups, the
-first argument's type, the cached crossover threshold). The budget (issue 12):
+first argument's type, the cached crossover threshold). The budget:
 a loop of 10^4 8x8 and 32x32 solves, ``np.linalg.solve`` and
 ``scipy.linalg.solve``, within 1.2x of native.
 

@@ -1,4 +1,4 @@
-"""The CPU speed targets of issue 13, measured in one run with native FP64 beside them.
+"""The CPU speed targets, measured in one run with native FP64 beside them.
 
 For each size n (default 2048 and 4096; phi = 0.5 inputs) it measures, best of
 ``--repeat`` and with the machine load (``os.getloadavg``) recorded before and

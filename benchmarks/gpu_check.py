@@ -15,7 +15,7 @@ starting parts that would not end before ``--deadline`` (480 s):
 * ``8192``: ``--skip-tests --sizes 8192`` -- every method;
 * ``16384``: ``--skip-tests --sizes 16384 --methods crt,hybrid-ef,native,cublas-emu``.
 
-The multi-GPU step (issue 14 part 6: ozlinalg's Dask graphs on CuPy chunks,
+The multi-GPU step (ozlinalg's Dask graphs on CuPy chunks,
 one dask-cuda worker per GPU; benchmarks/gpu_dask.py) is its own command,
 for the first machine with two or more GPUs; elsewhere it writes a report
 saying why it skipped::

@@ -1,4 +1,4 @@
-"""The GPU check's multi-GPU step (issue 14 part 6): ozlinalg's Dask graphs on
+"""The GPU check's multi-GPU step: ozlinalg's Dask graphs on
 CuPy chunks, one dask-cuda worker process per GPU.
 
 NOT YET RUN ON A MULTI-GPU MACHINE when written. Run by::
@@ -40,7 +40,7 @@ import os
 import time
 import traceback
 
-TITLE = "Dask on several GPUs (dask-cuda LocalCUDACluster, issue 14 part 6)"
+TITLE = "Dask on several GPUs (dask-cuda LocalCUDACluster)"
 
 
 def requirements(cp):

@@ -8,7 +8,7 @@ Usage::
 scikit-learn's least-angle and orthogonal-matching-pursuit solvers grow a
 Cholesky factor with ``scipy.linalg.solve_triangular(L, b, lower=True,
 overwrite_b=True)`` and ignore the return value: they rely on SciPy writing
-the solution into ``b`` (issue 12). This runs their test files
+the solution into ``b``. This runs their test files
 (``sklearn/linear_model/tests/test_least_angle.py`` and ``test_omp.py``)
 plainly and with every test inside an always-emulating backend, and prints
 both runs' counts and every test whose outcome differs (plugin of

@@ -55,7 +55,7 @@ def _best_time(fn, sync, repeat):
 def cmd_compare(args):
     from .testing import random_matrix
 
-    if args.dask:  # issue 14: a local dask.distributed cluster of N workers
+    if args.dask:  # a local dask.distributed cluster of N workers
         from .dask._cli import compare
 
         return compare(args)
@@ -186,7 +186,7 @@ def cmd_solve(args):
         if b_h.shape[0] != a_h.shape[0]:
             raise SystemExit(f"ozlinalg solve: b has shape {b_h.shape}, A {a_h.shape}")
         source = f"{args.a} {a_h.shape}, {args.b} {b_h.shape}"
-    if args.dask:  # issue 14: a local dask.distributed cluster of N workers
+    if args.dask:  # a local dask.distributed cluster of N workers
         from .dask._cli import solve
 
         return solve(args, np.asarray(a_h, dtype=float), np.asarray(b_h, dtype=float), source)

@@ -410,7 +410,7 @@ def install(**opts):
     Examples
     --------
     >>> import numpy as np, ozlinalg
-    >>> _ = ozlinalg.install(strategy="eager", min_size=0)
+    >>> _ = ozlinalg.install(strategy="eager", native_order=0)
     >>> from numpy.linalg import solve     # bound after install: the shim
     >>> with ozlinalg.profile() as prof:
     ...     x = solve(np.eye(3) * 2, np.ones(3))
@@ -493,8 +493,8 @@ class backend:
     --------
     >>> import numpy as np, ozlinalg
     >>> a = np.array([[4., 1.], [1., 3.]]); b = np.array([1., 2.])
-    >>> with ozlinalg.backend(strategy="eager", min_size=0), ozlinalg.profile() as prof:
-    ...     x = np.linalg.solve(a, b)
+    >>> with ozlinalg.backend(strategy="eager", native_order=0), ozlinalg.profile() as prof:
+    ...     x = np.linalg.solve(a, b)    # native_order=0: even order 2 is emulated
     >>> prof.emulated_gemm_calls > 0
     True
     >>> with ozlinalg.backend(), ozlinalg.profile() as prof:  # performant: 2x2 never pays

@@ -305,11 +305,20 @@ class TestStrategy:
         assert p1.routed_native == 1 and p2.routed_emulated == 1
 
     def test_eager_emulates_every_size(self, a):
-        with ozlinalg.backend(strategy="eager"), ozlinalg.profile() as prof:
+        with ozlinalg.backend(strategy="eager", native_order=0), ozlinalg.profile() as prof:
             np.linalg.solve(a, np.ones(8))
             np.linalg.solve(a[:1, :1], np.ones(1))
         assert prof.routed_emulated == 2 and prof.emulated_gemm_calls > 0
         assert {r.reason for r in prof.routing} == {"eager"}
+
+    def test_eager_runs_orders_below_native_order_natively(self, a):
+        big = a.repeat(2, 0).repeat(2, 1) + 16 * np.eye(16)
+        with ozlinalg.backend(strategy="eager"), ozlinalg.profile() as prof:
+            x = np.linalg.solve(a, np.ones(8))  # order 8 < 16: one native panel
+            np.linalg.solve(big, np.ones(16))
+        assert [(r.emulated, r.reason) for r in prof.routing] == [
+            (False, "order below native_order 16 (one native panel)"), (True, "eager")]
+        np.testing.assert_array_equal(x, np.linalg.solve(a, np.ones(8)))
 
     def test_calls_by_name_are_emulated_whatever_the_strategy(self, a):
         with ozlinalg.backend(), ozlinalg.profile() as prof:  # performant
@@ -395,7 +404,8 @@ class TestInstall:
         from numpy.linalg import solve as before  # bound before: the original
 
         assert not getattr(before, "_ozlinalg_shim", False)
-        opts = ozlinalg.install(strategy="eager")
+        # native_order=0: the order-8 calls below are emulated too
+        opts = ozlinalg.install(strategy="eager", native_order=0)
         assert opts.strategy == "eager" and ozlinalg.backend.active()
         from numpy.linalg import solve
         from scipy.linalg import cho_solve, cholesky
@@ -422,7 +432,7 @@ class TestInstall:
     # counts below auto's on purpose (this tests the routing): AccuracyWarning expected
     @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_threads_started_later_are_routed(self, a, uninstalled):
-        ozlinalg.install(strategy="eager", slices=8)
+        ozlinalg.install(strategy="eager", slices=8, native_order=0)
         ready = threading.Event()
         go = threading.Event()
         out = {}
@@ -448,7 +458,7 @@ class TestInstall:
     def test_asyncio_tasks_are_routed(self, a, uninstalled):
         import asyncio
 
-        ozlinalg.install(strategy="eager")
+        ozlinalg.install(strategy="eager", native_order=0)
 
         async def task():
             with ozlinalg.profile() as prof:
@@ -465,7 +475,7 @@ class TestInstall:
     # counts below auto's on purpose (this tests the routing): AccuracyWarning expected
     @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_blocks_still_override_locally(self, a, uninstalled):
-        ozlinalg.install(strategy="eager", slices=8)
+        ozlinalg.install(strategy="eager", slices=8, native_order=0)
         with ozlinalg.options(slices=6), ozlinalg.profile() as p1:
             np.linalg.det(a)
         with ozlinalg.backend(strategy="performant"), ozlinalg.profile() as p2:

@@ -1,4 +1,4 @@
-"""Drop-in fidelity (issue 12): scipy.linalg / numpy.linalg side by side with
+"""Drop-in fidelity: scipy.linalg / numpy.linalg side by side with
 ozlinalg and with the backend-routed call, in one body per check.
 
 Each case builds its inputs afresh for every call (same values, same memory
@@ -961,7 +961,7 @@ def _omp(X, y, n_nonzero):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_ml_pattern_in_place_triangular_update(dtype):
-    """The machine-learning pattern of issue 12: the solution must land in
+    """The machine-learning pattern (orthogonal matching pursuit): the solution must land in
     ``b`` (float32 included), or the fitted coefficients are silently wrong."""
     rng = _rng(99)
     X = rng.standard_normal((60, 30)).astype(dtype)

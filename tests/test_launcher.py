@@ -224,6 +224,7 @@ BAD_ENV = [
     ("OZLINALG_SCRATCH_CACHE", "abc"), ("OZLINALG_SCRATCH_CACHE", "inf"),
     ("OZLINALG_SCRATCH_CACHE", "-5"), ("OZLINALG_FUSED", "maybe"),
     ("OZLINALG_KERNELS_ISA", "avx9"),
+    ("OZLINALG_NATIVE_ORDER", "-1"), ("OZLINALG_NATIVE_ORDER", "x"),
     ("OZLINALG_ONEDNN_LIBRARY", "/no/such/libdnnl.so.3"),
 ]
 

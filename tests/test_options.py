@@ -32,6 +32,8 @@ BAD = [
     ("strategy", "lazy", ValueError), ("strategy", None, ValueError),
     ("engine", "mkl", ValueError), ("engine", 3, ValueError),
     ("accuracy", "exact", ValueError), ("accuracy", None, ValueError),
+    ("native_order", -1, ValueError), ("native_order", 1.5, TypeError),
+    ("native_order", "16", TypeError), ("native_order", True, TypeError),
 ]
 
 

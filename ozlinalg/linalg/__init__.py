@@ -37,7 +37,7 @@ from ._decomp_qr import qr
 from ._validation import LinAlgError, LinAlgWarning
 
 # isort: split
-# Dask arrays in, dask arrays out (issue 14; ozlinalg.dask, imported on first use)
+# Dask arrays in, dask arrays out (ozlinalg.dask, imported on first use)
 from .._dask_dispatch import dask_aware
 
 (lu_factor, lu_solve, lu, cho_factor, cho_solve, cholesky, qr, solve, solve_triangular, inv,
