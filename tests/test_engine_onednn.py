@@ -778,6 +778,58 @@ class TestSelection:
         assert eng.name == "cpu-sgemm" and "no library" in eng.describe()
 
 
+class TestStatus:
+    """A failed oneDNN call raises: out of memory as MemoryError, any other status as
+    RuntimeError naming it (ozlinalg/engines/_dnnl.py)."""
+
+    def test_status_names(self):
+        from ozlinalg.engines._dnnl import check_status
+
+        assert check_status(0, "dnnl_gemm_s8s8s32", "m=1") is None
+        with pytest.raises(MemoryError, match=r"dnnl_gemm_s8s8s32\(m=3, n=4\).*out of memory"):
+            check_status(1, "dnnl_gemm_s8s8s32", "m=3, n=4")
+        with pytest.raises(RuntimeError, match="status 2 .invalid arguments"):
+            check_status(2, "dnnl_gemm_s8s8s32", "m=3")
+        with pytest.raises(RuntimeError, match="status 3 .unimplemented"):
+            check_status(3, "dnnl_gemm_bf16bf16f32", "m=3")
+        with pytest.raises(RuntimeError, match="status 99 .unknown status"):
+            check_status(99, "dnnl_gemm_s8s8s32", "m=3")
+
+    @staticmethod
+    def _slices(rng, onednn):
+        a = onednn.empty_slices(2, 5, 64, "bitmask", "a")
+        b = onednn.empty_slices(2, 3, 64, "bitmask", "b")
+        a[...] = rng.integers(-128, 128, a.shape)
+        b[...] = rng.integers(-128, 128, b.shape)
+        return a, b
+
+    def test_int8_gemm_out_of_memory_is_a_memory_error(self, rng, onednn, monkeypatch):
+        a, b = self._slices(rng, onednn)
+        monkeypatch.setattr(onednn.lib, "_s8", lambda *args: 1)  # dnnl_out_of_memory
+        with pytest.raises(MemoryError, match=r"dnnl_gemm_s8s8s32\(m=5, n=3, k=128.*out of mem"):
+            onednn.int_matmul_sum(a, b, [(0, 1), (1, 0)], 128, 128)
+        monkeypatch.setattr(onednn.lib, "_s8", lambda *args: 2)  # dnnl_invalid_arguments
+        with pytest.raises(RuntimeError, match="status 2 .invalid arguments") as info:
+            onednn.int_matmul_sum(a, b, [(0, 1), (1, 0)], 128, 128)
+        assert not isinstance(info.value, MemoryError)
+
+    def test_bf16_gemm_out_of_memory_is_a_memory_error(self, rng, onednn, monkeypatch):
+        if onednn.lib._bf16 is None:
+            pytest.skip("this oneDNN has no dnnl_gemm_bf16bf16f32")
+        x = rng.random((6, 40)).astype(np.float32)
+        monkeypatch.setattr(onednn.lib, "_bf16", lambda *args: 1)
+        with pytest.raises(MemoryError, match=r"dnnl_gemm_bf16bf16f32\(m=6, n=6, k=40"):
+            onednn.approx_matmul(x, x)
+        monkeypatch.setattr(onednn.lib, "_bf16", lambda *args: 3)
+        with pytest.raises(RuntimeError, match="status 3 .unimplemented"):
+            onednn.approx_matmul(x, x)
+
+    def test_compiled_kernels_raise_memory_error_too(self):
+        # the kernels' dispatcher turns OZK_NOMEM into MemoryError (PyErr_NoMemory)
+        text = (ROOT / "ozlinalg" / "engines" / "_csrc" / "module.c").read_text()
+        assert "if (st == OZK_NOMEM) {\n        PyErr_NoMemory();" in text
+
+
 class TestLayering:
     """engines/ never imports ozaki/ (ozaki/ imports engines/), and crt.py takes no
     private helper from gemm.py."""
