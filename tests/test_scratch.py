@@ -95,6 +95,76 @@ class TestScratchPool:
         assert 0 < _scratch.default_limit() <= 2 << 30
 
 
+class TestOutOfMemory:
+    """Kept buffers go first when memory runs out: the pool frees them and retries, and
+    ``release_after_oom`` (a product's ``except MemoryError``) frees them and the
+    failed product's buffers too."""
+
+    @staticmethod
+    def _failing(monkeypatch, times):
+        """``_scratch._np_empty`` raising MemoryError ``times`` times, then numpy's."""
+        calls = []
+
+        def fake(shape, dtype, order="C"):
+            calls.append(shape)
+            if len(calls) <= times:
+                raise MemoryError("simulated")
+            return np.empty(shape, dtype, order=order)
+
+        monkeypatch.setattr(_scratch, "_np_empty", fake)
+        return calls
+
+    @staticmethod
+    def _pool_with_a_kept_buffer():
+        pool = ScratchPool(1 << 30)
+        x = pool.empty((2 * MIN_BYTES,), np.uint8)
+        del x
+        assert pool.held == 2 * MIN_BYTES
+        return pool
+
+    @pytest.mark.parametrize("nbytes", [8 * MIN_BYTES, 1000])  # pooled size, small
+    def test_frees_kept_buffers_and_retries_once(self, monkeypatch, nbytes):
+        pool = self._pool_with_a_kept_buffer()
+        calls = self._failing(monkeypatch, 1)
+        x = pool.empty((nbytes,), np.uint8)
+        assert x.size == nbytes and len(calls) == 2 and pool.held == 0
+
+    def test_raises_when_the_retry_fails_too(self, monkeypatch):
+        pool = self._pool_with_a_kept_buffer()
+        calls = self._failing(monkeypatch, 2)
+        with pytest.raises(MemoryError, match="simulated"):
+            pool.empty((8 * MIN_BYTES,), np.uint8)
+        assert len(calls) == 2 and pool.held == 0
+
+    def test_no_retry_without_kept_buffers(self, monkeypatch):
+        free_scratch()  # every pool of the process: nothing kept anywhere
+        pool = ScratchPool(1 << 30)
+        calls = self._failing(monkeypatch, 1)
+        with pytest.raises(MemoryError, match="simulated"):
+            pool.empty((8 * MIN_BYTES,), np.uint8)
+        assert len(calls) == 1
+
+    def test_a_real_allocation_failure(self):
+        pool = self._pool_with_a_kept_buffer()
+        with pytest.raises(MemoryError):
+            pool.empty((1 << 60,), np.uint8)  # no machine has an EiB to give
+        assert pool.held == 0
+
+    def test_release_after_oom(self, rng):
+        pool = self._pool_with_a_kept_buffer()
+        leased = pool.empty((8 * MIN_BYTES,), np.uint8)  # the failed product's buffer
+        leased[...] = rng.integers(0, 256, leased.shape, dtype=np.uint8)
+        assert _scratch.release_after_oom() >= 2 * MIN_BYTES
+        assert pool.held == 0
+        del leased  # released after the error: back to the system, not the pool
+        assert pool.held == 0
+        y = pool.empty((2 * MIN_BYTES,), np.uint8)  # leased after it: kept again
+        del y
+        assert pool.held == 2 * MIN_BYTES
+        assert _scratch.release_after_oom() == 2 * MIN_BYTES
+        assert _scratch.release_after_oom() == 0
+
+
 @pytest.mark.parametrize("method", ["hybrid-ef", "crt", "bitmask"])
 def test_same_bits_with_and_without_the_pool(rng, monkeypatch, method):
     cpu_engine_or_skip("onednn")
