@@ -830,6 +830,91 @@ class TestStatus:
         assert "if (st == OZK_NOMEM) {\n        PyErr_NoMemory();" in text
 
 
+class TestSelfTestRetry:
+    """Running out of memory (or Ctrl-C) during the one-time self-test is no verdict:
+    it propagates, nothing is cached, and the next call creates the engine; only a
+    wrong answer is kept (ozlinalg/engines/select.py)."""
+
+    @pytest.fixture
+    def fresh(self, monkeypatch, onednn):
+        """A selection state of its own (the process's engines stay as they are), and
+        the default engine chosen by ``auto``."""
+        from ozlinalg.engines import base
+
+        monkeypatch.setattr(select, "_CACHE", {})
+        monkeypatch.setitem(base._ENGINES, "numpy", select.default_cpu_engine)
+        monkeypatch.delenv("OZLINALG_ENGINE", raising=False)
+        return monkeypatch
+
+    @staticmethod
+    def _fail_first_gemm(monkeypatch, exc):
+        """The next OneDNNEngine GEMM raises ``exc``; the ones after it run."""
+        real = OneDNNEngine.gemm
+        left = [exc]
+
+        def gemm(self, *args):
+            if left:
+                raise left.pop()
+            return real(self, *args)
+
+        monkeypatch.setattr(OneDNNEngine, "gemm", gemm)
+        return left
+
+    def test_memory_error_is_retried(self, fresh):
+        from ozlinalg.engines import get_engine
+
+        left = self._fail_first_gemm(fresh, MemoryError("simulated"))
+        with ozlinalg.options(engine=None):
+            with pytest.raises(MemoryError, match="self-test.*nothing was cached.*tries again"):
+                get_engine(np)
+            assert not left and select._CACHE == {}
+            eng = get_engine(np)
+        assert eng.name == "cpu-onednn" and "self-test passed" in eng.describe()
+        assert select.cpu_engine("auto") is eng
+
+    def test_memory_error_releases_the_scratch_pools(self, fresh):
+        from ozlinalg.engines._scratch import MIN_BYTES, ScratchPool
+
+        pool = ScratchPool(1 << 30)
+        x = pool.empty((2 * MIN_BYTES,), np.uint8)
+        del x
+        assert pool.held > 0
+        self._fail_first_gemm(fresh, MemoryError("simulated"))
+        with pytest.raises(MemoryError):
+            select.cpu_engine("onednn")
+        assert pool.held == 0
+
+    def test_keyboard_interrupt_propagates(self, fresh):
+        self._fail_first_gemm(fresh, KeyboardInterrupt())
+        with pytest.raises(KeyboardInterrupt):
+            select.cpu_engine("auto")
+        assert select._CACHE == {}
+        assert select.cpu_engine("auto").name == "cpu-onednn"
+
+    def test_self_test_lets_memory_error_through(self, onednn, monkeypatch):
+        self._fail_first_gemm(monkeypatch, MemoryError("simulated"))
+        with pytest.raises(MemoryError, match="simulated"):
+            self_test(onednn)
+
+    def test_a_wrong_answer_is_cached(self, fresh):
+        real = OneDNNEngine.gemm
+        calls = []
+
+        def wrong(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, *rest):
+            calls.append(1)
+            real(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, *rest)
+            c.reshape(-1)[:1] += 1  # one entry off by one
+
+        fresh.setattr(OneDNNEngine, "gemm", wrong)
+        eng = select.cpu_engine("auto")
+        assert eng.name == "cpu-sgemm" and "entries wrong" in eng.describe()
+        assert isinstance(select._CACHE["onednn"], EngineUnavailable)
+        seen = len(calls)
+        with pytest.raises(EngineUnavailable, match="self-test"):
+            select.cpu_engine("onednn")
+        assert select.cpu_engine("auto") is eng and len(calls) == seen  # not tested again
+
+
 class TestLayering:
     """engines/ never imports ozaki/ (ozaki/ imports engines/), and crt.py takes no
     private helper from gemm.py."""
