@@ -17,7 +17,9 @@ the last of them is gone (tests/test_scratch.py). Contents are never relied on
 (``numpy.empty`` semantics).
 
 How much it keeps: at most ``limit`` bytes of free buffers (default 1/8 of the
-physical memory, at most 2 GiB; environment variable
+memory the process may use, at most 2 GiB: the least of the physical memory, a
+container's cgroup limit and ``ulimit -v``, :func:`ozlinalg.engines._process.
+memory_bound_bytes`; environment variable
 ``OZLINALG_SCRATCH_CACHE`` in bytes, 0 disables it), and never more than the
 ``options(memory_limit=...)`` in force when a buffer comes back.
 :func:`ozlinalg.engines.free_scratch` (or ``engine.scratch.clear()``) frees them.
@@ -33,14 +35,13 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import threading
 import weakref
 
 import numpy as np
 
 from .._env import env_bytes
-from ._process import fork_safe_lock
+from ._process import fork_safe_lock, memory_bound
 
 __all__ = ["ENV_SCRATCH", "MIN_BYTES", "ScratchPool", "default_limit", "free_scratch",
            "release_after_oom"]
@@ -51,18 +52,20 @@ ENV_SCRATCH = "OZLINALG_SCRATCH_CACHE"
 MIN_BYTES = 4 << 20
 
 
+#: The pool keeps at most this share of the memory bound, and at most MAX_LIMIT.
+BOUND_SHARE = 8
+MAX_LIMIT = 2 << 30
+
+
 def default_limit():
     """Bytes of free buffers a pool keeps: ``OZLINALG_SCRATCH_CACHE`` (a finite,
-    non-negative byte count; anything else raises ValueError) or 1/8 of the
-    physical memory, at most 2 GiB."""
+    non-negative byte count; anything else raises ValueError) or 1/8 of the memory
+    the process may use (:func:`~ozlinalg.engines._process.memory_bound`: physical
+    memory, cgroup limit, ``RLIMIT_AS``), at most 2 GiB."""
     env = env_bytes(ENV_SCRATCH)  # a bad value raises, naming the variable
     if env is not None:
         return env
-    try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        phys = 16 << 30
-    return int(min(2 << 30, phys // 8))
+    return int(min(MAX_LIMIT, memory_bound()[0] // BOUND_SHARE))
 
 
 def _options_cap():
