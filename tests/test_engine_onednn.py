@@ -778,6 +778,143 @@ class TestSelection:
         assert eng.name == "cpu-sgemm" and "no library" in eng.describe()
 
 
+class TestStatus:
+    """A failed oneDNN call raises: out of memory as MemoryError, any other status as
+    RuntimeError naming it (ozlinalg/engines/_dnnl.py)."""
+
+    def test_status_names(self):
+        from ozlinalg.engines._dnnl import check_status
+
+        assert check_status(0, "dnnl_gemm_s8s8s32", "m=1") is None
+        with pytest.raises(MemoryError, match=r"dnnl_gemm_s8s8s32\(m=3, n=4\).*out of memory"):
+            check_status(1, "dnnl_gemm_s8s8s32", "m=3, n=4")
+        with pytest.raises(RuntimeError, match="status 2 .invalid arguments"):
+            check_status(2, "dnnl_gemm_s8s8s32", "m=3")
+        with pytest.raises(RuntimeError, match="status 3 .unimplemented"):
+            check_status(3, "dnnl_gemm_bf16bf16f32", "m=3")
+        with pytest.raises(RuntimeError, match="status 99 .unknown status"):
+            check_status(99, "dnnl_gemm_s8s8s32", "m=3")
+
+    @staticmethod
+    def _slices(rng, onednn):
+        a = onednn.empty_slices(2, 5, 64, "bitmask", "a")
+        b = onednn.empty_slices(2, 3, 64, "bitmask", "b")
+        a[...] = rng.integers(-128, 128, a.shape)
+        b[...] = rng.integers(-128, 128, b.shape)
+        return a, b
+
+    def test_int8_gemm_out_of_memory_is_a_memory_error(self, rng, onednn, monkeypatch):
+        a, b = self._slices(rng, onednn)
+        monkeypatch.setattr(onednn.lib, "_s8", lambda *args: 1)  # dnnl_out_of_memory
+        with pytest.raises(MemoryError, match=r"dnnl_gemm_s8s8s32\(m=5, n=3, k=128.*out of mem"):
+            onednn.int_matmul_sum(a, b, [(0, 1), (1, 0)], 128, 128)
+        monkeypatch.setattr(onednn.lib, "_s8", lambda *args: 2)  # dnnl_invalid_arguments
+        with pytest.raises(RuntimeError, match="status 2 .invalid arguments") as info:
+            onednn.int_matmul_sum(a, b, [(0, 1), (1, 0)], 128, 128)
+        assert not isinstance(info.value, MemoryError)
+
+    def test_bf16_gemm_out_of_memory_is_a_memory_error(self, rng, onednn, monkeypatch):
+        if onednn.lib._bf16 is None:
+            pytest.skip("this oneDNN has no dnnl_gemm_bf16bf16f32")
+        x = rng.random((6, 40)).astype(np.float32)
+        monkeypatch.setattr(onednn.lib, "_bf16", lambda *args: 1)
+        with pytest.raises(MemoryError, match=r"dnnl_gemm_bf16bf16f32\(m=6, n=6, k=40"):
+            onednn.approx_matmul(x, x)
+        monkeypatch.setattr(onednn.lib, "_bf16", lambda *args: 3)
+        with pytest.raises(RuntimeError, match="status 3 .unimplemented"):
+            onednn.approx_matmul(x, x)
+
+    def test_compiled_kernels_raise_memory_error_too(self):
+        # the kernels' dispatcher turns OZK_NOMEM into MemoryError (PyErr_NoMemory)
+        text = (ROOT / "ozlinalg" / "engines" / "_csrc" / "module.c").read_text()
+        assert "if (st == OZK_NOMEM) {\n        PyErr_NoMemory();" in text
+
+
+class TestSelfTestRetry:
+    """Running out of memory (or Ctrl-C) during the one-time self-test is no verdict:
+    it propagates, nothing is cached, and the next call creates the engine; only a
+    wrong answer is kept (ozlinalg/engines/select.py)."""
+
+    @pytest.fixture
+    def fresh(self, monkeypatch, onednn):
+        """A selection state of its own (the process's engines stay as they are), and
+        the default engine chosen by ``auto``."""
+        from ozlinalg.engines import base
+
+        monkeypatch.setattr(select, "_CACHE", {})
+        monkeypatch.setitem(base._ENGINES, "numpy", select.default_cpu_engine)
+        monkeypatch.delenv("OZLINALG_ENGINE", raising=False)
+        return monkeypatch
+
+    @staticmethod
+    def _fail_first_gemm(monkeypatch, exc):
+        """The next OneDNNEngine GEMM raises ``exc``; the ones after it run."""
+        real = OneDNNEngine.gemm
+        left = [exc]
+
+        def gemm(self, *args):
+            if left:
+                raise left.pop()
+            return real(self, *args)
+
+        monkeypatch.setattr(OneDNNEngine, "gemm", gemm)
+        return left
+
+    def test_memory_error_is_retried(self, fresh):
+        from ozlinalg.engines import get_engine
+
+        left = self._fail_first_gemm(fresh, MemoryError("simulated"))
+        with ozlinalg.options(engine=None):
+            with pytest.raises(MemoryError, match="self-test.*nothing was cached.*tries again"):
+                get_engine(np)
+            assert not left and select._CACHE == {}
+            eng = get_engine(np)
+        assert eng.name == "cpu-onednn" and "self-test passed" in eng.describe()
+        assert select.cpu_engine("auto") is eng
+
+    def test_memory_error_releases_the_scratch_pools(self, fresh):
+        from ozlinalg.engines._scratch import MIN_BYTES, ScratchPool
+
+        pool = ScratchPool(1 << 30)
+        x = pool.empty((2 * MIN_BYTES,), np.uint8)
+        del x
+        assert pool.held > 0
+        self._fail_first_gemm(fresh, MemoryError("simulated"))
+        with pytest.raises(MemoryError):
+            select.cpu_engine("onednn")
+        assert pool.held == 0
+
+    def test_keyboard_interrupt_propagates(self, fresh):
+        self._fail_first_gemm(fresh, KeyboardInterrupt())
+        with pytest.raises(KeyboardInterrupt):
+            select.cpu_engine("auto")
+        assert select._CACHE == {}
+        assert select.cpu_engine("auto").name == "cpu-onednn"
+
+    def test_self_test_lets_memory_error_through(self, onednn, monkeypatch):
+        self._fail_first_gemm(monkeypatch, MemoryError("simulated"))
+        with pytest.raises(MemoryError, match="simulated"):
+            self_test(onednn)
+
+    def test_a_wrong_answer_is_cached(self, fresh):
+        real = OneDNNEngine.gemm
+        calls = []
+
+        def wrong(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, *rest):
+            calls.append(1)
+            real(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, *rest)
+            c.reshape(-1)[:1] += 1  # one entry off by one
+
+        fresh.setattr(OneDNNEngine, "gemm", wrong)
+        eng = select.cpu_engine("auto")
+        assert eng.name == "cpu-sgemm" and "entries wrong" in eng.describe()
+        assert isinstance(select._CACHE["onednn"], EngineUnavailable)
+        seen = len(calls)
+        with pytest.raises(EngineUnavailable, match="self-test"):
+            select.cpu_engine("onednn")
+        assert select.cpu_engine("auto") is eng and len(calls) == seen  # not tested again
+
+
 class TestLayering:
     """engines/ never imports ozaki/ (ozaki/ imports engines/), and crt.py takes no
     private helper from gemm.py."""

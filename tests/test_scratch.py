@@ -1,11 +1,18 @@
 """The CPU engine's scratch pool (ozlinalg/engines/_scratch.py): a buffer is reused
-only once no array uses its memory; limits; the same bits with and without it."""
+only once no array uses its memory; limits; what happens when memory runs out; the
+memory bound its default follows (ozlinalg/engines/_process.py); the same bits with
+and without it."""
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from conftest import cpu_engine_or_skip
 
 import ozlinalg
-from ozlinalg.engines import _scratch, free_scratch
+from ozlinalg.engines import _process, _scratch, free_scratch
 from ozlinalg.engines import base as engine_registry
 from ozlinalg.engines._scratch import MIN_BYTES, ScratchPool
 from ozlinalg.testing import random_matrix
@@ -93,6 +100,196 @@ class TestScratchPool:
             _scratch.default_limit()
         monkeypatch.delenv("OZLINALG_SCRATCH_CACHE")
         assert 0 < _scratch.default_limit() <= 2 << 30
+
+
+class TestOutOfMemory:
+    """Kept buffers go first when memory runs out: the pool frees them and retries, and
+    ``release_after_oom`` (a product's ``except MemoryError``) frees them and the
+    failed product's buffers too."""
+
+    @staticmethod
+    def _failing(monkeypatch, times):
+        """``_scratch._np_empty`` raising MemoryError ``times`` times, then numpy's."""
+        calls = []
+
+        def fake(shape, dtype, order="C"):
+            calls.append(shape)
+            if len(calls) <= times:
+                raise MemoryError("simulated")
+            return np.empty(shape, dtype, order=order)
+
+        monkeypatch.setattr(_scratch, "_np_empty", fake)
+        return calls
+
+    @staticmethod
+    def _pool_with_a_kept_buffer():
+        pool = ScratchPool(1 << 30)
+        x = pool.empty((2 * MIN_BYTES,), np.uint8)
+        del x
+        assert pool.held == 2 * MIN_BYTES
+        return pool
+
+    @pytest.mark.parametrize("nbytes", [8 * MIN_BYTES, 1000])  # pooled size, small
+    def test_frees_kept_buffers_and_retries_once(self, monkeypatch, nbytes):
+        pool = self._pool_with_a_kept_buffer()
+        calls = self._failing(monkeypatch, 1)
+        x = pool.empty((nbytes,), np.uint8)
+        assert x.size == nbytes and len(calls) == 2 and pool.held == 0
+
+    def test_raises_when_the_retry_fails_too(self, monkeypatch):
+        pool = self._pool_with_a_kept_buffer()
+        calls = self._failing(monkeypatch, 2)
+        with pytest.raises(MemoryError, match="simulated"):
+            pool.empty((8 * MIN_BYTES,), np.uint8)
+        assert len(calls) == 2 and pool.held == 0
+
+    def test_no_retry_without_kept_buffers(self, monkeypatch):
+        free_scratch()  # every pool of the process: nothing kept anywhere
+        pool = ScratchPool(1 << 30)
+        calls = self._failing(monkeypatch, 1)
+        with pytest.raises(MemoryError, match="simulated"):
+            pool.empty((8 * MIN_BYTES,), np.uint8)
+        assert len(calls) == 1
+
+    def test_a_real_allocation_failure(self):
+        pool = self._pool_with_a_kept_buffer()
+        with pytest.raises(MemoryError):
+            pool.empty((1 << 60,), np.uint8)  # no machine has an EiB to give
+        assert pool.held == 0
+
+    def test_release_after_oom(self, rng):
+        pool = self._pool_with_a_kept_buffer()
+        leased = pool.empty((8 * MIN_BYTES,), np.uint8)  # the failed product's buffer
+        leased[...] = rng.integers(0, 256, leased.shape, dtype=np.uint8)
+        assert _scratch.release_after_oom() >= 2 * MIN_BYTES
+        assert pool.held == 0
+        del leased  # released after the error: back to the system, not the pool
+        assert pool.held == 0
+        y = pool.empty((2 * MIN_BYTES,), np.uint8)  # leased after it: kept again
+        del y
+        assert pool.held == 2 * MIN_BYTES
+        assert _scratch.release_after_oom() == 2 * MIN_BYTES
+        assert _scratch.release_after_oom() == 0
+
+
+GIB = 1 << 30
+
+
+class TestMemoryBound:
+    """``memory_bound_bytes``: the least of physical memory, the cgroup limits (v2 and
+    v1, of the process's cgroup and its parents) and RLIMIT_AS, on a fake cgroup
+    tree; the defaults of the pool (1/8) and of one product's budget (1/4) follow it."""
+
+    @pytest.fixture
+    def tree(self, tmp_path):
+        """``write(relative path, text)`` into a fake cgroup mount; the process's
+        cgroups: v2 ``/a/b``, v1 memory ``/x/y``. ``bound()`` reads it, ``base`` is
+        the bound without any cgroup file (physical memory or RLIMIT_AS)."""
+        root = tmp_path / "cgroup"
+        root.mkdir()
+        proc = tmp_path / "proc_cgroup"
+        proc.write_text("4:memory:/x/y\n1:cpu,cpuacct:/\n0::/a/b\n")
+
+        class Tree:
+            def write(self, rel, text):
+                f = root / rel
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_bytes(text if isinstance(text, bytes) else text.encode())
+                return str(f)
+
+            def bound(self, proc_cgroup=str(proc)):
+                return _process.memory_bound_bytes(str(root), proc_cgroup)
+
+        t = Tree()
+        t.base = t.bound()
+        if t.base[0] <= 2 * GIB:
+            pytest.skip(f"this process may use only {t.base[0]} bytes ({t.base[1]})")
+        return t
+
+    def test_no_cgroup_files(self, tree):
+        assert tree.base[1] in ("physical memory", "RLIMIT_AS")
+        assert tree.base[0] >= 2 * GIB
+
+    @pytest.mark.parametrize("text", ["max", "max\n", "", "lots", "-5", "0", "1.5e9",
+                                      b"\xff\xfe", "9223372036854771712"])
+    def test_v2_values_that_are_no_limit(self, tree, text):
+        tree.write("a/b/memory.max", text)
+        assert tree.bound() == tree.base
+
+    def test_v2_limit(self, tree):
+        f = tree.write("a/b/memory.max", "1073741824\n")
+        assert tree.bound() == (GIB, f"cgroup v2 {f}")
+
+    def test_v2_parents_bind(self, tree):
+        tree.write("a/b/memory.max", "max")
+        f = tree.write("a/memory.max", str(GIB // 2))
+        tree.write("memory.max", "garbage")
+        assert tree.bound() == (GIB // 2, f"cgroup v2 {f}")
+        f = tree.write("memory.max", str(GIB // 4))  # a container's own: the mount's top
+        assert tree.bound() == (GIB // 4, f"cgroup v2 {f}")
+
+    def test_v2_path_outside_the_mount(self, tree, tmp_path):
+        # a cgroup above the namespace shows as /..: the mount's own limit applies
+        proc = tmp_path / "outside"
+        proc.write_text("0::/../../c\n")
+        tree.write("a/b/memory.max", str(GIB // 8))
+        f = tree.write("memory.max", str(GIB))
+        assert tree.bound(str(proc)) == (GIB, f"cgroup v2 {f}")
+
+    def test_v1_limit(self, tree):
+        tree.write("memory/x/y/memory.limit_in_bytes", "9223372036854771712\n")  # none
+        assert tree.bound() == tree.base
+        f = tree.write("memory/x/memory.limit_in_bytes", str(GIB))
+        assert tree.bound() == (GIB, f"cgroup v1 {f}")
+        tree.write("a/b/memory.max", str(GIB // 2))  # the least of v1 and v2
+        assert tree.bound()[0] == GIB // 2
+
+    def test_missing_or_unreadable_cgroup_list(self, tree, tmp_path):
+        assert tree.bound(str(tmp_path / "nope")) == tree.base
+        assert tree.bound(str(tmp_path)) == tree.base  # a directory: unreadable
+        f = tree.write("memory.max", str(GIB))  # no list: the process is at the top
+        assert tree.bound(str(tmp_path / "nope")) == (GIB, f"cgroup v2 {f}")
+
+    def test_defaults_follow_the_bound(self, monkeypatch):
+        monkeypatch.delenv("OZLINALG_SCRATCH_CACHE", raising=False)
+        for bound, pool, work in ((GIB, GIB // 8, GIB // 4), (64 * GIB, 2 * GIB, 2 * GIB)):
+            monkeypatch.setattr(_scratch, "memory_bound", lambda b=bound: (b, "test"))
+            monkeypatch.setattr(engine_registry, "memory_bound", lambda b=bound: (b, "test"))
+            assert _scratch.default_limit() == pool
+            assert ScratchPool().limit == pool
+            assert engine_registry.Engine().memory_limit() == work
+        monkeypatch.setenv("OZLINALG_SCRATCH_CACHE", "12345")  # the variable still wins
+        assert _scratch.default_limit() == 12345
+
+    def test_address_space_limit(self):
+        """A subprocess under ``ulimit -v`` 8 GiB (generous: Python, NumPy, the engine
+        start): the bound, the pool's cap and one product's budget follow it."""
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        if hard != resource.RLIM_INFINITY and hard < 8 * GIB:
+            pytest.skip(f"the hard RLIMIT_AS is {hard} bytes")
+        without = _process.memory_bound_bytes()
+        code = (
+            "import json, resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (8 << 30, resource.getrlimit("
+            "resource.RLIMIT_AS)[1]))\n"
+            "import numpy as np, ozlinalg\n"
+            "from ozlinalg.engines import _process, _scratch, get_engine\n"
+            "a = np.arange(12.0).reshape(3, 4)\n"
+            "ok = bool((ozlinalg.matmul(a, a.T) == a @ a.T).all())\n"
+            "print(json.dumps([_process.memory_bound(), _scratch.default_limit(), "
+            "get_engine(np).memory_limit(), ok]))\n")
+        env = {k: v for k, v in os.environ.items() if k != "OZLINALG_SCRATCH_CACHE"}
+        env.update(PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   OPENBLAS_NUM_THREADS="1")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        (value, source), pool, work, ok = json.loads(r.stdout.strip().splitlines()[-1])
+        want = (8 * GIB, "RLIMIT_AS") if without[0] > 8 * GIB else tuple(without)
+        assert (value, source) == want and ok
+        assert pool == min(2 * GIB, value // 8) and work == min(2 * GIB, value // 4)
 
 
 @pytest.mark.parametrize("method", ["hybrid-ef", "crt", "bitmask"])

@@ -20,6 +20,12 @@ Where the library comes from (first hit wins; :func:`find_library`):
 Nothing here raises on a machine without oneDNN: :func:`load` returns
 ``(None, reason)``. A bad ``OZLINALG_ONEDNN_LIBRARY`` (a file that does not
 exist) raises ValueError (:mod:`ozlinalg._env`).
+
+A GEMM that returns a status other than ``dnnl_success`` raises
+(:func:`check_status`): ``dnnl_out_of_memory`` as :class:`MemoryError` (what
+every other allocation failure of a product is, so the driver's handler and the
+caller's ``except MemoryError`` see it), any other status as RuntimeError naming
+it (``invalid arguments``, ``unimplemented``, ...), with the call and its shape.
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ import sys
 from .._env import env_text, invalid
 from ._process import fork_safe_lock
 
-__all__ = ["DNNL", "ISA_NAMES", "find_library", "load"]
+__all__ = ["DNNL", "ISA_NAMES", "STATUS_NAMES", "check_status", "find_library", "load"]
 
 #: ``dnnl_cpu_isa_t`` values of oneDNN 3.x (cumulative bit masks).
 ISA_NAMES = {
@@ -48,6 +54,42 @@ ISA_NAMES = {
     0xFEF: "avx512_core_amx",
     0x1FEF: "avx512_core_amx_fp16",
 }
+
+#: ``dnnl_status_t`` of oneDNN 3.x (``dnnl_common_types.h``), without the prefix.
+STATUS_NAMES = {
+    0: "success",
+    1: "out of memory",
+    2: "invalid arguments",
+    3: "unimplemented",
+    4: "last implementation reached",
+    5: "runtime error",
+    6: "not required",
+    7: "invalid graph",
+    8: "invalid graph op",
+    9: "invalid shape",
+    10: "invalid data type",
+}
+_OUT_OF_MEMORY = 1
+
+
+def check_status(st, call, shape):
+    """Raise for a failed oneDNN call: status ``st`` of ``call`` (its name) on ``shape``
+    (text such as ``"m=.., n=.., k=.."``); returns None on ``dnnl_success``.
+
+    ``dnnl_out_of_memory`` raises :class:`MemoryError`: it is the same condition as
+    a failed ``numpy.empty`` in the product, and callers (the driver's tiling
+    advice, the scratch pool's release, a user's retry) handle it as such. Any
+    other status is a RuntimeError naming it.
+    """
+    st = int(st)
+    if st == 0:
+        return
+    what = STATUS_NAMES.get(st, "unknown status")
+    msg = f"ozlinalg: {call}({shape}) failed with status {st} ({what})"
+    if st == _OUT_OF_MEMORY:
+        raise MemoryError(msg)
+    raise RuntimeError(msg)
+
 
 _LIB_NAME = "libdnnl.so.3"
 _DIST = "onednn-cpu-gomp"
@@ -176,8 +218,8 @@ class DNNL:
         finally:
             self._pop_threads(prev)
         if st != 0:
-            raise RuntimeError(f"ozlinalg: dnnl_gemm_s8s8s32 failed with status {st} "
-                               f"(m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc})")
+            check_status(st, "dnnl_gemm_s8s8s32",
+                         f"m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc}")
 
     def gemm_bf16(self, transa, transb, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, threads=1):
         """Row-major ``C (m x n, float32) = op(A) @ op(B)`` of bf16 operands (as above)."""
@@ -188,7 +230,8 @@ class DNNL:
         finally:
             self._pop_threads(prev)
         if st != 0:
-            raise RuntimeError(f"ozlinalg: dnnl_gemm_bf16bf16f32 failed with status {st}")
+            check_status(st, "dnnl_gemm_bf16bf16f32",
+                         f"m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc}")
 
 
 _LOCK = fork_safe_lock()

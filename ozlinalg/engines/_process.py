@@ -1,6 +1,7 @@
-"""The engines as guests of the process: forked children, CPU threads, BLAS's thread count.
+"""The engines as guests of the process: forked children, CPU threads, BLAS's thread count,
+the memory bound.
 
-A library runs inside other people's programs, so the engines keep three rules.
+A library runs inside other people's programs, so the engines keep four rules.
 
 Forked children
     GNU OpenMP (libgomp, the thread pool of oneDNN's ``onednn-cpu-gomp`` build and of
@@ -27,15 +28,25 @@ BLAS's thread count
     limited sections of all threads are serialized and the count found is restored
     after each, unless somebody set their own meanwhile (a user's own
     ``threadpoolctl`` setting made during the call is kept).
+
+The memory bound
+    The default budgets (the scratch pool's cap, one product's working memory) are
+    fractions of the memory this process may use, not of the machine's: the least
+    of the physical memory, the cgroup's limit (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``, of the process's cgroup and its parents: a
+    container's limit) and the address-space rlimit (``ulimit -v``). See
+    :func:`memory_bound_bytes`.
 """
 from __future__ import annotations
 
+import functools
 import os
+import posixpath
 import threading
 import weakref
 
 __all__ = ["BlasThreadLimit", "MAX_THREADS", "at_fork_child", "cpu_threads", "fork_safe_lock",
-           "forked", "native_threads"]
+           "forked", "memory_bound", "memory_bound_bytes", "native_threads"]
 
 #: Most threads an engine uses (the INT8 GEMMs stop scaling well beyond).
 MAX_THREADS = 8
@@ -57,6 +68,122 @@ def cpu_threads() -> int:
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
     return max(1, min(n, MAX_THREADS))
+
+
+#: Where the cgroup file systems are mounted (v2 at the top, v1's at ``memory/``).
+CGROUP_ROOT = "/sys/fs/cgroup"
+#: This process's cgroups, one ``id:controllers:path`` line each (v2: ``0::path``).
+PROC_CGROUP = "/proc/self/cgroup"
+#: A limit from this on is no limit (cgroup v1 writes "none" as 2**63 - a page).
+NO_LIMIT = 1 << 60
+
+
+def _physical_bytes():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 << 30  # a machine that cannot say: a modest guess
+
+
+def _read_limit(path):
+    """The byte count in the cgroup file ``path``, or None: missing, unreadable,
+    ``max``, garbage, not positive, or so large it means no limit."""
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read(64).strip()
+        value = int(text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None  # "max" (v2's no limit) lands here too
+    return value if 0 < value < NO_LIMIT else None
+
+
+def _cgroup_paths(proc_cgroup):
+    """``{controller: path}`` of this process's cgroups (v2's under ``""``); empty
+    where the file is missing or unreadable."""
+    paths = {}
+    try:
+        with open(proc_cgroup, encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 16).splitlines()
+    except OSError:
+        return paths
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(","):
+                paths.setdefault(controller, parts[2])
+    return paths
+
+
+def _walk_up(base, path, filename):
+    """``(bytes, file)``: the least limit in ``filename`` of the cgroup ``path`` and
+    its parents under the mount ``base`` (a parent's limit binds its children too),
+    or ``(None, None)``. A path outside the mount (``/..``: the process's cgroup is
+    above a container's namespace) starts at the mount itself."""
+    rel = posixpath.normpath("/" + path.strip()).lstrip("/")
+    if rel.startswith(".."):
+        rel = ""
+    best = (None, None)
+    while True:
+        f = os.path.join(base, rel, filename) if rel else os.path.join(base, filename)
+        value = _read_limit(f)
+        if value is not None and (best[0] is None or value < best[0]):
+            best = (value, f)
+        if not rel:
+            return best
+        rel = posixpath.dirname(rel)
+
+
+def _address_space_limit():
+    """The soft ``RLIMIT_AS`` in bytes, or None (unlimited, or no ``resource`` module)."""
+    try:
+        import resource  # noqa: PLC0415 (POSIX only)
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    return soft if 0 < soft < NO_LIMIT and soft != resource.RLIM_INFINITY else None
+
+
+def memory_bound_bytes(root=None, proc_cgroup=None):
+    """``(bytes, source)``: the most memory this process may use, and what says so.
+
+    The least of: the physical memory (``"physical memory"``); the cgroup v2
+    ``memory.max`` of the process's cgroup (``0::path`` in ``/proc/self/cgroup``)
+    or a parent's, ``"max"`` meaning none (a container's limit); the cgroup v1
+    ``memory/…/memory.limit_in_bytes`` likewise, huge values meaning none; the
+    soft address-space limit ``RLIMIT_AS`` (``ulimit -v``; it counts reserved
+    address space, not only touched memory), infinity meaning none. ``source``
+    names the file or limit that gave the value. Files that are missing,
+    unreadable or hold anything but a byte count are skipped.
+
+    Parameters
+    ----------
+    root : str, optional
+        The cgroup mount (default :data:`CGROUP_ROOT`; tests use a fake tree).
+    proc_cgroup : str, optional
+        The process's cgroup list (default :data:`PROC_CGROUP`).
+    """
+    root = CGROUP_ROOT if root is None else root
+    paths = _cgroup_paths(PROC_CGROUP if proc_cgroup is None else proc_cgroup)
+    found = [(_physical_bytes(), "physical memory")]
+    v2, f2 = _walk_up(root, paths.get("", "/"), "memory.max")
+    if v2 is not None:
+        found.append((v2, f"cgroup v2 {f2}"))
+    v1, f1 = _walk_up(os.path.join(root, "memory"), paths.get("memory", "/"),
+                      "memory.limit_in_bytes")
+    if v1 is not None:
+        found.append((v1, f"cgroup v1 {f1}"))
+    rl = _address_space_limit()
+    if rl is not None:
+        found.append((rl, "RLIMIT_AS"))
+    return min(found, key=lambda t: t[0])  # the first of equals: physical memory
+
+
+@functools.lru_cache(maxsize=1)
+def memory_bound():
+    """:func:`memory_bound_bytes` of this process, read once (the engines' defaults
+    ask for it per product; a container's limit does not change under it)."""
+    return memory_bound_bytes()
 
 
 def native_threads() -> int:

@@ -17,25 +17,34 @@ the last of them is gone (tests/test_scratch.py). Contents are never relied on
 (``numpy.empty`` semantics).
 
 How much it keeps: at most ``limit`` bytes of free buffers (default 1/8 of the
-physical memory, at most 2 GiB; environment variable
+memory the process may use, at most 2 GiB: the least of the physical memory, a
+container's cgroup limit and ``ulimit -v``, :func:`ozlinalg.engines._process.
+memory_bound_bytes`; environment variable
 ``OZLINALG_SCRATCH_CACHE`` in bytes, 0 disables it), and never more than the
 ``options(memory_limit=...)`` in force when a buffer comes back.
 :func:`ozlinalg.engines.free_scratch` (or ``engine.scratch.clear()``) frees them.
+
+Out of memory: kept buffers are memory the process could use, so they go first.
+:meth:`ScratchPool.empty` whose allocation fails while pools keep free buffers
+frees them and tries once more; :func:`release_after_oom` is what a product's
+``except MemoryError`` calls before re-raising, so that the buffers of the
+failed product (back in the pool once its arrays are gone) do not make the
+next call fail too.
 """
 from __future__ import annotations
 
 import ctypes
 import math
-import os
 import threading
 import weakref
 
 import numpy as np
 
 from .._env import env_bytes
-from ._process import fork_safe_lock
+from ._process import fork_safe_lock, memory_bound
 
-__all__ = ["ENV_SCRATCH", "MIN_BYTES", "ScratchPool", "default_limit", "free_scratch"]
+__all__ = ["ENV_SCRATCH", "MIN_BYTES", "ScratchPool", "default_limit", "free_scratch",
+           "release_after_oom"]
 
 ENV_SCRATCH = "OZLINALG_SCRATCH_CACHE"
 
@@ -43,18 +52,20 @@ ENV_SCRATCH = "OZLINALG_SCRATCH_CACHE"
 MIN_BYTES = 4 << 20
 
 
+#: The pool keeps at most this share of the memory bound, and at most MAX_LIMIT.
+BOUND_SHARE = 8
+MAX_LIMIT = 2 << 30
+
+
 def default_limit():
     """Bytes of free buffers a pool keeps: ``OZLINALG_SCRATCH_CACHE`` (a finite,
-    non-negative byte count; anything else raises ValueError) or 1/8 of the
-    physical memory, at most 2 GiB."""
+    non-negative byte count; anything else raises ValueError) or 1/8 of the memory
+    the process may use (:func:`~ozlinalg.engines._process.memory_bound`: physical
+    memory, cgroup limit, ``RLIMIT_AS``), at most 2 GiB."""
     env = env_bytes(ENV_SCRATCH)  # a bad value raises, naming the variable
     if env is not None:
         return env
-    try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        phys = 16 << 30
-    return int(min(2 << 30, phys // 8))
+    return int(min(MAX_LIMIT, memory_bound()[0] // BOUND_SHARE))
 
 
 def _options_cap():
@@ -73,12 +84,52 @@ def free_scratch():
         pool.clear()
 
 
+def _held_anywhere():
+    """Bytes of free buffers all pools keep now."""
+    return sum(pool.held for pool in list(_POOLS))
+
+
+def release_after_oom():
+    """Free every pool's kept buffers after a MemoryError; returns the bytes freed.
+
+    For a product's ``except MemoryError`` before it re-raises. The failed
+    product's buffers are still leased then (the traceback holds its frames);
+    kept once they come back, they would take the memory the next call needs.
+    So, as after every :meth:`ScratchPool.clear`, buffers leased before this call
+    go back to the system when their arrays go, not to a pool. Cheap: no garbage
+    collection, nothing but the pools' lists.
+    """
+    held = _held_anywhere()
+    free_scratch()
+    return held
+
+
+def _np_empty(shape, dtype, order="C"):
+    """``numpy.empty`` (one place to allocate, so tests can make it fail)."""
+    return np.empty(shape, dtype, order=order)
+
+
+def _allocate(shape, dtype, order="C"):
+    """``numpy.empty``, retried once after freeing the pools' kept buffers if it runs
+    out of memory while some are kept (they are the process's memory too)."""
+    try:
+        return _np_empty(shape, dtype, order)
+    except MemoryError:
+        if not _held_anywhere():
+            raise
+    free_scratch()
+    return _np_empty(shape, dtype, order)
+
+
 class ScratchPool:
     """Free large buffers of one engine, reused best fit (at most twice the size asked)."""
 
     def __init__(self, limit=None):
         self.limit = default_limit() if limit is None else max(0, int(limit))
         self._free = []  # uint8 arrays, oldest first
+        # bumped by clear(): buffers leased before it are not taken back (a clear
+        # after a MemoryError must also drop the failed product's buffers)
+        self._generation = 0
         # re-entrant: finalizers may run inside the pool's own calls
         self._lock = fork_safe_lock(threading.RLock)
         self.hits = 0
@@ -95,15 +146,20 @@ class ScratchPool:
         """Free every kept buffer (leased ones return to the system when released)."""
         with self._lock:
             self._free.clear()
+            self._generation += 1
 
     def empty(self, shape, dtype, order="C"):
-        """``numpy.empty(shape, dtype, order)``, from a kept buffer where one fits."""
+        """``numpy.empty(shape, dtype, order)``, from a kept buffer where one fits.
+
+        Where the allocation runs out of memory while pools keep free buffers,
+        those are freed and it is tried once more; MemoryError after that.
+        """
         dtype = np.dtype(dtype)
         shape = tuple(int(s) for s in (shape if isinstance(shape, tuple) else (shape,)))
         count = math.prod(shape)
         nbytes = count * dtype.itemsize
         if nbytes < MIN_BYTES or self.limit <= 0:
-            return np.empty(shape, dtype, order=order)
+            return _allocate(shape, dtype, order)
         buf = None
         with self._lock:
             best = None
@@ -117,19 +173,20 @@ class ScratchPool:
             else:
                 self.misses += 1
         if buf is None:
-            buf = np.empty(nbytes, np.uint8)
+            buf = _allocate(nbytes, np.uint8)  # may clear the pools: generation after it
+        gen = self._generation
         lease = (ctypes.c_char * buf.nbytes).from_buffer(buf)
-        weakref.finalize(lease, self._give, buf).atexit = False
+        weakref.finalize(lease, self._give, buf, gen).atexit = False
         flat = np.frombuffer(lease, dtype=dtype, count=count)
         return flat.reshape(shape, order=order)
 
-    def _give(self, buf):
+    def _give(self, buf, gen):
         try:
             cap = min(self.limit, _options_cap())
         except Exception:  # noqa: BLE001 (a finalizer at interpreter shutdown: let it go)
             return
         with self._lock:
-            if buf.nbytes > cap:
+            if buf.nbytes > cap or gen != self._generation:
                 return
             self._free.append(buf)
             total = sum(b.nbytes for b in self._free)

@@ -52,6 +52,8 @@ from __future__ import annotations
 
 import contextlib
 
+from ._process import memory_bound
+
 __all__ = ["APPROX_PRESCALE", "CROSSOVER_OPS", "Engine", "get_engine", "group_runs",
            "register_engine"]
 
@@ -100,9 +102,17 @@ class Engine:
     def empty_slices(self, s, rows, k, kind, operand=None):  # pragma: no cover - interface
         raise NotImplementedError
 
+    #: The default budget of one product: at most this share of the process's memory
+    #: bound (a product in a 1 GiB container plans 256 MiB, not 2 GiB), and
+    #: MAX_WORKING_BYTES.
+    BOUND_SHARE = 4
+    MAX_WORKING_BYTES = 2 * 1024**3
+
     def memory_limit(self):
-        """Default working-memory budget (bytes) of one product (``options(memory_limit=None)``)."""
-        return 2 * 1024**3
+        """Default working-memory budget (bytes) of one product (``options(memory_limit=None)``):
+        2 GiB, at most 1/4 of the memory the process may use (physical memory, a
+        cgroup's limit, ``RLIMIT_AS``: :func:`ozlinalg.engines._process.memory_bound`)."""
+        return int(max(1, min(self.MAX_WORKING_BYTES, memory_bound()[0] // self.BOUND_SHARE)))
 
     def workspace(self, m, p):
         """Buffers reused across the products of one call (``None``: none needed)."""

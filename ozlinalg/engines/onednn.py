@@ -7,7 +7,9 @@ It is exact there. Below VNNI, oneDNN emulates it with ``vpmaddubsw``, which
 saturates to INT16 and is NOT exact for values near -128 / 127; so the engine
 never assumes: a one-time self-test at the extreme values (:func:`self_test`)
 decides, and the engine is only used where it passes
-(:func:`ozlinalg.engines.select`).
+(:func:`ozlinalg.engines.select`). Running out of memory during that test is
+not a verdict: the creation raises MemoryError, nothing is cached, and the next
+call tests again.
 
 Storage
 -------
@@ -40,7 +42,7 @@ import numpy as np
 from .._exceptions import PerformanceWarning
 from . import _dnnl, kernels
 from ._process import BlasThreadLimit, at_fork_child, native_threads
-from ._scratch import ScratchPool
+from ._scratch import ScratchPool, release_after_oom
 from .base import APPROX_PRESCALE, group_runs
 from .cpu import CPUEngine
 
@@ -115,12 +117,30 @@ class OneDNNEngine(CPUEngine):
         # The pool reads OZLINALG_SCRATCH_CACHE: a bad value must raise here, not
         # inside the self-test, which would take it for an inexact GEMM.
         self.scratch  # noqa: B018
-        ok, detail = self_test(self)
+        ok, detail = self._run_self_test()
         self.self_test = detail
         if not ok:
             raise EngineUnavailable(
                 f"oneDNN {self.version} (ISA {lib.isa_name}) failed the INT8 exactness "
                 f"self-test: {detail}")
+
+    def _run_self_test(self):
+        """:func:`self_test`, where running out of memory is no verdict.
+
+        A MemoryError (a busy machine, a tight container) says nothing about the
+        GEMM's exactness: it propagates, with the pool's buffers released, and
+        as no engine was made, nothing is cached (:mod:`.select`), so the next
+        call tests again. A KeyboardInterrupt propagates as it is. Only a wrong
+        answer, or another failing call, is an :class:`EngineUnavailable`.
+        """
+        try:
+            return self_test(self)
+        except MemoryError as exc:
+            release_after_oom()
+            raise MemoryError(
+                "ozlinalg: out of memory during the oneDNN engine's one-time exactness "
+                "self-test (a few MiB); nothing was cached, the next call tries again"
+            ) from exc
 
     @functools.cached_property
     def scratch(self):
@@ -416,8 +436,8 @@ class OneDNNEngine(CPUEngine):
         ker.small_ef_product(a, bt, out, kind == "bitmask", width,
                              0 if slices == "auto" else int(slices), thresholds,
                              0 if min_shift is None else int(min_shift), info)
-        if info[1] != 0:
-            return None
+        if info[1] != 0:  # the driver runs (SMALL_NOMEM too: it raises MemoryError
+            return None   # itself if memory is short for it as well)
         if times is not None:
             times[:] = (info[3:] * 1e-9).tolist()
         return int(info[0]), int(info[2])
@@ -989,6 +1009,9 @@ def self_test(engine):
     the Ozaki-II bound GEMM's case), random full-range values, and the grouped
     storage with a multi-GEMM ``beta = 1`` run, all against int64 NumPy.
     Below VNNI, oneDNN's ``vpmaddubsw`` path saturates on these and fails.
+
+    A call that raises is a failed test, except MemoryError (and KeyboardInterrupt),
+    which propagate: they are no verdict on the GEMM, and the caller tries again.
     """
     rng = np.random.default_rng(20250)
     checks = []
@@ -1026,6 +1049,8 @@ def self_test(engine):
         want = sum(a[t].astype(np.int64) @ a[t].astype(np.int64).T for t in range(3))
         if calls < 2 or not np.array_equal(got, want):
             return False, "beta = 1 accumulation wrong"
+    except MemoryError:  # not a verdict: the engine's creation says so and is retried
+        raise
     except Exception as exc:  # a failing call is a failed test, never a crash
         return False, f"{type(exc).__name__}: {exc}"
     return True, f"exact on {len(checks) + 1} checks (ISA {engine.isa})"

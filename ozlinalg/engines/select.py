@@ -13,6 +13,13 @@ Forcing one:
 * ``ozlinalg.options(engine="sgemm" | "onednn" | "auto")`` (per context,
   overrides the environment).
 
+What is cached: the engine, or the :class:`~ozlinalg.engines.onednn.EngineUnavailable`
+of a genuine verdict (the library does not load, or its INT8 GEMM gave a wrong
+answer), for the rest of the process. Anything else raised while creating an
+engine (MemoryError during the self-test, KeyboardInterrupt) propagates and
+leaves nothing behind: the next call creates it again, so a transient shortage
+never demotes ``"auto"`` to SGEMM for good.
+
 Asking for ``"onednn"`` where it cannot run raises
 :class:`~ozlinalg.engines.onednn.EngineUnavailable` with the reason: it
 never falls back silently to an engine the caller did not choose, and never
@@ -59,6 +66,8 @@ def _make(name):
             else:
                 from .onednn import EngineUnavailable, OneDNNEngine  # noqa: PLC0415
 
+                # Only a verdict is kept; a MemoryError or KeyboardInterrupt passes
+                # through with nothing cached, and the next call tries again.
                 try:
                     _CACHE[name] = OneDNNEngine()
                 except EngineUnavailable as exc:
