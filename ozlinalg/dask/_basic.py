@@ -6,7 +6,7 @@ import numpy as np
 from ..linalg._lapack_io import common_dtype
 from . import _kernels as K
 from ._cholesky import cho_factor, cho_solve
-from ._lu import getrf_graph, getrs_graph
+from ._lu import getrf_arrays, getrs_graph
 from ._qr import qr
 from ._tasks import capture, filled, meta_like, new_array, task_name
 from ._triangular import solve_triangular
@@ -63,9 +63,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         if kind in ("sym", "symmetric", "her", "hermitian"):
             a = _complete(a, lower, hermitian=kind in ("her", "hermitian"))
         opts = capture(a.shape[0])
-        dsk, final, piv, _ = getrf_graph(a, opts, "raise")
-        lu_ = new_array(dsk, final, [a], a.shape, a.chunks, wt)
-        p = new_array(dsk, piv, [a], (a.shape[0],), (a.chunks[0],), np.int32)
+        lu_, p, _ = getrf_arrays(a, opts, "raise", wt)
         t = 1 if transposed else 0
         x = getrs_graph(lu_, p, b, t, opts, tokenize(lu_, p, b, t, opts))
     x = x[:, 0] if vec else x
@@ -108,9 +106,7 @@ def det(a, overwrite_a=False, check_finite=True):
     wt = work_dtype(a)  # also det's result dtype, as SciPy's (float64 / complex128)
     a = finite(a, check_finite).astype(wt)
     opts = capture(a.shape[0])
-    dsk, final, piv, _ = getrf_graph(a, opts, "ignore")
-    lu_ = new_array(dsk, final, [a], a.shape, a.chunks, wt)
-    p = new_array(dsk, piv, [a], (a.shape[0],), (a.chunks[0],), np.int32)
+    lu_, p, _ = getrf_arrays(a, opts, "ignore", wt)
     name = task_name("det", tokenize(lu_, p))
     nb = p.numblocks[0]
     d = {(name,): (K.det_from_lu, [(lu_.name, k, k) for k in range(nb)],

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import _kernels as K
-from ._tasks import OzTask, block_keys, capture, chunk_namespace, new_array, task_name
+from ._tasks import OzTask, block_keys, capture, chunk_namespace, new_array, sub, task_name
 from ._triangular import trsm_graph
 from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, system, work_dtype
 
@@ -32,7 +32,7 @@ def potrf_graph(a, lower, opts):
         for j in range(i + 1):
             parts = []
             for p in range(j):
-                key = (name + "-dot", i, p, j)
+                key = (sub(name, "-dot"), i, p, j)
                 dsk[key] = (dot, (name, i, p), (name, j, p), 0, 2)
                 parts.append(key)
             if i == j:
@@ -104,9 +104,9 @@ def _potrs(c, lower, b, opts):
     nb, nc = c.numblocks[0], b.numblocks[1]
     tri = lambda i, p: kc[i, p]  # noqa: E731
     # lower: L y = b, L^H x = y;  upper: U^H y = b, U x = y
-    y = trsm_graph(dsk, name + "-1", tri, lambda i, j: kb[i, j], nb, nc, lower,
+    y = trsm_graph(dsk, sub(name, "-1"), tri, lambda i, j: kb[i, j], nb, nc, lower,
                    0 if lower else 2, False, opts)
-    x = trsm_graph(dsk, name + "-2", tri, lambda i, j: y[i, j], nb, nc, lower,
+    x = trsm_graph(dsk, sub(name, "-2"), tri, lambda i, j: y[i, j], nb, nc, lower,
                    2 if lower else 0, False, opts)
     for (i, j), key in x.items():
         dsk[name, i, j] = key

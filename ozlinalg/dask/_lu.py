@@ -12,13 +12,15 @@ from ._tasks import (
     chunk_namespace,
     getitem,
     new_array,
+    new_arrays,
     offsets,
+    sub,
     task_name,
 )
 from ._triangular import trsm_graph
 from ._validate import as_dask, check_dtype, finite, result_dtype, square_blocks, system, work_dtype
 
-__all__ = ["lu_factor", "lu_solve", "lu", "getrf_graph", "swap_column"]
+__all__ = ["lu_factor", "lu_solve", "lu", "getrf_graph", "getrf_arrays", "swap_column"]
 
 
 def swap_column(dsk, name, k, j, cur, moves, lo, heights, top_task=None, lower_task=None):
@@ -38,20 +40,20 @@ def swap_column(dsk, name, k, j, cur, moves, lo, heights, top_task=None, lower_t
     nblocks = len(heights)
     picks = []
     for i in range(k + 1, nblocks):
-        key = (name + "-pick", k, i, j)
+        key = (sub(name, "-pick"), k, i, j)
         dsk[key] = (K.rows_to_top, moves, cur[i, j], lo[i])
         picks.append(key)
     top_old = cur[k, j]
     if top_task is None:
-        top = (name + "-swap", k, k, j)
+        top = (sub(name, "-swap"), k, k, j)
         dsk[top] = (K.top_after, moves, top_old, *picks)
     else:
         top = top_task(top_old, picks)
     for i in range(k + 1, nblocks):
-        drop = (name + "-drop", k, i, j)
+        drop = (sub(name, "-drop"), k, i, j)
         dsk[drop] = (K.rows_from_top, moves, top_old, lo[i], heights[i])
         if lower_task is None:
-            key = (name + "-swap", k, i, j)
+            key = (sub(name, "-swap"), k, i, j)
             dsk[key] = (K.lower_after, cur[i, j], drop)
         else:
             key = lower_task(i, cur[i, j], drop)
@@ -86,16 +88,16 @@ def getrf_graph(a, opts, on_zero):
                                  OzTask(K.lu_update, opts))
     move_keys = []
     for k in range(nb):
-        panel = (name + "-panel", k)
+        panel = (sub(name, "-panel"), k)
         dsk[panel] = (panel_t, off[k], on_zero, *[cur[i, k] for i in range(k, nb)])
-        moves = (name + "-moves", k)
+        moves = (sub(name, "-moves"), k)
         dsk[moves] = (getitem, panel, 1)
         move_keys.append(moves)
-        factored = (name + "-factors-of-panel", k)
+        factored = (sub(name, "-factors-of-panel"), k)
         dsk[factored] = (getitem, panel, 0)
         lo = {i: off[i] - off[k] for i in range(k, nb)}
         for i in range(k, nb):
-            key = (name + "-l", i, k)
+            key = (sub(name, "-l"), i, k)
             dsk[key] = (K.rows, factored, lo[i], lo[i] + a.chunks[0][i])
             cur[i, k] = key
         diag = cur[k, k]
@@ -104,27 +106,41 @@ def getrf_graph(a, opts, on_zero):
                 swap_column(dsk, name, k, j, cur, moves, lo, a.chunks[0])
             elif j > k:
                 def u_task(top_old, picks, j=j, k=k, diag=diag, moves=moves):
-                    key = (name + "-u", k, j)
+                    key = (sub(name, "-u"), k, j)
                     dsk[key] = (trsm_t, diag, moves, top_old, *picks)
                     return key
 
                 def update_task(i, block, drop, j=j, k=k):
-                    key = (name + "-update", k, i, j)
-                    dsk[key] = (update_t, block, drop, cur[i, k], (name + "-u", k, j))
+                    key = (sub(name, "-update"), k, i, j)
+                    dsk[key] = (update_t, block, drop, cur[i, k], (sub(name, "-u"), k, j))
                     return key
 
                 swap_column(dsk, name, k, j, cur, moves, lo, a.chunks[0], u_task, update_task)
-    perm = (name + "-perm",)
+    perm = (sub(name, "-perm"),)
     dsk[perm] = (K.perm_from_moves, a.shape[0],
                  *[x for k in range(nb) for x in (off[k], move_keys[k])])
-    final = name + "-factors"
+    final = sub(name, "-factors")
     for (i, j), key in cur.items():
         dsk[final, i, j] = key
-    piv = name + "-piv"
+    piv = sub(name, "-piv")
     xp = chunk_namespace(a)
     for k in range(nb):
-        dsk[piv, k] = (K.global_piv, (getitem, (name + "-panel", k), 2), off[k], xp)
+        dsk[piv, k] = (K.global_piv, (getitem, (sub(name, "-panel"), k), 2), off[k], xp)
     return dsk, final, piv, perm
+
+
+def getrf_arrays(a, opts, on_zero, wt):
+    """``(lu, piv, perm)`` of :func:`getrf_graph`: the factors and the global
+    pivots as dask arrays (layers of their own over the shared factorization
+    layer) and the key of the row order, which lives in that shared layer.
+    Every caller splits the tasks the same way, so graphs of one ``a`` built
+    by different callers (``lu_factor`` and ``lu``) merge without a key in
+    two layers."""
+    dsk, final, piv, perm = getrf_graph(a, opts, on_zero)
+    base = final.replace("-factors-", "-", 1)
+    lu_, p = new_arrays(dsk, base, [(final, a.shape, a.chunks, wt),
+                                    (piv, (a.shape[0],), (a.chunks[0],), np.int32)], [a])
+    return lu_, p, perm
 
 
 def _prepare(a, fname, check_finite):
@@ -156,9 +172,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     """
     a, dt, wt = _prepare(a, "ozlinalg.linalg.lu_factor", check_finite)
     opts = capture(a.shape[0])
-    dsk, final, piv, _ = getrf_graph(a, opts, "warn")
-    lu_ = new_array(dsk, final, [a], a.shape, a.chunks, wt)
-    p = new_array(dsk, piv, [a], (a.shape[0],), (a.chunks[0],), np.int32)
+    lu_, p, _ = getrf_arrays(a, opts, "warn", wt)
     return (lu_.astype(dt) if dt != wt else lu_), p
 
 
@@ -195,7 +209,7 @@ def getrs_graph(lu_, piv, b, t, opts, token):
     dsk = {}
 
     def moves(k, inverse):
-        key = (name + ("-inverse" if inverse else "-moves"), k)
+        key = (sub(name, "-inverse" if inverse else "-moves"), k)
         dsk[key] = (K.moves_from_piv, kp[(k,)], off[k])
         if inverse:
             dsk[key] = (K.inverse_moves, dsk[key])
@@ -207,25 +221,25 @@ def getrs_graph(lu_, piv, b, t, opts, token):
             mv = moves(k, inverse)
             lo = {i: off[i] - off[k] for i in range(k, nb)}
             for j in range(nc):
-                swap_column(dsk, name + ("-inv" if inverse else ""), k, j, cur, mv, lo,
+                swap_column(dsk, sub(name, "-inv") if inverse else name, k, j, cur, mv, lo,
                             lu_.chunks[0])
 
     tri = lambda i, p: kl[i, p]  # noqa: E731
     if t == 0:
         permute(False)
-        y = trsm_graph(dsk, name + "-l", tri, lambda i, j: cur[i, j], nb, nc, True, 0, True,
+        y = trsm_graph(dsk, sub(name, "-l"), tri, lambda i, j: cur[i, j], nb, nc, True, 0, True,
                        opts)
-        x = trsm_graph(dsk, name + "-u", tri, lambda i, j: y[i, j], nb, nc, False, 0, False,
+        x = trsm_graph(dsk, sub(name, "-u"), tri, lambda i, j: y[i, j], nb, nc, False, 0, False,
                        opts)
     else:
-        y = trsm_graph(dsk, name + "-u", tri, lambda i, j: cur[i, j], nb, nc, False, t, False,
+        y = trsm_graph(dsk, sub(name, "-u"), tri, lambda i, j: cur[i, j], nb, nc, False, t, False,
                        opts)
-        x = trsm_graph(dsk, name + "-l", tri, lambda i, j: y[i, j], nb, nc, True, t, True,
+        x = trsm_graph(dsk, sub(name, "-l"), tri, lambda i, j: y[i, j], nb, nc, True, t, True,
                        opts)
         cur = dict(x)
         permute(True)
         x = cur
-    out = name + "-x"
+    out = sub(name, "-x")
     for (i, j), key in x.items():
         dsk[out, i, j] = key
     return new_array(dsk, out, [lu_, piv, b], b.shape, b.chunks, lu_.dtype)
@@ -242,8 +256,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
 
     a, dt, wt = _prepare(a, "ozlinalg.linalg.lu", check_finite)
     opts = capture(a.shape[0])
-    dsk, final, _, perm = getrf_graph(a, opts, "warn")
-    lu_ = new_array(dsk, final, [a], a.shape, a.chunks, wt)
+    lu_, piv, perm = getrf_arrays(a, opts, "warn", wt)
     token = tokenize(lu_, permute_l, p_indices)
     off = offsets(a.chunks[0])
     nb = a.numblocks[0]
@@ -263,20 +276,22 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
             else:
                 dsk2[ln, i, j] = (K.zeros_block, ri, cj, wt, xp)
                 dsk2[un, i, j] = src
-            dsk2[pn, i, j] = (K.perm_block, perm, off[i], off[i + 1], off[j], off[j + 1], dt,
-                              xp)
-    dsk2.update(dsk)
-    l_ = new_array(dsk2, ln, [a], a.shape, a.chunks, wt)
-    u = new_array(dsk2, un, [a], a.shape, a.chunks, wt)
+            dsk2[pn, i, j] = (K.perm_block, perm, off[i], off[i + 1], off[j], off[j + 1],
+                              wt if permute_l else dt, xp)
+    outs = [(ln, a.shape, a.chunks, wt), (un, a.shape, a.chunks, wt)]
+    if p_indices and not permute_l:   # SciPy's: a == l[p] @ u, the inverse of the row order
+        pn = task_name("lu-perm", token)
+        dsk2[pn, 0] = (K.perm_indices, perm, xp)
+        outs.append((pn, (a.shape[0],), ((a.shape[0],),), np.intp))
+    else:
+        outs.append((pn, a.shape, a.chunks, wt if permute_l else dt))
+    # the layers read the factors (lu_'s layer) and the row order (the factor layer)
+    l_, u, p = new_arrays(dsk2, task_name("lu-triangles", token), outs, [lu_])
     l_, u = (l_.astype(dt), u.astype(dt)) if dt != wt else (l_, u)
     if permute_l:
         from ._matmul import matmul
 
         # P L: P is a permutation matrix, so the emulated product is exact.
-        pl = matmul(new_array(dsk2, pn, [a], a.shape, a.chunks, wt), l_)
+        pl = matmul(p, l_)
         return (pl.astype(dt) if dt != wt else pl), u
-    if p_indices:   # SciPy's: a == l[p] @ u, the inverse of the row order
-        pi = task_name("lu-perm", token)
-        dsk2[pi, 0] = (K.perm_indices, perm, xp)
-        return new_array(dsk2, pi, [a], (a.shape[0],), ((a.shape[0],),), np.intp), l_, u
-    return new_array(dsk2, pn, [a], a.shape, a.chunks, dt), l_, u
+    return p, l_, u

@@ -10,8 +10,9 @@ from ._tasks import (
     chunk_namespace,
     filled,
     getitem,
-    new_array,
+    new_arrays,
     offsets,
+    sub,
     task_name,
 )
 from ._validate import as_dask, check_dtype, finite, result_dtype, work_dtype
@@ -39,22 +40,23 @@ def tsqr(a, opts, want_q=True):
     heights = [min(h, n) for h in a.chunks[0]]   # rows of each R_i
     dsk = {}
     for i in range(nr):
-        dsk[name + "-block", i] = (qt, ka[i, 0])
-        dsk[name + "-r", i] = (getitem, (name + "-block", i), 1)
-    dsk[name + "-top"] = (qt, (K.stack, *[(name + "-r", i) for i in range(nr)]))
+        dsk[sub(name, "-block"), i] = (qt, ka[i, 0])
+        dsk[sub(name, "-r"), i] = (getitem, (sub(name, "-block"), i), 1)
+    dsk[sub(name, "-top")] = (qt, (K.stack, *[(sub(name, "-r"), i) for i in range(nr)]))
     k = min(m, n)
-    dsk[name + "-R", 0, 0] = (getitem, name + "-top", 1)
-    r = new_array(dsk, name + "-R", [a], (k, n), ((k,), (n,)), a.dtype)
+    r_out = (sub(name, "-R"), (k, n), ((k,), (n,)), a.dtype)
+    dsk[r_out[0], 0, 0] = (getitem, sub(name, "-top"), 1)
     if not want_q:
+        (r,) = new_arrays(dsk, name, [r_out], [a])
         return None, r
     prod = OzTask(K.product, opts)
     off = offsets(heights)
-    q_name = name + "-q"
+    q_name = sub(name, "-q")
     for i in range(nr):
-        q2 = (name + "-q2", i)
-        dsk[q2] = (K.rows, (getitem, name + "-top", 0), off[i], off[i + 1])
-        dsk[q_name, i, 0] = (prod, (getitem, (name + "-block", i), 0), q2)
-    q = new_array(dsk, q_name, [a], (m, k), (a.chunks[0], (k,)), a.dtype)
+        q2 = (sub(name, "-q2"), i)
+        dsk[q2] = (K.rows, (getitem, sub(name, "-top"), 0), off[i], off[i + 1])
+        dsk[q_name, i, 0] = (prod, (getitem, (sub(name, "-block"), i), 0), q2)
+    q, r = new_arrays(dsk, name, [(q_name, (m, k), (a.chunks[0], (k,)), a.dtype), r_out], [a])
     return q, r
 
 
@@ -68,7 +70,7 @@ def householder_graph(a, opts, q_cols):
     emulated products, summed in FP64 in ``-w``) and ``A_ij -= V_i W_j``
     (``-update``). ``Q`` (``q_cols`` columns, or none) is formed as LAPACK's
     ``orgqr``: the reflectors applied to the identity from the last to the first.
-    Returns ``(dsk, r_name, q_name)``.
+    Returns ``(dsk, name, r_name, q_name)`` (``name``: the family's).
     """
     from dask.base import tokenize
 
@@ -84,40 +86,40 @@ def householder_graph(a, opts, q_cols):
     dsk = {}
     voff = {}
     for k in range(nk):
-        panel = (name + "-panel", k)
+        panel = (sub(name, "-panel"), k)
         dsk[panel] = (panel_t, *[cur[i, k] for i in range(k, nbr)])
-        v = (name + "-v", k)
+        v = (sub(name, "-v"), k)
         dsk[v] = (getitem, panel, 1)
-        t = (name + "-t", k)
+        t = (sub(name, "-t"), k)
         dsk[t] = (getitem, panel, 2)
         voff[k] = offsets(rows_[k:])
         for i in range(k, nbr):
-            dsk[name + "-vblock", i, k] = (K.rows, v, voff[k][i - k], voff[k][i - k + 1])
-        cur[k, k] = (name + "-rkk", k)
+            dsk[sub(name, "-vblock"), i, k] = (K.rows, v, voff[k][i - k], voff[k][i - k + 1])
+        cur[k, k] = (sub(name, "-rkk"), k)
         dsk[cur[k, k]] = (getitem, panel, 0)
         for i in range(k + 1, nbr):
             cur[i, k] = None   # below the diagonal: zero in R
         for j in range(k + 1, nbc):
             _apply_reflector(dsk, name, k, j, cur, nbr, proj_t, w_t, upd_t, 2)
-    r_name = name + "-r"
+    r_name = sub(name, "-r")
     for (i, j), key in cur.items():
         dsk[r_name, i, j] = key if key is not None else (K.zeros_block, rows_[i],
                                                          a.chunks[1][j], a.dtype, xp)
     q_name = None
     if q_cols:
-        q_name = name + "-q"
+        q_name = sub(name, "-q")
         qchunks = q_cols
         qoff, roff = offsets(qchunks), offsets(rows_)
-        qcur = {(i, j): (name + "-eye", i, j) for i in range(nbr) for j in range(len(qchunks))}
+        qcur = {(i, j): (sub(name, "-eye"), i, j) for i in range(nbr) for j in range(len(qchunks))}
         for (i, j), key in qcur.items():
             dsk[key] = (K.eye_block, rows_[i], qchunks[j], roff[i], qoff[j], a.dtype, xp)
         for k in range(nk - 1, -1, -1):
             for j in range(k, len(qchunks)):
-                _apply_reflector(dsk, name + "-form", k, j, qcur, nbr, proj_t, w_t, upd_t, 0,
+                _apply_reflector(dsk, sub(name, "-form"), k, j, qcur, nbr, proj_t, w_t, upd_t, 0,
                                  vname=name)
         for (i, j), key in qcur.items():
             dsk[q_name, i, j] = key
-    return dsk, r_name, q_name
+    return dsk, name, r_name, q_name
 
 
 def _apply_reflector(dsk, name, k, j, cur, nbr, proj_t, w_t, upd_t, trans, vname=None):
@@ -126,14 +128,14 @@ def _apply_reflector(dsk, name, k, j, cur, nbr, proj_t, w_t, upd_t, trans, vname
     vname = vname or name
     parts = []
     for i in range(k, nbr):
-        key = (name + "-proj", k, i, j)
-        dsk[key] = (proj_t, (vname + "-vblock", i, k), cur[i, j], 2, 0)
+        key = (sub(name, "-proj"), k, i, j)
+        dsk[key] = (proj_t, (sub(vname, "-vblock"), i, k), cur[i, j], 2, 0)
         parts.append(key)
-    w = (name + "-w", k, j)
-    dsk[w] = (w_t, (vname + "-t", k), trans, *parts)
+    w = (sub(name, "-w"), k, j)
+    dsk[w] = (w_t, (sub(vname, "-t"), k), trans, *parts)
     for i in range(k, nbr):
-        key = (name + "-update", k, i, j)
-        dsk[key] = (upd_t, cur[i, j], (vname + "-vblock", i, k), w)
+        key = (sub(name, "-update"), k, i, j)
+        dsk[key] = (upd_t, cur[i, j], (sub(vname, "-vblock"), i, k), w)
         cur[i, j] = key
 
 
@@ -170,12 +172,14 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         if mode != "r":
             total = m if mode == "full" else k
             qcols = tuple(min(nb, total - s) for s in range(0, total, nb))
-        dsk, r_name, q_name = householder_graph(a, opts, qcols)
-        r = new_array(dsk, r_name, [a], a.shape, a.chunks, wt)
+        dsk, name, r_name, q_name = householder_graph(a, opts, qcols)
+        outs = [(r_name, a.shape, a.chunks, wt)]
+        if q_name is not None:
+            outs.append((q_name, (m, sum(qcols)), (a.chunks[0], qcols), wt))
+        r, *q = new_arrays(dsk, name, outs, [a])
+        q = q[0] if q else None
         if mode == "economic":
             r = r[:k]
-        q = None if q_name is None else new_array(dsk, q_name, [a], (m, sum(qcols)),
-                                                  (a.chunks[0], qcols), wt)
     if mode != "economic" and m > r.shape[0]:   # SciPy: R is M x N
         import dask.array as da
 

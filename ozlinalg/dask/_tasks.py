@@ -17,8 +17,8 @@ import numpy as np
 
 from .._options import Options, get_options, options
 
-__all__ = ["OzTask", "TaskName", "capture", "task_name", "new_array", "block_keys", "offsets",
-           "chunk_namespace", "meta_like"]
+__all__ = ["OzTask", "capture", "task_name", "sub", "new_array", "new_arrays", "block_keys",
+           "offsets", "chunk_namespace", "meta_like"]
 
 
 class OzTask:
@@ -74,32 +74,27 @@ def capture(order, **explicit) -> Options:
     return opts
 
 
-class TaskName(str):
-    """Key prefix of a task family: ``oz-<what>-<token>``.
-
-    ``name + "-panel"`` gives ``oz-<what>-panel-<token>``: the readable part
-    grows BEFORE the token, because dask's dashboard, task stream and progress
-    bars label a task by the part before the first token-like word
-    (``dask.utils.key_split``), so this one shows as ``oz-<what>-panel``.
-    """
-
-    __slots__ = ("stem", "token")
-
-    def __new__(cls, stem, token):
-        self = super().__new__(cls, f"{stem}-{token}")
-        self.stem, self.token = stem, token
-        return self
-
-    def __add__(self, suffix):
-        return TaskName(self.stem + suffix, self.token)
-
-    def __reduce__(self):
-        return (TaskName, (self.stem, self.token))
-
-
 def task_name(prefix, token):
-    """:class:`TaskName` ``oz-<prefix>-<token>``."""
-    return TaskName(f"oz-{prefix}", token)
+    """Key prefix of a task family: the plain ``str`` ``oz-<prefix>-<token>``.
+
+    A plain ``str`` (not a subclass): dask's optimizer renames fused keys only
+    when ``type(key) is str`` and drops keys of any other type, so every key
+    of an ozlinalg graph is a ``str`` or a tuple of a ``str`` and ints. Names
+    of the tasks of one family are made with :func:`sub`.
+    """
+    return f"oz-{prefix}-{token}"
+
+
+def sub(name, suffix):
+    """``sub("oz-<what>-<token>", "-panel")`` is ``"oz-<what>-panel-<token>"``.
+
+    The readable part grows BEFORE the token, because dask's dashboard, task
+    stream and progress bars label a task by the part before the first
+    token-like word (``dask.utils.key_split``), so this one shows as
+    ``oz-<what>-panel``. Tokens (``dask.base.tokenize``) hold no ``-``.
+    """
+    stem, _, token = name.rpartition("-")
+    return f"{stem}{suffix}-{token}"
 
 
 def offsets(chunks):
@@ -145,14 +140,132 @@ def meta_like(x, ndim, dtype):
 
 
 def new_array(dsk, name, dependencies, shape, chunks, dtype):
-    """A dask array whose blocks are ``(name, *index)`` in ``dsk``; its chunks
-    have the type of those of ``dependencies[0]`` (NumPy or CuPy)."""
-    from dask.array.core import Array
-    from dask.highlevelgraph import HighLevelGraph
+    """A dask array whose blocks are ``(name, *index)`` in ``dsk`` (one layer
+    holding every task of ``dsk``); its chunks have the type of those of
+    ``dependencies[0]`` (NumPy or CuPy)."""
+    (x,) = new_arrays(dsk, name, [(name, shape, chunks, dtype)], dependencies)
+    return x
 
-    graph = HighLevelGraph.from_collections(name, dsk, dependencies=dependencies)
-    meta = meta_like(dependencies[0], len(shape), dtype)
-    return Array(graph, name, shape=shape, chunks=chunks, meta=meta)
+
+def new_arrays(dsk, base, outputs, dependencies):
+    """Dask arrays ``[(name, shape, chunks, dtype), ...]`` of one task dict ``dsk``.
+
+    Each output gets a layer of its own keys (``(name, *index)``); the other
+    tasks of ``dsk`` (shared by the outputs: the factorization itself) form
+    one layer ``sub(base, "-factor")`` that the outputs depend on, as dask's
+    own ``tsqr`` does. A key must live in exactly one layer of a graph:
+    when ``q`` and ``r`` of one QR meet in an expression their graphs are
+    merged, and two layers holding the same keys fail
+    ``HighLevelGraph.validate`` (and confuse culling). With one output, that
+    layer holds every task. The layer dependencies are read from the tasks
+    (:func:`_layer_dependencies`), so they are exactly what ``validate``
+    recomputes.
+    """
+    from dask.array.core import Array
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    names = [o[0] for o in outputs]
+    layers = {n: {} for n in names}
+    factor = sub(base, "-factor")
+    for key, task in dsk.items():
+        owner = key[0] if type(key) is tuple else key
+        if len(names) == 1:
+            owner = names[0]
+        layers.setdefault(owner if owner in layers else factor, {})[key] = task
+    deps = _layer_dependencies(layers, dependencies)
+    outer = {}
+    for d in dependencies:
+        graph = d.__dask_graph__()
+        outer.update(graph.layers)
+        outer_deps = graph.dependencies
+        for lname in graph.layers:
+            deps.setdefault(lname, set(outer_deps.get(lname, ())))
+    arrays = []
+    for name, shape, chunks, dtype in outputs:
+        keep = _reachable(name, deps)
+        hlg = HighLevelGraph(
+            {n: (MaterializedLayer(layers[n]) if n in layers else outer[n]) for n in keep},
+            {n: set(deps[n]) for n in keep})
+        meta = meta_like(dependencies[0], len(shape), dtype)
+        arrays.append(Array(hlg, name, shape=shape, chunks=chunks, meta=meta))
+    return arrays
+
+
+def _reachable(name, deps):
+    """The layer ``name`` and every layer it depends on, directly or not."""
+    seen, todo = set(), [name]
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(deps.get(n, ()))
+    return seen
+
+
+def _layer_dependencies(layers, dependencies):
+    """``{layer: set of layers}`` for the new ``layers`` (``{name: tasks}``),
+    from the keys their tasks reference: a key of another new layer, or a
+    block of a dependency (a dask array). A dependency's blocks are
+    ``(x.name, *index)`` in its layer ``x.name``; an ozlinalg array can also
+    be read below its top layer (``lu`` reads the permutation of
+    ``lu_factor``'s factor layer), so the keys of its ozlinalg layers (``oz-``,
+    materialized) are looked up too."""
+    from dask.highlevelgraph import MaterializedLayer
+
+    owner = {}   # key name (str) -> layer of a dependency
+    for d in dependencies:
+        owner[d.name] = d.__dask_layers__()[0]
+        for lname, layer in d.__dask_graph__().layers.items():
+            owner.setdefault(lname, lname)
+            if lname.startswith("oz-") and isinstance(layer, MaterializedLayer):
+                for key in layer:
+                    owner.setdefault(key[0] if type(key) is tuple else key, lname)
+    local = {key: lname for lname, tasks in layers.items() for key in tasks}
+    deps = {}
+    for lname, tasks in layers.items():
+        found = set()
+        for task in tasks.values():
+            _references(task, local, owner, found)
+        found.discard(lname)
+        deps[lname] = found
+    for lname, found in deps.items():   # a cycle would make dask's layer order undefined
+        for other in found:
+            if lname in deps.get(other, ()):
+                raise RuntimeError(f"ozlinalg.dask: layers {lname} and {other} depend on "
+                                   "each other")
+    return deps
+
+
+def _references(task, local, owner, found):
+    """Add to ``found`` the layers of the keys that ``task`` (an old-style
+    dask task: nested tuples and lists) references."""
+    todo = [task]
+    while todo:
+        t = todo.pop()
+        kind = type(t)
+        if kind is tuple or kind is str:
+            try:
+                lname = local.get(t)
+            except TypeError:   # a tuple holding something unhashable
+                lname = None
+            if lname is not None:
+                found.add(lname)
+                continue
+            head = t[0] if kind is tuple and t else t
+            if type(head) is str and head in owner and (kind is str or _is_key(t)):
+                found.add(owner[head])
+                continue
+            if kind is tuple:
+                todo.extend(t)
+        elif kind is list:
+            todo.extend(t)
+        elif kind is dict:
+            todo.extend(t.values())
+
+
+def _is_key(t):
+    """Whether tuple ``t`` has the form of a block key: a ``str`` then ints."""
+    return all(type(i) is int for i in t[1:])
 
 
 def filled(kind, shape, chunks, dtype, like, name):

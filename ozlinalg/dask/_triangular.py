@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..lapack._common import trans_code
 from . import _kernels as K
-from ._tasks import OzTask, block_keys, capture, new_array, task_name
+from ._tasks import OzTask, block_keys, capture, new_array, sub, task_name
 from ._validate import system
 
 __all__ = ["solve_triangular", "trsm_graph"]
@@ -29,7 +29,7 @@ def trsm_graph(dsk, name, tri, rhs, nblocks, ncols, lower, trans, unit, opts):
         for j in range(ncols):
             parts = []
             for p in done:
-                key = (name + "-dot", i, p, j)
+                key = (sub(name, "-dot"), i, p, j)
                 stored = tri(p, i) if trans else tri(i, p)
                 dsk[key] = (dot, stored, x[p, j], trans)
                 parts.append(key)
