@@ -49,8 +49,8 @@ import weakref
 
 import numpy as np
 
+from . import _import_hook, _profile
 from . import _options as _optmod
-from . import _profile
 from ._options import options as _options
 from ._profile import Route
 from .engines import base as _engines
@@ -248,7 +248,19 @@ def _record(qualname, op, order, xp_name, emulate, reason):
         engine = _engine_for(xp_name).name
     except RuntimeError:
         engine = "none"
-    _profile.record_route(Route(qualname, op, int(order), engine, emulate, reason))
+    # a profile only watches: an order it cannot count (NaN: a dask array of
+    # unknown chunk sizes) is recorded as -1, never raised
+    order = int(order) if order == order and abs(order) != float("inf") else -1
+    _profile.record_route(Route(qualname, op, order, engine, emulate, reason))
+
+
+def declines(function, reason, *, xp="numpy", op=None) -> None:
+    """Count, in :attr:`ozlinalg.Profile.routing`, a call of `function` that a
+    shim outside this module (the dask route) hands to the original for
+    `reason` (e.g. ``"unknown chunk sizes"``), with order -1."""
+    op = op or OPS.get(function.rpartition(".")[2], "matmul")
+    if _profile._ACTIVE.get():
+        _record(function, op, -1, xp, False, reason)
 
 
 def emulates(function, order, *, xp="numpy", op=None) -> bool:
@@ -352,6 +364,17 @@ def _install():
             from .dask._route import install as install_dask
 
             install_dask(_INSTALLED)
+        else:  # dask imported later (a script importing it after install() or its
+            # launcher): its routes are installed by a post-import hook, as it is imported
+            _import_hook.add("dask.array", _on_dask_import)
+
+
+def _on_dask_import(module):
+    """Post-import hook of ``dask.array``: install its routes (see :func:`_install`)."""
+    from .dask._route import install as install_dask
+
+    with _LOCK:
+        install_dask(_INSTALLED, importing=True)
 
 
 def original(fn):
@@ -441,6 +464,7 @@ def uninstall() -> None:
     with _LOCK:
         _process_state = None
         _optmod.set_process_options(None)
+        _import_hook.remove("dask.array")
         for mod, name, original in _INSTALLED.values():
             if getattr(getattr(mod, name, None), "_ozlinalg_shim", False):
                 setattr(mod, name, original)

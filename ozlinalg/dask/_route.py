@@ -144,6 +144,14 @@ def _routable(arrays):
     return kinds.pop()
 
 
+def _unknown_chunks(x) -> bool:
+    """Whether dask array (or array) ``x`` has a chunk of unknown size (NaN)."""
+    chunks = getattr(x, "chunks", None)
+    if not isinstance(chunks, tuple):
+        return False
+    return any(c != c for dim in chunks for c in dim)
+
+
 def _native_dtypes(original, args, kwargs):
     """The dtypes dask's own function gives for these argument dtypes (its rules
     differ from SciPy's, e.g. ``inv`` of float32 is float64): read from its lazy
@@ -180,6 +188,7 @@ def _with_dtypes(out, dtypes):
 
 def _make_shim(qualname, original, adapter):
     from ..backend import backend as _backend
+    from ..backend import declines as _declines
     from ._validate import is_dask_array
 
     @functools.wraps(original)
@@ -192,6 +201,12 @@ def _make_shim(qualname, original, adapter):
                     for x in values)
         kind = _routable(arrays) if plain and any(is_dask_array(x) for x in arrays) else None
         if kind is None:
+            return original(*args, **kwargs)
+        if any(_unknown_chunks(x) for x in arrays):
+            # NaN chunks (after boolean indexing): ozlinalg's graphs need the
+            # block sizes when they are built; dask's own functions handle
+            # (or reject) them as dask does
+            _declines(qualname, "unknown chunk sizes", xp=kind)
             return original(*args, **kwargs)
         order = max((min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0] for x in arrays
                      if x.ndim), default=0)
@@ -213,16 +228,23 @@ def _make_shim(qualname, original, adapter):
     return shim
 
 
-def install(installed):
+def install(installed, importing=False):
     """Patch the attributes of :data:`ROUTES` not yet in ``installed`` (the
     backend's registry, ``"module.name" -> (module, name, original)``; the
-    caller holds its lock). Does nothing unless dask.array is already imported."""
+    caller holds its lock). Does nothing unless dask.array is imported:
+    fully, or (``importing``, from the post-import hook) just executed. A
+    dask.array still being imported by another thread is left to that
+    thread's hook, so this never waits on an import lock while holding the
+    registry's."""
     import sys
 
-    if "dask.array" not in sys.modules:
+    top = sys.modules.get("dask.array")
+    if top is None:
+        return
+    if not importing and getattr(getattr(top, "__spec__", None), "_initializing", False):
         return
     for mod_name, funcs in ROUTES.items():
-        mod = importlib.import_module(mod_name)
+        mod = sys.modules.get(mod_name) or importlib.import_module(mod_name)
         for name, adapter in funcs.items():
             key = f"{mod_name}.{name}"
             if key in installed:
