@@ -54,6 +54,62 @@ def _ozd():
     return ozd
 
 
+# Dask's own functions reject some block structures that ozlinalg's graphs
+# rechunk and factor (chunks of several sizes, non-square chunks, QR over
+# blocks in both dimensions). Under the backend a call behaves as it does
+# without it: those calls go to dask's original, which raises its own error.
+
+def _uniform_square(a) -> bool:
+    """What ``dask.array.linalg.lu`` / ``cholesky`` accept: a square 2-D
+    array whose chunks all have one size."""
+    return (a.ndim == 2 and a.shape[0] == a.shape[1]
+            and len(set(a.chunks[0] + a.chunks[1])) == 1)
+
+
+def _both_ways(a) -> bool:
+    """Whether ``a`` is chunked along both dimensions (dask's ``qr``:
+    NotImplementedError)."""
+    return a.ndim == 2 and a.numblocks[0] > 1 and a.numblocks[1] > 1
+
+
+_REJECTED = "dask rejects this block structure"
+
+
+def _checked(check):
+    """Attach ``check`` (the adapter's signature; returns a reason, or None
+    when dask takes the arguments) to an adapter: the shim runs it before the
+    strategy's decision, so a call handed back to dask is counted in
+    ``profile()`` with that reason, not as emulated."""
+    def attach(adapter):
+        adapter.declines = check
+        return adapter
+    return attach
+
+
+def _square_check(a, *args, **kwargs):
+    return None if _uniform_square(a) else _REJECTED
+
+
+def _qr_check(a, *args, **kwargs):
+    return _REJECTED if a.ndim != 2 or _both_ways(a) else None
+
+
+def _solve_check(a, b, sym_pos=None, assume_a="gen"):
+    if not _uniform_square(a):
+        return _REJECTED
+    if (assume_a == "pos" or sym_pos) and (b.ndim not in (1, 2) or b.chunks[0] != a.chunks[1]):
+        return _REJECTED   # dask's solve_triangular(l, b) needs b's row chunks to match
+    return None
+
+
+def _triangular_check(a, b, lower=False):
+    if (a.ndim != 2 or b.ndim not in (1, 2) or a.shape[1] != b.shape[0]
+            or a.chunks[1] != b.chunks[0]):
+        return _REJECTED
+    return None
+
+
+@_checked(_solve_check)
 def _solve(a, b, sym_pos=None, assume_a="gen"):
     if sym_pos is not None:
         warnings.warn("The sym_pos keyword is deprecated and should be replaced by using "
@@ -66,16 +122,24 @@ def _solve(a, b, sym_pos=None, assume_a="gen"):
     return _ozd().solve(a, b, assume_a=assume_a, check_finite=False)
 
 
+@_checked(_square_check)
 def _lu(a):
     return _ozd().lu(a, check_finite=False)
 
 
+@_checked(_square_check)
 def _cholesky(a, lower=False):
     return _ozd().cholesky(a, lower=lower, check_finite=False)
 
 
+@_checked(_qr_check)
 def _qr(a):
-    return _ozd().qr(a, mode="economic", check_finite=False)
+    q, r = _ozd().qr(a, mode="economic", check_finite=False)
+    if a.numblocks[0] == 1 and r.chunks[1] != a.chunks[1]:
+        # short and fat: dask's r keeps the column chunks of ``a`` (ozlinalg's
+        # Householder graph works on square blocks)
+        r = r.rechunk((r.chunks[0], a.chunks[1]))
+    return q, r
 
 
 def _tsqr(data, compute_svd=False, _max_vchunk_size=None):
@@ -84,14 +148,17 @@ def _tsqr(data, compute_svd=False, _max_vchunk_size=None):
     return _ozd().qr(data, mode="economic", check_finite=False)
 
 
+@_checked(_triangular_check)
 def _solve_triangular(a, b, lower=False):
     return _ozd().solve_triangular(a, b, lower=lower, check_finite=False)
 
 
+@_checked(_square_check)
 def _inv(a):
     return _ozd().inv(a, check_finite=False)
 
 
+@_checked(_qr_check)
 def _lstsq(a, b):
     ozd = _ozd()
     x, _, rank, s = ozd.lstsq(a, b, check_finite=False)
@@ -207,6 +274,11 @@ def _make_shim(qualname, original, adapter):
             # block sizes when they are built; dask's own functions handle
             # (or reject) them as dask does
             _declines(qualname, "unknown chunk sizes", xp=kind)
+            return original(*args, **kwargs)
+        check = getattr(adapter, "declines", None)
+        reason = check(*args, **kwargs) if check is not None else None
+        if reason is not None:
+            _declines(qualname, reason, xp=kind)
             return original(*args, **kwargs)
         order = max((min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0] for x in arrays
                      if x.ndim), default=0)
