@@ -167,6 +167,16 @@ class TestRouted:
         got = da.triu(r.rechunk(5)).compute()
         np.testing.assert_allclose(np.abs(got), np.abs(np.linalg.qr(a)[1]), atol=1e-12)
 
+    def test_daskss_own_tsqr_runs_unrouted_inside(self, rng):
+        # tsqr(compute_svd=True) is dask's; it calls tsqr again on the stacked
+        # R factors (a partial graph of its own): that inner call is not routed
+        a = rng.standard_normal((129, 2))
+        with ozlinalg.backend(**EAGER):
+            u, s, vh = da.linalg.tsqr(da.from_array(a, chunks=(16, 2)), compute_svd=True)
+        for y in (u, s, vh):
+            y.dask.validate()
+        np.testing.assert_allclose(s.compute(), np.linalg.svd(a)[1], rtol=1e-12)
+
     def test_short_fat_r_keeps_daskss_chunks(self, rng):
         x = da.from_array(rng.standard_normal((10, 40)), chunks=(10, 15))
         qn, rn = da.linalg.qr(x)

@@ -253,6 +253,21 @@ def _with_dtypes(out, dtypes):
     return cast(out, dtypes)
 
 
+def _unrouted(original, args, kwargs):
+    """Dask's own function, with routing suspended while it runs: dask's
+    functions call each other through the patched module attributes
+    (``tsqr`` calls ``tsqr`` on the stacked R factors, ``solve`` calls
+    ``lu``), and an inner call routed to ozlinalg would get a partial graph
+    of dask's making, which dask only completes after that call returns."""
+    from ..backend import _ACTIVE, _SUSPENDED
+
+    token = _ACTIVE.set(_SUSPENDED)
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _ACTIVE.reset(token)
+
+
 def _make_shim(qualname, original, adapter):
     from ..backend import backend as _backend
     from ..backend import declines as _declines
@@ -262,33 +277,38 @@ def _make_shim(qualname, original, adapter):
     def shim(*args, **kwargs):
         if not _backend.active():
             return original(*args, **kwargs)
+
+        def native():
+            return _unrouted(original, args, kwargs)
+
         values = (*args, *kwargs.values())
         arrays = [x for x in values if hasattr(x, "dtype")]
         plain = all(hasattr(x, "dtype") or x is None or isinstance(x, (bool, int, float, str))
                     for x in values)
         kind = _routable(arrays) if plain and any(is_dask_array(x) for x in arrays) else None
         if kind is None:
-            return original(*args, **kwargs)
+            return native()
         if any(_unknown_chunks(x) for x in arrays):
             # NaN chunks (after boolean indexing): ozlinalg's graphs need the
             # block sizes when they are built; dask's own functions handle
             # (or reject) them as dask does
             _declines(qualname, "unknown chunk sizes", xp=kind)
-            return original(*args, **kwargs)
+            return native()
         check = getattr(adapter, "declines", None)
         reason = check(*args, **kwargs) if check is not None else None
         if reason is not None:
             _declines(qualname, reason, xp=kind)
-            return original(*args, **kwargs)
+            return native()
         order = max((min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0] for x in arrays
                      if x.ndim), default=0)
         # the strategy (min_size; the crossover of the engine the blocks would run on)
         if not _backend.emulates(qualname, order, xp=kind):
-            return original(*args, **kwargs)
-        # (no re-entrancy guard needed: the graph builders call no patched dask function)
+            return native()
+        # (ozlinalg's graph builders call no patched dask function; dask's own
+        # functions run unrouted: native())
         out = adapter(*args, **kwargs)
         if out is None:
-            return original(*args, **kwargs)
+            return native()
         if getattr(adapter, "gives_dask_dtypes", False):
             return out
         return _with_dtypes(out, _native_dtypes(original, args, kwargs))
