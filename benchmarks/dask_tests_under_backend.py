@@ -46,7 +46,7 @@ class Recorder:
 
     def __init__(self, under_backend):
         self.under_backend = under_backend
-        self.outcomes, self.routed, self.longrepr = {}, {}, {}
+        self.outcomes, self.routed, self.routed_all, self.longrepr = {}, {}, {}, {}
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
@@ -59,6 +59,7 @@ class Recorder:
             yield
         self.routed[item.nodeid] = sum(c for r, c in prof.routing.items()
                                        if r.emulated and r.function.startswith("dask."))
+        self.routed_all[item.nodeid] = prof.routed_emulated   # NumPy's and SciPy's too
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call" or (report.when == "setup" and not report.passed):
@@ -73,7 +74,7 @@ class Recorder:
     def pytest_sessionfinish(self, session):
         with open(os.environ[_ENV_OUT], "w") as f:
             json.dump({"outcomes": self.outcomes, "routed": self.routed,
-                       "longrepr": self.longrepr}, f)
+                       "routed_all": self.routed_all, "longrepr": self.longrepr}, f)
 
 
 def pytest_configure(config):
@@ -170,6 +171,9 @@ def main(argv=None):
     reached = sum(1 for v in under["routed"].values() if v)
     calls = sum(under["routed"].values())
     print(f"dask calls routed to the emulation: {calls} in {reached} tests")
+    every = under["routed_all"]
+    print(f"all calls routed to the emulation (NumPy's in the tests too): "
+          f"{sum(every.values())} in {sum(1 for v in every.values() if v)} tests")
     diff = print_differences(base, under)
     if args.json:
         with open(args.json, "w") as f:

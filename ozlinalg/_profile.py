@@ -48,11 +48,13 @@ class Route(NamedTuple):
 
     function: str  # the routed name, e.g. "numpy.linalg.solve"
     op: str  # the operation whose crossover decided: matmul, getrf, potrf, geqrf
-    order: int  # the matrix order the decision was made on
+    order: int  # the matrix order the decision was made on (-1: unknown, NaN chunks)
     engine: str  # the engine that would emulate it, e.g. "cpu-sgemm"
     emulated: bool
     reason: str  # "eager", "at or above crossover N", "below crossover N",
-    #              "no crossover (never faster)", "below min_size N"
+    #              "no crossover (never faster)", "below min_size N"; the dask
+    #              route's hand-backs: "unknown chunk sizes", "dask rejects this
+    #              block structure"
 
 
 @dataclass
