@@ -210,16 +210,7 @@ def _layer_dependencies(layers, dependencies):
     be read below its top layer (``lu`` reads the permutation of
     ``lu_factor``'s factor layer), so the keys of its ozlinalg layers (``oz-``,
     materialized) are looked up too."""
-    from dask.highlevelgraph import MaterializedLayer
-
-    owner = {}   # key name (str) -> layer of a dependency
-    for d in dependencies:
-        owner[d.name] = d.__dask_layers__()[0]
-        for lname, layer in d.__dask_graph__().layers.items():
-            owner.setdefault(lname, lname)
-            if lname.startswith("oz-") and isinstance(layer, MaterializedLayer):
-                for key in layer:
-                    owner.setdefault(key[0] if type(key) is tuple else key, lname)
+    owner = _Owners(dependencies)
     local = {key: lname for lname, tasks in layers.items() for key in tasks}
     deps = {}
     for lname, tasks in layers.items():
@@ -234,6 +225,44 @@ def _layer_dependencies(layers, dependencies):
                 raise RuntimeError(f"ozlinalg.dask: layers {lname} and {other} depend on "
                                    "each other")
     return deps
+
+
+class _Owners:
+    """Key name (``str``) -> the layer of the dependencies holding it.
+
+    Blocks ``(x.name, *index)`` of a dependency ``x`` are in its top layer,
+    and a key named like a layer is in it: those are looked up at once. Only
+    a miss on an ``oz-`` name reads the keys of the dependencies' ozlinalg
+    layers (materialized), once: a graph built on a long chain of ozlinalg
+    results never scans the whole chain for the keys it does not use."""
+
+    def __init__(self, dependencies):
+        self.dependencies = dependencies
+        self.direct = {}
+        for d in dependencies:
+            self.direct.setdefault(d.name, d.__dask_layers__()[0])
+            for lname in d.__dask_graph__().layers:
+                self.direct.setdefault(lname, lname)
+        self.inner = None
+
+    def get(self, head):
+        lname = self.direct.get(head)
+        if lname is not None or not head.startswith("oz-"):
+            return lname
+        if self.inner is None:
+            self.inner = self._inner_keys()
+        return self.inner.get(head)
+
+    def _inner_keys(self):
+        from dask.highlevelgraph import MaterializedLayer
+
+        inner = {}
+        for d in self.dependencies:
+            for lname, layer in d.__dask_graph__().layers.items():
+                if lname.startswith("oz-") and isinstance(layer, MaterializedLayer):
+                    for key in layer:
+                        inner.setdefault(key[0] if type(key) is tuple else key, lname)
+        return inner
 
 
 def _references(task, local, owner, found):
@@ -252,9 +281,11 @@ def _references(task, local, owner, found):
                 found.add(lname)
                 continue
             head = t[0] if kind is tuple and t else t
-            if type(head) is str and head in owner and (kind is str or _is_key(t)):
-                found.add(owner[head])
-                continue
+            if type(head) is str and (kind is str or _is_key(t)):
+                lname = owner.get(head)
+                if lname is not None:
+                    found.add(lname)
+                    continue
             if kind is tuple:
                 todo.extend(t)
         elif kind is list:
