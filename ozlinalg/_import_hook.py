@@ -17,7 +17,7 @@ import importlib.abc
 import sys
 import threading
 
-__all__ = ["PostImportFinder", "add", "remove"]
+__all__ = ["PostImportFinder", "add", "active", "remove"]
 
 _LOCK = threading.Lock()
 
@@ -98,6 +98,11 @@ def add(name, hook) -> PostImportFinder | None:
         finder = PostImportFinder(name, hook)
         sys.meta_path.insert(0, finder)
         return finder
+
+
+def active(name) -> bool:
+    """Whether a finder for ``name`` is on ``sys.meta_path``."""
+    return any(isinstance(f, PostImportFinder) and f.name == name for f in sys.meta_path)
 
 
 def remove(name) -> None:

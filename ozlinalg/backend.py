@@ -360,13 +360,31 @@ def _install():
                     continue
                 setattr(mod, name, _make_shim(key, original, target, OPS.get(name, "matmul")))
                 _INSTALLED[key] = (mod, name, original)
-        if "dask.array" in sys.modules:  # dask's linalg and `@` (ozlinalg/dask/_route.py)
+        top = sys.modules.get("dask.array")   # dask's linalg and `@` (dask/_route.py)
+        if top is None:  # dask imported later (a script importing it after install()
+            # or its launcher): a post-import hook installs the routes as it is imported
+            _import_hook.add("dask.array", _on_dask_import)
+        elif getattr(getattr(top, "__spec__", None), "_initializing", False):
+            _after_import_elsewhere()
+        else:
             from .dask._route import install as install_dask
 
             install_dask(_INSTALLED)
-        else:  # dask imported later (a script importing it after install() or its
-            # launcher): its routes are installed by a post-import hook, as it is imported
-            _import_hook.add("dask.array", _on_dask_import)
+
+
+def _after_import_elsewhere():
+    """Another thread is importing dask.array right now, begun before any hook
+    was there: waiting for it here, under the registry's lock, could deadlock
+    with that import, so a helper thread waits for the import to finish (the
+    import system's module lock) and installs the routes then."""
+    def finish():
+        try:
+            importlib.import_module("dask.array")
+        except Exception:  # that import failed: nothing to route
+            return
+        _on_dask_import(None)
+
+    threading.Thread(target=finish, name="ozlinalg-dask-routes", daemon=True).start()
 
 
 def _on_dask_import(module):
@@ -374,7 +392,8 @@ def _on_dask_import(module):
     from .dask._route import install as install_dask
 
     with _LOCK:
-        install_dask(_INSTALLED, importing=True)
+        if _import_hook.active("dask.array") or module is None:
+            install_dask(_INSTALLED, importing=True)
 
 
 def original(fn):

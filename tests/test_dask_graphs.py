@@ -301,6 +301,29 @@ def test_dask_imported_after_install_in_threads(tmp_path):
     assert lines == {"waiting": "1", "all": "True", "hooks": "0", "restored": "True"}
 
 
+def test_install_while_another_thread_imports_dask(tmp_path):
+    # whichever comes first (the hook, the import finished, or the import in
+    # progress and a helper thread waiting for it), the routes end up installed
+    out = _run_script(tmp_path, """
+        import threading
+        import ozlinalg
+        started = threading.Event()
+        def imp():
+            started.set()
+            import dask.array  # noqa: F401
+        t = threading.Thread(target=imp)
+        t.start()
+        started.wait()
+        ozlinalg.install(strategy="eager")
+        t.join()
+        for h in [h for h in threading.enumerate() if h.name == "ozlinalg-dask-routes"]:
+            h.join()
+        import dask.array.linalg as dal
+        print("routed", getattr(dal.qr, "_ozlinalg_shim", False))
+    """)
+    assert out.split() == ["routed", "True"]
+
+
 def test_a_failing_hook_never_breaks_the_import(tmp_path):
     out = _run_script(tmp_path, """
         import warnings
