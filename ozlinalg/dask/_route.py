@@ -1,9 +1,11 @@
 """Existing dask code, one change: ``with ozlinalg.backend():`` around the code
 that builds the graph.
 
-Inside a backend block, :func:`ozlinalg.backend` also patches (once, when dask
-is already imported) the dask functions listed in :data:`ROUTES`. A patched
-function builds ozlinalg's graph (:mod:`ozlinalg.dask`) when
+Inside a backend block, :func:`ozlinalg.backend` (and :func:`ozlinalg.install`)
+also patches, once, the dask functions listed in :data:`ROUTES`: at once when
+dask.array is imported, else when it is first imported (a post-import hook,
+:mod:`ozlinalg._import_hook`). A patched function builds ozlinalg's graph
+(:mod:`ozlinalg.dask`) when
 
 * a backend block is active in the current context (graph construction runs
   in the caller's thread, so the ContextVar is visible there; the options in
@@ -18,7 +20,9 @@ function builds ozlinalg's graph (:mod:`ozlinalg.dask`) when
   matrix order is at least the block's ``min_size`` and, under the default
   "performant" strategy, the engine's crossover for the operation);
 
-and otherwise calls dask's original. Results keep dask's conventions (what
+and otherwise calls dask's original (with routing suspended while it runs;
+arrays of unknown chunk sizes and block structures dask rejects go there
+too, the reason counted in ``profile()``). Results keep dask's conventions (what
 dask's own function returns: ``lu`` gives ``p, l, u``, ``qr`` the reduced
 ``q, r``, ``lstsq`` its four arrays, ``@`` NumPy's result dtype), dtypes
 included (dask's, read from its own function on 2 x 2 stand-ins: they differ from
