@@ -18,7 +18,7 @@ with the unlimited one. ``--check`` exits non-zero if any peak exceeds the
 documented bound, ``limit (1 + SLACK_FRACTION) + SLACK_BYTES``
 (:mod:`ozlinalg.ozaki.memory`), or a result differs.
 
-    python benchmarks/memory_bound.py [--engine onednn|sgemm] [--quick] [--check]
+    python benchmarks/memory_bound.py [--engine onednn|sgemm] [--quick | --large] [--check]
 
 Runs in a fresh process per engine; takes a few minutes (``--quick``: one shape).
 """
@@ -58,6 +58,13 @@ LONG = {"splitfp": (100, 2500, 120)}
 LONG_INT8 = (12, 140000, 10)
 LONG_CASES = {("hybrid-ef", "auto", "dgemm"), ("crt", 15, "dgemm"),
               ("hybrid-ef", "auto", "faithful"), ("crt", "auto", "faithful")}
+
+#: ``--large``: the order-2048 products of the report that started this (crt 75.6 MiB under
+#: 64 MiB before), under 64 and 16 MiB.
+LARGE = (2048, 2048, 2048)
+LARGE_CASES = [("hybrid-ef", "auto", "dgemm"), ("crt", "auto", "dgemm"),
+               ("hybrid-ef", "auto", "faithful"), ("crt", "auto", "faithful")]
+LARGE_LIMITS = [64 << 20, 16 << 20]
 
 #: Not bounded yet, listed in the table and left out of ``--check``: the faithful mode's
 #: exact recomputation over an inner dimension beyond 2**17 (the NumPy limb path of
@@ -128,15 +135,17 @@ def limits_for(m, n, p, method, slices, accuracy, engine, quick):
     return out
 
 
-def measure(engine_name, quick):
+def measure(engine_name, quick, large=False):
     """Rows ``(case, shape, limit, plan, traced, rss, same)``."""
     rows = []
     rng = np.random.default_rng(0)
     with ozlinalg.options(engine=engine_name):
         engine = get_engine(np)
-    for method, slices, accuracy in CASES:
+    for method, slices, accuracy in (LARGE_CASES if large else CASES):
         shapes = SHAPES[:1] if quick else list(SHAPES)
-        if not quick:
+        if large:
+            shapes = [LARGE]
+        elif not quick:
             if method in LONG:
                 shapes.append(LONG[method])
             if (method, slices, accuracy) in LONG_CASES:
@@ -147,7 +156,9 @@ def measure(engine_name, quick):
             kw = dict(method=method, slices=slices)
             with ozlinalg.options(engine=engine_name, accuracy=accuracy):
                 want = ozlinalg.matmul(a, b, **kw)
-                for limit in limits_for(m, n, p, method, slices, accuracy, engine, quick):
+                limits = (LARGE_LIMITS if large else
+                          limits_for(m, n, p, method, slices, accuracy, engine, quick))
+                for limit in limits:
                     lim = limit if limit is not None else engine.memory_limit()
                     plan = memory_plan(m, n, p, method, slices, accuracy, lim, engine)
                     with ozlinalg.options(memory_limit=limit):
@@ -204,6 +215,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="onednn", choices=["onednn", "sgemm"])
     ap.add_argument("--quick", action="store_true", help="one shape, three limits")
+    ap.add_argument("--large", action="store_true",
+                    help="order 2048 under 64 and 16 MiB instead (a few minutes more)")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a peak exceeds the bound or a result differs")
     args = ap.parse_args(argv)
@@ -212,7 +225,7 @@ def main(argv=None):
     print(f"bound: limit (1 + {SLACK_FRACTION}) + {SLACK_BYTES / 2**20:.0f} MiB; "
           f"{get_engine(np).describe() if args.engine == 'onednn' else 'cpu-sgemm'}")
     print(HEADER)
-    rows = measure(args.engine, args.quick)
+    rows = measure(args.engine, args.quick, args.large)
     over = [r for r in rows if max(r[4], r[5] or 0) > bound(r[2]) or not r[6]]
     bad = [r for r in over if not known(r) or not r[6]]
     worst = max(max(r[4], r[5] or 0) / r[2] for r in rows if not known(r))

@@ -864,15 +864,17 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         return spaces[(mm, pp)]
 
     with _timer(timers, "split"):
-        parts_a = [operand("a", i0, i1) for i0, i1 in rtiles]
-        parts_b = [operand("b", j0, j1) for j0, j1 in ctiles]
-        ea = xp.concatenate([v[1] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][1]
-        eb = xp.concatenate([v[1] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][1]
-        na = xp.concatenate([v[2] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][2]
-        nb = xp.concatenate([v[2] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][2]
+        # the vectors only: a tile's normalized rows are dropped as soon as they are
+        # summarized (all tiles' at once would be a copy of both operands)
+        parts_a = [operand("a", i0, i1)[1:] for i0, i1 in rtiles]
+        parts_b = [operand("b", j0, j1)[1:] for j0, j1 in ctiles]
+        ea = xp.concatenate([v[0] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][0]
+        eb = xp.concatenate([v[0] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][0]
+        na = xp.concatenate([v[1] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][1]
+        nb = xp.concatenate([v[1] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][1]
         if faith:
-            sx = xp.concatenate([v[3] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][3]
-            sy = xp.concatenate([v[3] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][3]
+            sx = xp.concatenate([v[2] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][2]
+            sy = xp.concatenate([v[2] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][2]
         del parts_a, parts_b
         w_tiles = []
         planner = getattr(engine, "crt_bound_shifts", None)  # W summarized, no log2 W

@@ -75,8 +75,8 @@ SLACK_FRACTION = 0.05
 #: ``fp`` (``splitfp``), ``crt`` and ``crt-fast`` (Ozaki scheme II).
 MEMORY_MODEL = {
     "input": 16, "output": 40,
-    "product_input": 16, "product_output": 56,
-    "fp_input": 24, "fp_output": 64,
+    "product_input": 16, "product_output": 72,
+    "fp_input": 24, "fp_output": 72,
     "crt_input": 64, "crt_output": 80, "crt_output_per_modulus": 0,
     # Ozaki-II's bound products W per output entry (float64 copies of the tiles;
     # kept for the whole output, or one tile's when recomputed per pass)
