@@ -10,6 +10,11 @@ plan does not (an explicit ``memory_limit`` only: the engine's default budget
 is a guess about the machine, and a product beyond it is tiled as far as it
 goes and attempted).
 
+The inner block never shrinks for a limit: where the inner dimension is cut
+decides the slice widths, the counts and the order of the FP64 sums, so the
+result would depend on the limit. Its share of the plan (``c_in (mt + pt) k``
+and the slices) is what makes the smallest plan grow with ``k``.
+
 The plan, :func:`plan_bytes`, is linear in four measures of the product::
 
     need = c_in (mt + pt) k  +  b s (mt' + pt') k'  +  c_out mt pt
@@ -47,11 +52,16 @@ the working memory of one real product stays below ``memory_limit``::
 The allowance covers what no coefficient follows: vectors of length m, p or
 k (exponents, norms, shifts, digit sums), per-thread row buffers of the
 compiled kernels (a few rows of k or p doubles each), oneDNN's packing
-buffers (measured below 1 MiB beside tiles up to 16 MiB) and Python's own
-objects. Not covered: the balancing of the inner dimension
-(``balance=True``, a scaled copy of both operands made before the product)
-and the complex schemes' real and imaginary parts (each real product is
-bounded itself).
+buffers (which tracemalloc does not see: the resident set was up to about
+1.5 MiB above the traced peak at the smallest tiles) and Python's own
+objects. Not covered: the balancing of the inner dimension (``balance=True``,
+a scaled copy of both operands made before the product), the complex schemes'
+real and imaginary parts (each real product is bounded itself), the
+column-major copy of the result on engines that accumulate row-major only
+(the factorizations' updates on the SGEMM engine), and in faithful mode the
+exact recomputation over an inner dimension beyond 2**17: the NumPy limb path
+of :mod:`.exactdot` forms the limbs of whole rows (about ``8 k (T + 6)``
+bytes per row or column, T limbs of 20 bits).
 """
 from __future__ import annotations
 
