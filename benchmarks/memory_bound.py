@@ -66,12 +66,6 @@ LARGE_CASES = [("hybrid-ef", "auto", "dgemm"), ("crt", "auto", "dgemm"),
                ("hybrid-ef", "auto", "faithful"), ("crt", "auto", "faithful")]
 LARGE_LIMITS = [64 << 20, 16 << 20]
 
-#: Not bounded yet, listed in the table and left out of ``--check``: the faithful mode's
-#: exact recomputation over an inner dimension beyond 2**17 (the NumPy limb path of
-#: ``ozlinalg.ozaki.exactdot``, which forms the limbs of whole rows: about
-#: ``8 k (T + 6)`` bytes per row or column, T limbs of 20 bits).
-KNOWN = {("faithful", LONG_INT8)}
-
 _LIBC = ctypes.CDLL("libc.so.6") if sys.platform.startswith("linux") else None
 
 
@@ -179,11 +173,6 @@ def measure(engine_name, quick, large=False):
     return rows
 
 
-def known(row):
-    """Whether ``row`` is one of the :data:`KNOWN` unbounded cases."""
-    return (row[0][2], row[1]) in KNOWN
-
-
 def bound(limit):
     """The documented bound of the working memory under ``limit``."""
     return limit * (1 + SLACK_FRACTION) + SLACK_BYTES
@@ -199,8 +188,6 @@ def _row(engine_name, row):
     mt, pt = plan.tiles
     keep = "" if method != "crt" else (" W kept" if plan.keep_bounds else " W per pass")
     flag = "" if peak <= bound(lim) and same else (" **over**" if same else " **bits differ**")
-    if flag and known(row):
-        flag += " (known: not bounded yet)"
     return (f"| {engine_name} | {method} | {slices} | {accuracy} | {m} x {n} x {p} | "
             f"{_mib(lim)} | {mt} x {pt}{keep} | {_mib(plan.need)} | {_mib(traced)} | "
             f"{'-' if rss is None else _mib(rss)} | {peak / lim:.2f}{flag} |")
@@ -226,12 +213,10 @@ def main(argv=None):
           f"{get_engine(np).describe() if args.engine == 'onednn' else 'cpu-sgemm'}")
     print(HEADER)
     rows = measure(args.engine, args.quick, args.large)
-    over = [r for r in rows if max(r[4], r[5] or 0) > bound(r[2]) or not r[6]]
-    bad = [r for r in over if not known(r) or not r[6]]
-    worst = max(max(r[4], r[5] or 0) / r[2] for r in rows if not known(r))
-    print(f"\n{len(rows)} products, worst peak / limit {worst:.2f} (known cases aside), "
-          f"{len(bad)} over the bound or not bit-identical, {len(over) - len(bad)} known "
-          "cases over it")
+    bad = [r for r in rows if max(r[4], r[5] or 0) > bound(r[2]) or not r[6]]
+    worst = max(max(r[4], r[5] or 0) / r[2] for r in rows)
+    print(f"\n{len(rows)} products, worst peak / limit {worst:.2f}, {len(bad)} over the bound "
+          "or not bit-identical")
     if args.check and bad:
         sys.exit(1)
 

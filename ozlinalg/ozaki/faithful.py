@@ -367,13 +367,17 @@ def recompute_uncertified(xp, c, ok, a, bt, tiles=None, offset=(0, 0), threads=N
 
     Notes
     -----
-    Output tile by output tile (``tiles``, the driver's; the whole ``ok`` by default)
-    and at most :data:`RECOMPUTE_ENTRIES` entries per call, so that the index arrays
-    and the rows of A and columns of B a call gathers stay within the tile's part of
-    the memory plan (:mod:`.memory`) however many entries the bound left. Each entry
-    is correctly rounded on its own: the order and grouping change no bit."""
+    A quarter of an output tile (``tiles``, the driver's; the whole ``ok`` by default)
+    on each side and at most :data:`RECOMPUTE_ENTRIES` entries per call, so that the
+    index arrays and what a call gathers and expands stay within the tile's operands'
+    part of the memory plan (:mod:`.memory`: at least 12 bytes per entry of a tile's
+    rows of A and columns of B) however many entries the bound left: the exact path
+    holds about 48 bytes per inner entry of each row and column it takes (float64
+    rows, four int64 digits; :mod:`.exactdot`). Each entry is correctly rounded on
+    its own: the order and grouping change no bit."""
     rows, cols = ok.shape
     mt, pt = tiles or (rows, cols)
+    mt, pt = -(-mt // 4), -(-pt // 4)
     i0, j0 = offset
     count = 0
     for r0 in range(0, rows, mt):
