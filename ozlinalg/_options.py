@@ -43,7 +43,7 @@ class Options:
         takes at most ``min(max_slices, 32)`` moduli).
     memory_limit : int or None
         Working memory (bytes) one emulated product may use beside its inputs
-        and result, within 5 % plus 2 MiB (:mod:`ozlinalg.ozaki.memory`; every
+        and result, within 5 % plus 4 MiB (:mod:`ozlinalg.ozaki.memory`; every
         method and both accuracies); larger products are computed in output
         tiles, with the same result. A limit below the product's smallest plan
         raises :class:`MemoryError` (naming that minimum) before anything is
