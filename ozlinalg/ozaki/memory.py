@@ -100,8 +100,10 @@ MEMORY_MODEL = {
     # faithful mode, per tile output entry: compensation, slop, bound, certificate
     "faithful_output": 56, "faithful_crt_output": 64,
     # faithful Ozaki-II for the whole output: the certificate (1 byte), and with
-    # several inner blocks the compensated sum of the blocks and their bounds
-    "faithful_crt_global": 1, "faithful_crt_blocks_global": 56,
+    # several inner blocks (n > 130048) the compensated sum of the blocks and their
+    # bounds (hi, lo, bound, |lo| sums; a block's values and bounds; the TwoSum's
+    # temporaries): counted from the code, not measured (inputs of 1 GB and more)
+    "faithful_crt_global": 1, "faithful_crt_blocks_global": 72,
     "tile": 1024,
 }
 
