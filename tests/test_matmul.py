@@ -177,7 +177,7 @@ class TestAccuracyOrdering:
     def test_groupwise_does_fewer_fp64_passes(self, rng, monkeypatch):
         # the driver's passes (small products may run in one compiled call instead,
         # tests/test_small.py)
-        monkeypatch.setattr(get_engine(np), "small_product", None, raising=False)
+        monkeypatch.setattr(type(get_engine(np)), "small_product", None, raising=False)
         a, b = rng.standard_normal((20, 50)), rng.standard_normal((50, 20))
         passes = {}
         for m in METHODS:
@@ -755,17 +755,18 @@ class TestMemory:
         big = rng.standard_normal((800, 800))
         ozlinalg.matmul(big, big)  # leaves large buffers in the pool
         assert pool.held > 0
-        real = eng.int_matmul_sum
+        cls = type(eng)  # patched on the class: an instance attribute left behind by the
+        real = cls.int_matmul_sum  # undo would hide other tests' class-level patches
         calls = []
 
-        def fail_once(*args, **kwargs):
+        def fail_once(self, *args, **kwargs):
             if not calls:
                 calls.append(1)
                 raise MemoryError
-            return real(*args, **kwargs)
+            return real(self, *args, **kwargs)
 
-        monkeypatch.setattr(eng, "int_matmul_sum", fail_once)
-        monkeypatch.setattr(eng, "small_product", None, raising=False)
+        monkeypatch.setattr(cls, "int_matmul_sum", fail_once)
+        monkeypatch.setattr(cls, "small_product", None, raising=False)
         a = rng.standard_normal((300, 300))
         with pytest.raises(MemoryError, match="the scratch pool was released"):
             ozlinalg.matmul(a, a)
@@ -782,8 +783,10 @@ class TestMemory:
         def no_memory(*args, **kwargs):
             raise MemoryError
 
-        monkeypatch.setattr(eng, "empty_slices", no_memory)
-        monkeypatch.setattr(eng, "small_product", None, raising=False)  # the driver's error
+        # on the class: an instance attribute left behind by the undo would hide other
+        # tests' class-level patches
+        monkeypatch.setattr(type(eng), "empty_slices", no_memory)
+        monkeypatch.setattr(type(eng), "small_product", None, raising=False)  # the driver's
         a = rng.standard_normal((30, 40))
         b = rng.standard_normal((40, 7))
         with pytest.raises(MemoryError, match=r"\(30 x 40\) @ \(40 x 7\).*memory_limit"):
