@@ -13,7 +13,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 
 
 @pytest.fixture
-def hook(monkeypatch):
+def hook():
     """The engine's one-call hook, counting the calls it served."""
     eng = get_engine(np)
     real = getattr(eng, "small_product", None)
@@ -21,13 +21,23 @@ def hook(monkeypatch):
         pytest.skip("no one-call path on this engine (no compiled kernels)")
     served = []
 
-    def counting(*args):
-        s = real(*args)
+    def counting(*args, **kw):
+        s = real(*args, **kw)
         served.append(s)
         return s
 
-    monkeypatch.setattr(eng, "small_product", counting)
-    return eng, served
+    # An instance attribute, removed afterwards: monkeypatch would restore the bound
+    # method as an instance attribute, which then hides later tests' class-level patches.
+    had = "small_product" in vars(eng)
+    old = vars(eng).get("small_product")
+    eng.small_product = counting
+    try:
+        yield eng, served
+    finally:
+        if had:
+            eng.small_product = old
+        else:
+            del eng.small_product
 
 
 def _both(eng, fn, *args, **kw):
@@ -38,7 +48,7 @@ def _both(eng, fn, *args, **kw):
     try:
         ref = fn(*args, **kw)
     finally:
-        eng.small_product = hook  # the fixture's monkeypatch undoes it
+        eng.small_product = hook  # the fixture removes it
     return one, ref
 
 
