@@ -43,10 +43,13 @@ class Options:
         takes at most ``min(max_slices, 32)`` moduli).
     memory_limit : int or None
         Working memory (bytes) one emulated product may use beside its inputs
-        and result; larger products are computed in output tiles (see
-        :func:`ozlinalg.ozaki.gemm.working_bytes`). ``None`` (the default)
-        lets the engine decide: 2 GiB on the CPU, half of the free device
-        memory (including CuPy's pooled free blocks) on the GPU.
+        and result, within 5 % plus 4 MiB (:mod:`ozlinalg.ozaki.memory`; every
+        method and both accuracies); larger products are computed in output
+        tiles, with the same result. A limit below the product's smallest plan
+        raises :class:`MemoryError` (naming that minimum) before anything is
+        allocated. ``None`` (the default) lets the engine decide: 2 GiB on the
+        CPU, half of the free device memory (including CuPy's pooled free
+        blocks) on the GPU; there the smallest plan is attempted.
     balance : {"auto", True, False}
         Power-of-two balancing of each product's inner dimension (see
         :mod:`ozlinalg.ozaki.balance`): ``"auto"`` only when strongly

@@ -483,7 +483,7 @@ def _emulated_evidence(rng, compute):
 
 
 def _check_travel(rng, seen, compute):
-    opts = ozlinalg.Options(method="crt", slices=9, memory_limit=12345, min_size=0)
+    opts = ozlinalg.Options(method="crt", slices=9, memory_limit=1234567, min_size=0)
     assert seen(opts) == opts
     same, mm_err, native_err, solve_err = _emulated_evidence(rng, compute)
     assert same                          # each block ran the same emulation as here

@@ -11,6 +11,7 @@ their stated error bound next to a threshold: the decision must stay the one
 the EXACT magnitudes give (it would not if a float estimate decided).
 """
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -27,7 +28,8 @@ from ozlinalg.testing import random_matrix
 
 INT8_METHODS = ["hybrid-ef", "bitmask-ef", "rn", "bitmask", "crt", "crt-fast"]
 FAITHFUL = ["hybrid-ef", "bitmask-ef", "crt", "crt-fast"]
-LIMITS = [None, 1 << 20, 1 << 16]
+#: ``"min"``: the smallest plan of the product (ozlinalg.ozaki.memory), the most tiles
+LIMITS = [None, 1 << 20, "min"]
 
 
 def make_engine(name, threads):
@@ -48,9 +50,20 @@ ENGINES = ["sgemm", "onednn", "host-gpu"]
 def run(monkeypatch, engine, a, b, limit=None, **kw):
     """``ozlinalg.matmul`` on ``engine`` under ``memory_limit=limit``: (result, profile)."""
     monkeypatch.setitem(engine_registry._ENGINES, "numpy", engine)
+    if limit == "min":
+        limit = smallest_limit(engine, a, b, **kw)
     with ozlinalg.options(engine=None, memory_limit=limit), ozlinalg.profile() as prof:
         c = ozlinalg.matmul(a, b, **kw)
     return c, prof
+
+
+def smallest_limit(engine, a, b, method=None, slices=None, accuracy=None, **_):
+    """The smallest ``memory_limit`` the driver accepts for the real product ``a @ b``
+    on ``engine`` (a complex one: its real products are as large)."""
+    from ozlinalg.ozaki.gemm import memory_plan
+
+    (m, n), p = a.shape, b.shape[1]
+    return memory_plan(m, n, p, method, slices, accuracy, 1 << 50, engine).minimum
 
 
 CASES = ([(m, "auto", "dgemm") for m in INT8_METHODS] + [(m, 8, "dgemm") for m in INT8_METHODS]
@@ -115,7 +128,7 @@ class TestSameBits:
         for accuracy in ("dgemm", "faithful"):
             want, _ = run(monkeypatch, make_engine("sgemm", 2), a, b, accuracy=accuracy)
             for name in ENGINES:
-                got, _ = run(monkeypatch, make_engine(name, 1), a, b, 1 << 17,
+                got, _ = run(monkeypatch, make_engine(name, 1), a, b, 1 << 19,
                              accuracy=accuracy)
                 assert_array_equal(got, want)
 
@@ -352,7 +365,7 @@ def test_native_entries_same_bits(rng, monkeypatch, method):
     b[:, :20] = rng.uniform(-1, 1, (300, 20)) / d[:, None]
     want = None
     for name in ENGINES:
-        for limit in (None, 1 << 16, 1 << 13):
+        for limit in (None, 1 << 20, "min"):
             got, prof = run(monkeypatch, make_engine(name, 2), a, b, limit, method=method,
                             balance=False)
             assert prof.native_flops > 0
@@ -370,7 +383,7 @@ def test_factorizations_same_bits(rng, monkeypatch, accuracy):
     spd = a @ a.T
     outs = {}
     for name in ENGINES:
-        for limit in (None, 1 << 16):
+        for limit in (None, 1 << 19):  # panel products in several tiles
             eng = make_engine(name, 2)
             monkeypatch.setitem(engine_registry._ENGINES, "numpy", eng)
             with ozlinalg.options(engine=None, memory_limit=limit, accuracy=accuracy):
@@ -400,5 +413,12 @@ def test_random_memory_limits(ab, method, accuracy, limit):
     with np.errstate(all="ignore"):
         want = ozlinalg.matmul(a, b, method=method, accuracy=accuracy)
         with ozlinalg.options(memory_limit=limit):
-            got = ozlinalg.matmul(a, b, method=method, accuracy=accuracy)
+            try:
+                got = ozlinalg.matmul(a, b, method=method, accuracy=accuracy)
+            except MemoryError as exc:  # below the smallest plan: refused, naming it
+                need = re.search(r"memory_limit=(\d+) bytes is below the ([0-9.]+) MiB",
+                                 str(exc))
+                assert need is not None and int(need[1]) == limit, str(exc)
+                assert limit < (float(need[2]) + 0.005) * 2**20
+                return
     assert_array_equal(got, want)

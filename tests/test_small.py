@@ -6,6 +6,7 @@ import ozlinalg
 from ozlinalg.engines import get_engine
 from ozlinalg.lapack._common import Runner
 from ozlinalg.ozaki import small
+from ozlinalg.ozaki.gemm import memory_plan
 from ozlinalg.testing import random_matrix
 
 pytestmark = pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
@@ -135,7 +136,10 @@ class TestSmallProduct:
         served.clear()
         ozlinalg.matmul(big, big)
         assert served == []
-        with ozlinalg.options(memory_limit=1024):  # the one-call path would need more
+        # a limit the driver's smallest plan fits and the one-call path's estimate not
+        lim = memory_plan(8, 8, 8, limit=1 << 40).minimum
+        assert 8 * (ozlinalg.get_options().max_slices + 2) * (2 * 8 * 8 + 8 * 8) > lim
+        with ozlinalg.options(memory_limit=lim):
             ozlinalg.matmul(a, a)
         assert served == []
 

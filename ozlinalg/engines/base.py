@@ -29,7 +29,7 @@ An engine owns the device-specific part of the emulated GEMM:
 * attributes ``crossovers`` (measured orders from which emulation pays, per
   operation; :meth:`crossover`), ``block_size`` (the factorizations' default
   panel width, or None), ``memory_model`` (coefficients of
-  ``ozaki.gemm.working_bytes``, or None), ``output_orders`` (memory orders the
+  ``ozaki.memory.plan_bytes``, or None), ``output_orders`` (memory orders the
   products can be accumulated in; "F" needs ``workspace(m, p, order="F")``).
 
 Optional fused passes; the driver runs the generic array code where an engine
@@ -72,10 +72,10 @@ class Engine:
     xp = None
     #: Largest inner dimension the exact INT8 product supports in one call.
     max_inner = 1 << 17
-    #: Bytes per slice entry (memory planning: ``ozaki.gemm.working_bytes``).
+    #: Bytes per slice entry (memory planning: ``ozaki.memory.plan_bytes``).
     slice_bytes = 4
-    #: Coefficients of ``ozaki.gemm.working_bytes`` for this engine (None: the
-    #: generic ``ozaki.gemm.MEMORY_MODEL``).
+    #: Coefficients of ``ozaki.memory.plan_bytes`` for this engine (None, or any key
+    #: missing: the generic ``ozaki.memory.MEMORY_MODEL``).
     memory_model = None
     #: Default panel width of the blocked factorizations on this engine (None:
     #: ``ozlinalg.lapack.DEFAULT_BLOCK_SIZE``).

@@ -233,15 +233,18 @@ class OneDNNEngine(CPUEngine):
 
     @property
     def memory_model(self):
-        """``ozaki.gemm.working_bytes`` coefficients of the fused passes: one normalized
-        float64 copy (none for fixed counts) and BF16 squares per input entry; FP64
-        accumulator, top groups, INT32 result and the FP32 estimate per output entry;
-        for Ozaki-II also the bound operand, and one int8 residue per output entry and
-        modulus instead of FP64 limbs (tests/test_matmul.py::TestMemory checks it)."""
+        """``ozaki.memory.plan_bytes`` coefficients of the fused passes (the generic ones,
+        ``ozaki.memory.MEMORY_MODEL``, for any key missing here): one normalized float64
+        copy (none for fixed counts) and BF16 squares per input entry; FP64 accumulator
+        (beside the result when there are several tiles), top groups, INT32 result and
+        the FP32 estimate per output entry; for Ozaki-II also the bound operand, and one
+        int8 residue per output entry and modulus instead of FP64 limbs; W as int32.
+        Fitted to the peaks of ``benchmarks/memory_bound.py`` (tests/test_matmul.py::
+        TestMemory checks them)."""
         if self.kernels is None:
             return None
-        return {"input": 12, "output": 24, "crt_input": 16, "crt_output": 32,
-                "crt_output_per_modulus": 1}
+        return {"input": 12, "output": 32, "product_output": 72, "crt_input": 16,
+                "crt_output": 32, "crt_output_per_modulus": 1, "bounds": 4}
     #: Panel width of the factorizations: at INT8 speed the passes over each trailing
     #: update's output (estimate, one per EF group, scaling) weigh against its
     #: k = block_size inner dimension. Measured on 2 threads, getrf / potrf / geqrf
@@ -900,16 +903,24 @@ class _BoundShifts:
         self.rowmax = np.zeros(m)
         self.tiles = []
 
-    def add(self, i0, i1, j0, j1, w):
-        """Take the bound product ``w`` of the output tile (i0:i1, j0:j1), kept as it is
-        (the caller gives it a buffer of its own)."""
+    def add(self, i0, i1, j0, j1, w, keep=True):
+        """Take the bound product ``w`` of the output tile (i0:i1, j0:j1): its row maxima,
+        and ``w`` itself, kept as it is (the caller gives it a buffer of its own), unless
+        ``keep`` is False (W recomputed for the later passes, :meth:`stream`)."""
         if not (w.dtype == np.int32 and w.flags.c_contiguous):
             w = np.ascontiguousarray(w, np.int32)  # W < 2**31
         if w.shape[1]:
             part = np.ascontiguousarray(self.rowmax[i0:i1])
             self.engine._k(w.size).int_row_max(w, part)
             self.rowmax[i0:i1] = part
-        self.tiles.append((i0, i1, j0, j1, w))
+        if keep:
+            self.tiles.append((i0, i1, j0, j1, w))
+
+    def stream(self, tiles):
+        """Read W from ``tiles`` (an iterable of ``(i0, i1, j0, j1, w)`` that recomputes
+        them on each pass) in the later passes instead of kept tiles: where W for the
+        whole output does not fit the memory plan (``ozlinalg.ozaki.memory``)."""
+        self.tiles = tiles
 
     def row_max(self):
         """``max_j W_ij`` per row, exactly."""

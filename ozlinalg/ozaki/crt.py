@@ -685,7 +685,7 @@ def crt_reconstruct(xp, engine, products, consts):
 
 def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_moduli=20,
                   profile_counts=None, timers=None, tiles=None, accuracy="dgemm",
-                  recompute=True, check=False):
+                  recompute=True, check=False, keep_bounds=True):
     """``a @ b`` for finite float64 2-D arrays by Ozaki scheme II.
 
     Parameters
@@ -728,6 +728,11 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         :class:`~ozlinalg.AccuracyWarning` when ``moduli="auto"`` would pick more
         for these inputs, or compute entries natively (:mod:`.adequacy`; the
         driver's setting). The result is the same either way.
+    keep_bounds : bool
+        The accurate scaling's bound products W, kept for the whole output while
+        the count and the shifts are planned (the default), or recomputed tile by
+        tile in each pass that reads them (the driver's choice when W does not fit
+        ``memory_limit``; one more bound GEMM per tile and pass). Same result.
 
     Returns
     -------
@@ -762,7 +767,8 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
             k1 = min(n, k0 + step)
             c, res = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
                                 max_moduli, counts, timers, tiles, None,
-                                "certify" if parts is None else "bound")
+                                "certify" if parts is None else "bound",
+                                keep_bounds=keep_bounds)
             if parts is not None:
                 parts.add(c, res)
         if parts is not None:
@@ -770,20 +776,20 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
             ok = faithful.certify(xp, c, bnd)
         else:
             ok = res
-        rows, cols = (to_numpy(v) for v in xp.nonzero(~ok))
         counts["certified"] = int(ok.sum())
-        if recompute:
-            faithful.recompute(xp, c, a, bt, rows, cols, getattr(engine, "threads", None),
-                               getattr(engine, "scratch", None))
-            counts["recomputed"] = int(rows.size)
+        if recompute:  # tile by tile: the indices of one tile at a time
+            counts["recomputed"] = faithful.recompute_uncertified(
+                xp, c, ok, a, bt, tiles, threads=getattr(engine, "threads", None),
+                scratch=getattr(engine, "scratch", None))
         else:
-            counts["uncertified"] = (rows, cols)
+            counts["uncertified"] = tuple(to_numpy(v) for v in xp.nonzero(~ok))
         return c
     verdicts = [] if check and moduli != "auto" else None
     for k0 in range(0, n, step):
         k1 = min(n, k0 + step)
         part = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
-                          max_moduli, counts, timers, tiles, c, verdicts=verdicts)
+                          max_moduli, counts, timers, tiles, c, verdicts=verdicts,
+                          keep_bounds=keep_bounds)
         if c is None:
             c = part
     if verdicts:
@@ -816,13 +822,15 @@ def _timer(timers, key):
 
 
 def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
-               out=None, faith=False, verdicts=None):
+               out=None, faith=False, verdicts=None, keep_bounds=True):
     """One inner block over all output tiles; returns the block's product, or adds it
     to ``out`` (a previous block's result) tile by tile. Faithful mode (``faith``
     "certify" or "bound"): returns ``(c, certified)`` or ``(c, bound)`` (final units),
     the entries left to native arithmetic never certified (bound ``inf``).
     ``verdicts``: a list, for a fixed ``moduli``, to which ``(need, natives)`` is
-    appended when the count falls short of auto's (:func:`_fixed_short`)."""
+    appended when the count falls short of auto's (:func:`_fixed_short`).
+    ``keep_bounds`` (accurate scaling): W kept for the whole output while the plan is
+    made (False: recomputed per pass, :class:`_Recomputed`; the memory plan's choice)."""
     m, k = a.shape
     p = bt.shape[0]
     mt, pt = tiles or (m, p)
@@ -856,15 +864,17 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         return spaces[(mm, pp)]
 
     with _timer(timers, "split"):
-        parts_a = [operand("a", i0, i1) for i0, i1 in rtiles]
-        parts_b = [operand("b", j0, j1) for j0, j1 in ctiles]
-        ea = xp.concatenate([v[1] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][1]
-        eb = xp.concatenate([v[1] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][1]
-        na = xp.concatenate([v[2] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][2]
-        nb = xp.concatenate([v[2] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][2]
+        # the vectors only: a tile's normalized rows are dropped as soon as they are
+        # summarized (all tiles' at once would be a copy of both operands)
+        parts_a = [operand("a", i0, i1)[1:] for i0, i1 in rtiles]
+        parts_b = [operand("b", j0, j1)[1:] for j0, j1 in ctiles]
+        ea = xp.concatenate([v[0] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][0]
+        eb = xp.concatenate([v[0] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][0]
+        na = xp.concatenate([v[1] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][1]
+        nb = xp.concatenate([v[1] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][1]
         if faith:
-            sx = xp.concatenate([v[3] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][3]
-            sy = xp.concatenate([v[3] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][3]
+            sx = xp.concatenate([v[2] for v in parts_a]) if len(rtiles) > 1 else parts_a[0][2]
+            sy = xp.concatenate([v[2] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][2]
         del parts_a, parts_b
         w_tiles = []
         planner = getattr(engine, "crt_bound_shifts", None)  # W summarized, no log2 W
@@ -873,33 +883,63 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
         # sum_k ceil(128 |x_ik|) per row (exact integers): the slack of W against
         # 2**14 |X| |Y|^T, for auto's decision from W alone (_bound_decision)
         ca, cb = xp.zeros(m), xp.zeros(p)
-        for i0, i1 in rtiles:
-            with _timer(timers, "split"):
-                ba = _bound_operand(xp, engine, operand("a", i0, i1)[0], "a")
-                if moduli == "auto":
-                    ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
-            for j0, j1 in ctiles:
+
+        def bound_tiles(first=False, own=False):
+            """W tile by tile (one bound GEMM each); the first pass also takes the digit
+            sums; ``own``: each tile in a buffer of its own (kept by the engine's
+            summary), else in the block's shared workspace (valid until the next)."""
+            for i0, i1 in rtiles:
                 with _timer(timers, "split"):
-                    bb = _bound_operand(xp, engine, operand("b", j0, j1)[0], "b")
-                    if moduli == "auto" and i0 == 0:
-                        cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
-                with _timer(timers, "int8"):
-                    # the engine's summary keeps W until the shifts are known: a result
-                    # buffer of its own (no copy); the generic tiles keep a copy
-                    ws = (engine.workspace(i1 - i0, j1 - j0) if planner is not None
-                          else workspace(i1 - i0, j1 - j0))
-                    w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=ws)
-                    del ws
-                with _timer(timers, "split"):
+                    ba = _bound_operand(xp, engine, operand("a", i0, i1)[0], "a")
+                    if first and moduli == "auto":
+                        ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
+                for j0, j1 in ctiles:
+                    with _timer(timers, "split"):
+                        bb = _bound_operand(xp, engine, operand("b", j0, j1)[0], "b")
+                        if first and moduli == "auto" and i0 == 0:
+                            cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
+                    with _timer(timers, "int8"):
+                        ws = (engine.workspace(i1 - i0, j1 - j0) if own
+                              else workspace(i1 - i0, j1 - j0))
+                        w, calls = engine.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=ws)
+                        del ws, bb
                     counts["int8_gemms"] += 1
                     counts["bound_gemms"] += 1
                     counts["engine_calls"] += calls
+                    yield i0, i1, j0, j1, w
+                    del w
+                del ba
+
+        if keep_bounds:  # W kept for the whole output until the shifts are known
+            for tile in bound_tiles(True, planner is not None):
+                with _timer(timers, "split"):
                     if planner is None:
-                        w_tiles.append((i0, i1, j0, j1, w.copy()))  # W is reused
+                        w_tiles.append(tile[:4] + (tile[4].copy(),))  # W is reused
                     else:
-                        planner.add(i0, i1, j0, j1, w)
-                    del w, bb
-            del ba
+                        planner.add(*tile)
+                del tile
+        else:
+            # W does not fit the memory plan: the first pass keeps only its row maxima
+            # (the engine's summary) and the digit sums; each later pass over W (column
+            # maxima for each count's shifts, auto's decision from W, the fixed count's
+            # check) recomputes it tile by tile: the same integers, so the same shifts
+            if planner is not None:
+                for tile in bound_tiles(True):
+                    with _timer(timers, "split"):
+                        planner.add(*tile, keep=False)
+                    del tile
+            elif moduli == "auto":
+                for i0, i1 in rtiles:
+                    ba = _bound_operand(xp, engine, operand("a", i0, i1)[0], "a")
+                    ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
+                    del ba
+                for j0, j1 in ctiles:
+                    bb = _bound_operand(xp, engine, operand("b", j0, j1)[0], "b")
+                    cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
+                    del bb
+            w_tiles = _Recomputed(bound_tiles)
+            if planner is not None:
+                planner.stream(w_tiles)
 
     def shifts(log2P):
         if scaling == "fast":
@@ -1066,6 +1106,22 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             _store(xp, c, cpr, i0, j0, out is not None, timers)
         del da
     return (c, res_all) if faith else c
+
+
+class _Recomputed:
+    """Ozaki-II's bound products W as an iterable of output tiles ``(i0, i1, j0, j1,
+    w)`` that recomputes them on each pass (``make()``: a fresh generator of the bound
+    GEMMs): what the planning passes read when W for the whole output does not fit
+    the memory plan. Each tile is valid until the next one is taken."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __iter__(self):
+        return self.make()
+
+    def clear(self):
+        """Nothing kept, nothing to free (the list of kept tiles has the same method)."""
 
 
 def _store(xp, c, tile, i0, j0, add, timers):

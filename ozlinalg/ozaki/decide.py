@@ -66,9 +66,47 @@ EST_REL = 2.0**-4
 EST_ABS = 2.0**-190
 #: Relative slack for the rounding of the interval arithmetic itself.
 _SLACK = 2.0**-40
-#: At most this many entries are refined entry by entry; more go through one
-#: float64 GEMM of the rows and columns involved.
+#: At most this many entries are refined entry by entry; more go through float64 GEMMs
+#: of the rows and columns involved.
 _GATHER_MAX = 4096
+#: Bytes the host-side re-evaluation (:class:`Operands`) gathers at once: the rows of A
+#: and B^T it takes, their normalized copies and squares, a block of ``q``. A constant,
+#: so the chunks (and the values) do not depend on ``memory_limit``, and small: it is
+#: part of the memory bound's fixed allowance (:mod:`ozlinalg.ozaki.memory`), whatever
+#: the inner dimension.
+_GATHER_BYTES = 1 << 20
+
+
+def _entry_chunk(k):
+    """Entries re-evaluated together entry by entry: about 56 bytes per inner entry of
+    each (two gathered rows, their normalized copies, the squares' temporaries)."""
+    return int(max(1, min(256, _GATHER_BYTES // (56 * max(int(k), 1)))))
+
+
+def _block_side(k):
+    """Rows (and columns) of one block of the many-entries GEMMs: about 32 bytes per
+    inner entry of each, and the block of ``q`` at most a quarter of the budget."""
+    return int(max(1, min(181, _GATHER_BYTES // (64 * max(int(k), 1)))))
+
+
+def _blockwise(I, J, side, block):
+    """``block(ui, uj)`` (a ``len(ui) x len(uj)`` host array for the distinct rows ``ui``
+    and columns ``uj``) evaluated over blocks of ``side`` rows and columns, read at the
+    entries ``(I, J)``: no more than one block's rows, columns and values at once."""
+    ui, inv_i = np.unique(I, return_inverse=True)
+    uj, inv_j = np.unique(J, return_inverse=True)
+    bi, bj = inv_i // side, inv_j // side
+    order = np.lexsort((bj, bi))
+    key = bi[order] * (int(bj.max(initial=0)) + 1) + bj[order]
+    cuts = np.flatnonzero(np.diff(key)) + 1
+    out = None
+    for grp in np.split(order, cuts):
+        r0, c0 = int(bi[grp[0]]) * side, int(bj[grp[0]]) * side
+        vals = block(ui[r0:r0 + side], uj[c0:c0 + side])
+        if out is None:
+            out = np.empty(I.size, vals.dtype)
+        out[grp] = vals[inv_i[grp] - r0, inv_j[grp] - c0]
+    return out if out is not None else np.empty(0)
 
 
 # -- thresholds, in decimal arithmetic --------------------------------------------------
@@ -245,16 +283,18 @@ class Operands:
         I = np.asarray(I)
         J = np.asarray(J)
         if I.size > _GATHER_MAX:
-            ui, inv_i = np.unique(I, return_inverse=True)
-            uj, inv_j = np.unique(J, return_inverse=True)
-            pa = (self._rows("a", ui) != 0).astype(xp.float32)
-            pb = (self._rows("b", uj) != 0).astype(xp.float32)
-            return to_numpy(xp.matmul(pa, pb.T))[inv_i, inv_j] > 0
+            def block(ui, uj):
+                pa = (self._rows("a", ui) != 0).astype(xp.float32)
+                pb = (self._rows("b", uj) != 0).astype(xp.float32)
+                return to_numpy(xp.matmul(pa, pb.T))
+
+            return _blockwise(I, J, _block_side(self.k), block) > 0
         out = np.zeros(I.size, bool)
-        for c0 in range(0, I.size, 256):
-            ai = self._rows("a", I[c0:c0 + 256]) != 0
-            bj = self._rows("b", J[c0:c0 + 256]) != 0
-            out[c0:c0 + 256] = to_numpy((ai & bj).any(axis=1))
+        step = _entry_chunk(self.k)
+        for c0 in range(0, I.size, step):
+            ai = self._rows("a", I[c0:c0 + step]) != 0
+            bj = self._rows("b", J[c0:c0 + step]) != 0
+            out[c0:c0 + step] = to_numpy((ai & bj).any(axis=1))
         return out
 
     def tight(self, I, J):
@@ -265,19 +305,20 @@ class Operands:
         J = np.asarray(J)
         if I.size <= _GATHER_MAX:
             q = np.empty(I.size)
-            for c0 in range(0, I.size, 256):
-                xa, _ = normalize_rows(xp, self._rows("a", I[c0:c0 + 256]))
-                xb, _ = normalize_rows(xp, self._rows("b", J[c0:c0 + 256]))
+            step = _entry_chunk(self.k)
+            for c0 in range(0, I.size, step):
+                xa, _ = normalize_rows(xp, self._rows("a", I[c0:c0 + step]))
+                xb, _ = normalize_rows(xp, self._rows("b", J[c0:c0 + step]))
                 with fp_errstate(xp, under="ignore"):
-                    q[c0:c0 + 256] = to_numpy(((xa * xa) * (xb * xb)).sum(axis=1))
+                    q[c0:c0 + step] = to_numpy(((xa * xa) * (xb * xb)).sum(axis=1))
         else:
-            ui, inv_i = np.unique(I, return_inverse=True)
-            uj, inv_j = np.unique(J, return_inverse=True)
-            xa, _ = normalize_rows(xp, self._rows("a", ui))
-            xb, _ = normalize_rows(xp, self._rows("b", uj))
-            with fp_errstate(xp, under="ignore"):
-                full = to_numpy(xp.matmul(xa * xa, (xb * xb).T))
-            q = full[inv_i, inv_j]
+            def block(ui, uj):
+                xa, _ = normalize_rows(xp, self._rows("a", ui))
+                xb, _ = normalize_rows(xp, self._rows("b", uj))
+                with fp_errstate(xp, under="ignore"):
+                    return to_numpy(xp.matmul(xa * xa, (xb * xb).T))
+
+            q = _blockwise(I, J, _block_side(self.k), block)
         rel = (self.k + 8) * 2.0**-52
         absf = 8.0 * (self.k + 4) * 2.0**-1074
         with np.errstate(under="ignore"):
@@ -289,9 +330,10 @@ class Operands:
         """``q`` exactly (Fractions), from the normalized rows' significands."""
         xp = self.xp
         out = []
-        for c0 in range(0, len(I), 256):
-            xa, _ = normalize_rows(xp, self._rows("a", I[c0:c0 + 256]))
-            xb, _ = normalize_rows(xp, self._rows("b", J[c0:c0 + 256]))
+        step = _entry_chunk(self.k)
+        for c0 in range(0, len(I), step):
+            xa, _ = normalize_rows(xp, self._rows("a", I[c0:c0 + step]))
+            xb, _ = normalize_rows(xp, self._rows("b", J[c0:c0 + step]))
             xa, xb = to_numpy(xa), to_numpy(xb)
             for r in range(xa.shape[0]):
                 out.append(_exact_sq_dot(xa[r], xb[r]))

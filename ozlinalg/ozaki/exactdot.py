@@ -46,17 +46,20 @@ def round_scaled(v: int, e: int) -> float:
         return float("inf") if v > 0 else float("-inf")
 
 
-def _digits(rows):
+def _digits(rows, qmin=None):
     """``(digits, start, qmin)``: each entry ``rows[r, k]`` is ``sum_j digits[r, k, j]
-    2**(LIMB (start[r, k] + j) + qmin[r])`` exactly (four signed 20-bit digits)."""
+    2**(LIMB (start[r, k] + j) + qmin[r])`` exactly (four signed 20-bit digits);
+    ``qmin``: the rows' smallest exponents where already known (:func:`_exponent_range`
+    of the whole rows, for a piece of them), else those of ``rows``."""
     n, k = rows.shape
     mant, ex = np.frexp(rows)
     m = np.ldexp(np.abs(mant), 53)  # integers below 2**53
     q = ex.astype(np.int64) - 53
     nz = m != 0
-    big = np.iinfo(np.int64).max
-    qmin = np.where(nz, q, big).min(axis=1) if k else np.zeros(n, np.int64)
-    qmin = np.where(qmin == big, 0, qmin)
+    if qmin is None:
+        big = np.iinfo(np.int64).max
+        qmin = np.where(nz, q, big).min(axis=1) if k else np.zeros(n, np.int64)
+        qmin = np.where(qmin == big, 0, qmin)
     sh = np.where(nz, q - qmin[:, None], 0)
     start = sh // LIMB
     rest = np.ldexp(m, (sh - start * LIMB).astype(np.int32))  # exact: below 2**72
@@ -70,18 +73,56 @@ def _digits(rows):
     return digits, start, qmin
 
 
-def _limbs(rows):
+def _limbs(rows, qmin=None, T=None):
     """``(limbs, qmin)``: integer limbs ``(n, T, k)`` (float64, signed) and exponents
-    with ``rows[r, k] == sum_l limbs[r, l, k] 2**(LIMB l + qmin[r])`` exactly."""
+    with ``rows[r, k] == sum_l limbs[r, l, k] 2**(LIMB l + qmin[r])`` exactly;
+    ``qmin``, ``T``: those of the whole rows (:func:`_exponent_range`) when ``rows`` is
+    a piece of them."""
     n, k = rows.shape
-    digits, start, qmin = _digits(rows)
-    T = int(start.max()) + 4 if start.size else 4
+    digits, start, qmin = _digits(rows, qmin)
+    if T is None:
+        T = int(start.max()) + 4 if start.size else 4
     out = np.zeros((n, T, k))
     r_idx = np.broadcast_to(np.arange(n)[:, None], (n, k))
     k_idx = np.broadcast_to(np.arange(k)[None, :], (n, k))
     for j in range(4):
         out[r_idx, start + j, k_idx] = digits[:, :, j]
     return out, qmin
+
+
+def _exponent_range(xp, x, idx, width):
+    """``(qmin, T)`` of the rows ``idx`` of ``x`` as :func:`_limbs` finds them for the
+    whole rows, from pieces of ``width`` columns (never a copy of the whole rows):
+    ``qmin`` per row, ``T`` = 4 + the largest limb offset of any entry."""
+    n, k = len(idx), x.shape[1]
+    big = np.iinfo(np.int64).max
+    lo = np.full(n, big, np.int64)
+    hi = np.full(n, -big, np.int64)
+    for k0 in range(0, k, width):
+        piece = to_numpy(x[xp.asarray(idx), k0:k0 + width]).astype(np.float64, copy=False)
+        mant, ex = np.frexp(piece)
+        q = ex.astype(np.int64) - 53
+        nz = mant != 0
+        lo = np.minimum(lo, np.where(nz, q, big).min(axis=1, initial=big))
+        hi = np.maximum(hi, np.where(nz, q, -big).max(axis=1, initial=-big))
+    none = lo == big
+    qmin = np.where(none, 0, lo)
+    span = np.where(none, 0, hi - qmin)
+    return qmin, int((span // LIMB).max(initial=0)) + 4
+
+
+#: Bytes per row (or column) and inner entry that one piece of the NumPy path may hold
+#: beside its limbs: the float64 piece, the digits and the temporaries of :func:`_digits`.
+_PIECE_OVERHEAD = 112
+
+
+def _piece_width(n, t_sum, k):
+    """Inner length of one piece of the NumPy path for ``n`` rows and columns whose limb
+    counts add up to ``t_sum``: its limbs and temporaries within 12 bytes per entry of
+    the whole rows (what the driver's memory plan gives a tile's operands), at most
+    :data:`_PIECE` (the exactness of the limb GEMMs) and at least 64."""
+    per = _PIECE_OVERHEAD * n + 8 * t_sum
+    return int(max(64, min(_PIECE, (12 * n * max(k, 1)) // max(per, 1))))
 
 
 def _kernels():
@@ -255,24 +296,32 @@ def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None, scratch=None):
         rsel = urows[r0:r0 + _ROWS]
         in_rows = order[np.isin(rows[order], rsel)]
         ucols = np.unique(cols[in_rows])
-        xa_all = to_numpy(a[xp.asarray(rsel)]).astype(np.float64, copy=False)
-        xl, qa = _limbs(xa_all)
+        qa, tx = _exponent_range(xp, a, rsel, _PIECE)
         for c0 in range(0, ucols.size, _COLS):
             csel = ucols[c0:c0 + _COLS]
             ent = in_rows[np.isin(cols[in_rows], csel)]
             if ent.size == 0:
                 continue
-            xb_all = to_numpy(bt[xp.asarray(csel)]).astype(np.float64, copy=False)
-            yl, qb = _limbs(xb_all)
+            qb, ty = _exponent_range(xp, bt, csel, _PIECE)
             ri = np.searchsorted(rsel, rows[ent])
             ci = np.searchsorted(csel, cols[ent])
-            for r in np.unique(ri):
-                sel = ri == r
+            groups = [(r, ri == r) for r in np.unique(ri)]
+            accs = [np.zeros((tx, int(sel.sum()) * ty), np.int64) for _, sel in groups]
+            # the limbs a piece of the inner dimension at a time (rows of many limbs over
+            # a long inner dimension would not fit beside the product otherwise); each
+            # piece's limb GEMMs are exact, and their int64 sums do not depend on the cut
+            width = _piece_width(rsel.size + csel.size, rsel.size * tx + csel.size * ty, k)
+            for k0 in range(0, max(k, 1), width):
+                xl, _ = _limbs(to_numpy(a[xp.asarray(rsel), k0:k0 + width]).astype(
+                    np.float64, copy=False), qa, tx)
+                yl, _ = _limbs(to_numpy(bt[xp.asarray(csel), k0:k0 + width]).astype(
+                    np.float64, copy=False), qb, ty)
+                for (r, sel), acc in zip(groups, accs):
+                    cj = ci[sel]
+                    ys = yl[cj].reshape(cj.size * ty, -1)
+                    acc += (xl[r] @ ys.T).astype(np.int64)
+                del xl, yl
+            for (r, sel), acc in zip(groups, accs):
                 cj = ci[sel]
-                tx, ty = xl.shape[1], yl.shape[1]
-                acc = np.zeros((tx, cj.size * ty), np.int64)
-                ys = yl[cj].reshape(cj.size * ty, k)
-                for k0 in range(0, max(k, 1), _PIECE):
-                    acc += (xl[r, :, k0:k0 + _PIECE] @ ys[:, k0:k0 + _PIECE].T).astype(np.int64)
                 out[ent[sel]] = _combine(acc.reshape(tx, cj.size, ty), qa[r], qb[cj])
     return out

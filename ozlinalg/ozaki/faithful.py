@@ -69,7 +69,8 @@ import math
 from .._array import fp_errstate, row_blocks, to_numpy
 
 __all__ = ["ACCURACIES", "EXTRA_MODULI", "EXTRA_SLICES", "FAITHFUL_METHODS", "certify",
-           "check_method", "combine", "digit_sums", "ef_bound", "two_sum_into",
+           "check_method", "combine", "digit_sums", "ef_bound", "recompute_uncertified",
+           "two_sum_into",
            "validate_accuracy"]
 
 ACCURACIES = ("dgemm", "faithful")
@@ -351,6 +352,46 @@ def recompute(xp, c, a, bt, rows, cols, threads=None, scratch=None):
     vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols), threads=threads,
                       scratch=scratch)
     c[xp.asarray(rows), xp.asarray(cols)] = xp.asarray(vals)
+
+
+#: Entries per exact recomputation call (:func:`recompute_uncertified`): bounds the index
+#: arrays and the gathered rows of one call, whatever the count not certified.
+RECOMPUTE_ENTRIES = 1 << 11
+
+
+def recompute_uncertified(xp, c, ok, a, bt, tiles=None, offset=(0, 0), threads=None,
+                          scratch=None):
+    """Recompute exactly (:func:`recompute`) the entries of ``c`` where ``ok`` (the
+    certificate of ``c[i0:i0 + rows, j0:j0 + cols]``, ``offset = (i0, j0)``) is False;
+    returns their count.
+
+    Notes
+    -----
+    A quarter of an output tile (``tiles``, the driver's; the whole ``ok`` by default)
+    on each side and at most :data:`RECOMPUTE_ENTRIES` entries per call, so that the
+    index arrays and what a call gathers and expands stay within the tile's operands'
+    part of the memory plan (:mod:`.memory`: at least 12 bytes per entry of a tile's
+    rows of A and columns of B) however many entries the bound left: the exact path
+    holds about 48 bytes per inner entry of each row and column it takes (float64
+    rows, four int64 digits; :mod:`.exactdot`). Each entry is correctly rounded on
+    its own: the order and grouping change no bit."""
+    rows, cols = ok.shape
+    mt, pt = tiles or (rows, cols)
+    mt, pt = -(-mt // 4), -(-pt // 4)
+    i0, j0 = offset
+    count = 0
+    for r0 in range(0, rows, mt):
+        for c0 in range(0, cols, pt):
+            ii, jj = xp.nonzero(~ok[r0:r0 + mt, c0:c0 + pt])
+            if ii.size == 0:
+                continue
+            ii = to_numpy(ii) + (i0 + r0)
+            jj = to_numpy(jj) + (j0 + c0)
+            for e0 in range(0, ii.size, RECOMPUTE_ENTRIES):
+                recompute(xp, c, a, bt, ii[e0:e0 + RECOMPUTE_ENTRIES],
+                          jj[e0:e0 + RECOMPUTE_ENTRIES], threads, scratch)
+            count += int(ii.size)
+    return count
 
 
 def faithful_slices(s_auto, max_slices):

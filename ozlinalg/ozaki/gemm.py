@@ -24,12 +24,13 @@ import time
 
 import numpy as np
 
-from .._array import array_namespace, to_numpy
+from .._array import array_namespace
 from .._dask_dispatch import is_dask_collection
 from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine
-from . import faithful, params
+from ..engines._scratch import release_after_oom
+from . import faithful, memory, params
 from .adequacy import count_warning, q_floor, row_exponents, sampled_settles, share_windows
 from .auto import plan_auto, plan_slices
 from .balance import balance_inner, min_shift_for
@@ -40,8 +41,11 @@ from .scaling import apply_exponents, exponent_factors, log2_pow2
 from .small import small_product
 from .split import normalize_rows, slice_layout, slice_storage, split_rows
 
-__all__ = ["MEMORY_MODEL", "matmul", "matmul_ordered", "emulated_matmul_2d", "tile_shape",
-           "working_bytes"]
+__all__ = ["MEMORY_MODEL", "matmul", "matmul_ordered", "emulated_matmul_2d", "memory_plan",
+           "tile_shape", "working_bytes"]
+
+MEMORY_MODEL = memory.MEMORY_MODEL
+working_bytes = memory.working_bytes
 
 
 def _as_float64(xp, x, name):
@@ -235,11 +239,20 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     timers = {k: Timer(prof_on, sync) for k in ("split", "int8", "acc")}
     counts = {"int8_gemms": 0, "engine_calls": 0, "passes": 0, "slices": []}
 
+    # The memory plan first: a limit below the smallest plan raises before anything
+    # is allocated (the Inf / NaN copies are added once they are known, below).
+    mem = _MemoryArgs(xp, engine, meth, slices, opts, m, n, p)
+    mem.check(mem.plan(0), m, n, p)
+
     # Inf/NaN: those rows of A / columns of B go through native FP64 at the end.
     bad_rows, top_a = _nonfinite_lines(xp, engine, a, 1)
     bad_cols, top_b = _nonfinite_lines(xp, engine, b, 0)
     any_bad_rows = bool(bad_rows.any())
     any_bad_cols = bool(bad_cols.any())
+    mplan = mem.plan(_nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_bad_rows,
+                                      any_bad_cols) + (8 * m * p if order == "F" and mem.crt
+                                                       else 0))
+    mem.check(mplan, m, n, p)
     aw = xp.where(bad_rows[:, None], 0.0, a) if any_bad_rows else a
     bw = xp.where(bad_cols[None, :], 0.0, b) if any_bad_cols else b
     bt = bw.T  # columns of B as rows: both operands are sliced row-wise
@@ -249,35 +262,23 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     if top_b is not None and any_bad_cols:
         top_b = xp.where(bad_cols, 0.0, top_b)
 
-    block = params.INT8_INNER_BLOCK if meth.engine == "int8" else params.FP16_INNER_BLOCK
-    s_max = opts.max_slices if slices == "auto" else int(slices)
-    crt = meth.split.startswith("crt")
-    sbytes = getattr(engine, "slice_bytes", 4)
-    model = getattr(engine, "memory_model", None)
-    limit = opts.memory_limit if opts.memory_limit is not None else engine.memory_limit()
-    if faith:
-        s_max = min(64, s_max + (faithful.EXTRA_MODULI if crt else faithful.EXTRA_SLICES))
-    mt, pt = tile_shape(m, p, min(n, block), s_max, limit, crt, sbytes, model, faith)
+    block = mem.block
+    s_max = mem.s_max
+    mt, pt = mplan.tiles
     try:
         c = _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts,
-                           (mt, pt), block, order, (top_a, top_b))
-        if faith:  # the entries the bound did not certify, exactly
-            rows, cols = counts.pop("uncertified")
-            if any_bad_rows or any_bad_cols:  # those are native below
-                keep = ~(to_numpy(bad_rows)[rows] | to_numpy(bad_cols)[cols])
-                rows, cols = rows[keep], cols[keep]
-            with timers["acc"]:
-                faithful.recompute(xp, c, aw, bt, rows, cols, getattr(engine, "threads", None),
-                                   getattr(engine, "scratch", None))
-            counts["recomputed"] = int(rows.size)
+                           (mt, pt), block, order, (top_a, top_b), mplan.keep_bounds)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
-        need = working_bytes(mt, pt, min(n, block), s_max, crt, sbytes, model, faith)
+        # whatever the pool kept would only make the next attempt fail as well
+        released = release_after_oom()
         raise MemoryError(
             f"ozlinalg.matmul: out of {engine.device} memory for a ({m} x {n}) @ ({n} x {p}) "
-            f"product with up to {s_max} slices: each {mt} x {pt} output tile needs about "
-            f"{need / 2**30:.2f} GiB of working memory besides the inputs and the "
-            f"{8 * m * p / 2**30:.2f} GiB result; lower ozlinalg.options(memory_limit=...) "
-            f"(now {limit / 2**30:.2f} GiB) to use smaller tiles"
+            f"product with up to {s_max} slices: its {mt} x {pt} output tiles were planned "
+            f"at {mplan.need / 2**20:.2f} MiB of working memory besides the inputs and the "
+            f"{8 * m * p / 2**20:.2f} MiB result; the scratch pool was released "
+            f"({released / 2**20:.0f} MiB of kept buffers freed); lower "
+            f"ozlinalg.options(memory_limit=...) (now {mem.limit / 2**20:.2f} MiB) to use "
+            f"smaller tiles"
         ) from exc
 
     if any_bad_rows:
@@ -314,7 +315,7 @@ def _nonfinite_lines(xp, engine, x, axis):
 
 
 def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles, block,
-                   order="C", row_max=(None, None)):
+                   order="C", row_max=(None, None), keep_bounds=True):
     """The emulated product over output tiles (mt, pt) and inner blocks.
 
     Tiles bound the working memory only: ``slices="auto"`` chooses one count per
@@ -322,7 +323,11 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
     scalings over all tiles), so the result does not depend on the tiles, i.e.
     on ``memory_limit`` or on the engine's slice size. A fixed count is checked
     against auto's (:mod:`.adequacy`; ``row_max``: the maxima of ``|aw|`` and
-    ``|bt|`` per row where known), a warning on the side.
+    ``|bt|`` per row where known), a warning on the side. ``keep_bounds``: Ozaki-II
+    keeps its bound products for the whole output (False: recomputes them per tile
+    and pass; the memory plan's choice, :mod:`.memory`). In faithful mode the entries
+    the bound leaves are recomputed exactly, tile by tile
+    (``counts["recomputed"]``).
     """
     m, n = aw.shape
     p = bt.shape[0]
@@ -334,8 +339,8 @@ def _tiled_product(xp, engine, aw, bt, meth, slices, opts, timers, counts, tiles
                           max_moduli=min(opts.max_slices, 32),
                           scaling="fast" if meth.split == "crt-fast" else "accurate",
                           profile_counts=counts, timers=timers, tiles=tiles,
-                          accuracy=opts.accuracy, recompute=False,
-                          check=opts.accuracy != "faithful")
+                          accuracy=opts.accuracy, check=opts.accuracy != "faithful",
+                          keep_bounds=keep_bounds)
         return xp.asfortranarray(c) if order == "F" else c
     tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
     if opts.accuracy == "faithful":
@@ -381,7 +386,8 @@ def _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts, tile
                     tile_list, order):
     """:func:`_tiled_product` for ``accuracy="faithful"`` (Ozaki-I EF methods): each tile
     and inner block with its certificate (:mod:`.faithful`); the entries not certified
-    are left in ``counts["uncertified"]`` for the exact recomputation."""
+    are recomputed exactly as each tile is done (their indices never held for the
+    whole output: the memory plan counts a tile's)."""
     m, n = aw.shape
     p = bt.shape[0]
     mt, pt = tiles
@@ -389,8 +395,7 @@ def _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts, tile
     if slices == "auto":  # the DGEMM-level count, decided for the whole product, plus more
         plans = _global_plans(xp, engine, aw, bt, meth, opts, timers, tile_list, tiles, block)
     c = xp.empty((m, p), order=order)
-    rows, cols = [], []
-    certified = 0
+    certified = recomputed = 0
     for i0, j0 in tile_list:
         parts = None
         for k0 in range(0, n, block):
@@ -416,13 +421,17 @@ def _tiled_faithful(xp, engine, aw, bt, meth, slices, opts, timers, counts, tile
                 ok = faithful.certify(xp, v, bnd)
             else:
                 ok = bnd
-            ii, jj = xp.nonzero(~ok)
+            del parts, bnd
         certified += int(ok.sum())
-        rows.append(to_numpy(ii) + i0)
-        cols.append(to_numpy(jj) + j0)
         c[i0:i0 + v.shape[0], j0:j0 + v.shape[1]] = v
+        del v
+        with timers["acc"]:
+            recomputed += faithful.recompute_uncertified(
+                xp, c, ok, aw, bt, offset=(i0, j0), threads=getattr(engine, "threads", None),
+                scratch=getattr(engine, "scratch", None))
+        del ok
     counts["certified"] = certified
-    counts["uncertified"] = (np.concatenate(rows), np.concatenate(cols))
+    counts["recomputed"] = recomputed
     return c
 
 
@@ -564,49 +573,92 @@ def _check_fixed_count(xp, engine, aw, bt, meth, slices, opts, tile_list, tiles,
         count_warning(slices, need, natives, cap, m * p, False, meth.name)
 
 
-#: Coefficients of :func:`working_bytes` (bytes per input entry / output entry,
-#: and per output entry and modulus); an engine with fused passes brings its own
-#: (``Engine.memory_model``).
-MEMORY_MODEL = {"input": 16, "output": 32, "crt_input": 64, "crt_output": 80,
-                "crt_output_per_modulus": 0}
-
-
-def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None, faithful=False):
-    """Upper estimate of the working memory (bytes) of one tile of the emulation.
-
-    ``16 (mt + pt) k + b s (mt' + pt') k' + 32 mt pt``: normalized copies and
-    their temporaries (16 per input entry), s slices of ``b = slice_bytes`` per
-    entry (the engine's ``slice_bytes``: 4 for the CPU's float32 slices, 1 for
-    INT8 on the GPU), counted as the GPU engine stores them, rows padded to a
-    multiple of 4 and k to a multiple of 16 (``mt'``, ``pt'``, ``k'``), and four
-    mt x pt buffers (FP64 accumulator, group accumulator, engine result, float32
-    run). Ozaki scheme II (``crt``, s = moduli) also holds the scaled integer
-    operands and their residue digits (48 more bytes per input entry) and its
-    CRT limbs and quotient (48 more per output entry). Inputs and the result
-    are not included. ``model``: the engine's coefficients in place of these
-    (:data:`MEMORY_MODEL`; the CPU INT8 engine's fused passes need fewer).
-    ``faithful``: five more FP64 buffers per output entry (compensation, top
-    groups, slop, bound, exponents).
-    """
-    c = MEMORY_MODEL if model is None else model
-    extra = 40 * mt * pt if faithful else 0
-    slices = slice_bytes * s * (-(-mt // 4) * 4 + -(-pt // 4) * 4) * (-(-k // 16) * 16)
-    if crt:
-        return (c["crt_input"] * (mt + pt) * k + slices
-                + (c["crt_output"] + c["crt_output_per_modulus"] * s) * mt * pt + extra)
-    return c["input"] * (mt + pt) * k + slices + c["output"] * mt * pt + extra
-
-
 def tile_shape(m, p, k, s, limit, crt=False, slice_bytes=4, model=None, faithful=False):
-    """Largest output tile (mt, pt), halving the longer side, within ``limit`` bytes."""
-    mt, pt = m, p
-    while (working_bytes(mt, pt, k, s, crt, slice_bytes, model, faithful) > limit
-           and max(mt, pt) > 64):
-        if mt >= pt:
-            mt = -(-mt // 2)
+    """Largest output tile (mt, pt), halving the longer side, whose plan fits ``limit``
+    bytes (:func:`ozlinalg.ozaki.memory.plan`; the smallest plan where none does)."""
+    fam = "crt" if crt else "ef"
+    return memory.plan(m, p, k, s, limit, fam, slice_bytes, model, faithful).tiles
+
+
+class _MemoryArgs:
+    """What the memory plan of one product depends on (:mod:`.memory`)."""
+
+    def __init__(self, xp, engine, meth, slices, opts, m, n, p):
+        self.fam = memory.family(meth.split, meth.groupwise)
+        self.crt = meth.split.startswith("crt")
+        self.faith = opts.accuracy == "faithful"
+        s_max = opts.max_slices if slices == "auto" else int(slices)
+        if self.faith:
+            s_max = min(64, s_max + (faithful.EXTRA_MODULI if self.crt
+                                     else faithful.EXTRA_SLICES))
+        if self.crt:  # Ozaki-II cuts the inner dimension into equal blocks
+            from .crt import CRT_INNER_BLOCK
+
+            s_max = min(s_max, 32)
+            blocks = -(-n // CRT_INNER_BLOCK)
+            self.block = params.INT8_INNER_BLOCK
+            k = -(-n // blocks)
         else:
-            pt = -(-pt // 2)
-    return mt, pt
+            self.block = (params.INT8_INNER_BLOCK if meth.engine == "int8"
+                          else params.FP16_INNER_BLOCK)
+            blocks = -(-n // self.block)
+            k = min(n, self.block)
+        self.s_max, self.blocks, self.k = s_max, blocks, k
+        sbytes = getattr(engine, "slice_bytes", 4)
+        if self.fam == "fp":  # SplitFP's slices are float32 on the CPU, float16 on a GPU
+            sbytes = max(sbytes, 4 if xp is np else 2)
+        self.sbytes = sbytes
+        self.model = getattr(engine, "memory_model", None)
+        self.explicit = opts.memory_limit is not None
+        self.limit = opts.memory_limit if self.explicit else engine.memory_limit()
+        self.method = meth.name
+        self.shape = (m, n, p)
+
+    def plan(self, extra):
+        """The :class:`~ozlinalg.ozaki.memory.MemoryPlan` with ``extra`` bytes on top."""
+        return memory.plan(self.shape[0], self.shape[2], self.k, self.s_max, self.limit,
+                           self.fam, self.sbytes, self.model, self.faith, self.blocks, extra)
+
+    def check(self, mplan, m, n, p):
+        """MemoryError when an explicit limit is below the smallest plan (nothing of the
+        product allocated yet)."""
+        if mplan.fits or not self.explicit:
+            return
+        mt, pt = mplan.minimum_tiles
+        raise MemoryError(
+            f"ozlinalg.matmul: memory_limit={self.limit} bytes is below the "
+            f"{mplan.minimum / 2**20:.2f} MiB this ({m} x {n}) @ ({n} x {p}) product needs "
+            f"at least with method {self.method!r} (tiles of {mt} x {pt}, up to "
+            f"{self.s_max} slices); raise the limit")
+
+
+def memory_plan(m, n, p, method=None, slices=None, accuracy=None, limit=None, engine=None):
+    """The memory plan (:class:`~ozlinalg.ozaki.memory.MemoryPlan`) the driver makes for a
+    finite ``(m x n) @ (n x p)`` product under the options in force (``method``,
+    ``slices``, ``accuracy``, ``limit`` in bytes override them; ``engine``: the NumPy
+    engine's by default). For benchmarks and tests: the driver's own plan adds the
+    copies that Inf / NaN lines need."""
+    opts = get_options()
+    meth = params.METHODS[params.validate_method(opts.method if method is None else method)]
+    opts = opts.replace(accuracy=opts.accuracy if accuracy is None else accuracy,
+                        memory_limit=opts.memory_limit if limit is None else limit)
+    engine = engine or get_engine(np)
+    mem = _MemoryArgs(np, engine, meth, opts.slices if slices is None else slices, opts,
+                      m, n, p)
+    return mem.plan(0)
+
+
+def _nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_rows, any_cols):
+    """Bytes of the Inf / NaN handling: the operands' copies with those lines zeroed, and
+    the native products of the lines (with their gathered operands)."""
+    extra = 0
+    if any_rows:
+        r = int(bad_rows.sum())
+        extra += 8 * m * n + 8 * r * (n + p)
+    if any_cols:
+        c = int(bad_cols.sum())
+        extra += 8 * n * p + 8 * c * (m + n)
+    return extra
 
 
 def _emulate_block(xp, engine, a, bt, meth, slices, opts, timers, counts, plan=None,

@@ -1,0 +1,248 @@
+"""Working-memory plans of one emulated product (``options(memory_limit=...)``).
+
+The *working memory* of a product is what it holds beside its inputs and its
+result: normalized copies, slices or residues, accumulators, the engine's
+output buffers, Ozaki scheme II's bound products ``W``, the faithful mode's
+certificates. The driver plans it before allocating anything: it picks the
+largest output tile (halving the longer side, down to :data:`MIN_TILE`) whose
+plan fits the limit, and raises :class:`MemoryError` when even the smallest
+plan does not (an explicit ``memory_limit`` only: the engine's default budget
+is a guess about the machine, and a product beyond it is tiled as far as it
+goes and attempted).
+
+The inner block never shrinks for a limit: where the inner dimension is cut
+decides the slice widths, the counts and the order of the FP64 sums, so the
+result would depend on the limit. Its share of the plan (``c_in (mt + pt) k``
+and the slices) is what makes the smallest plan grow with ``k``.
+
+The plan, :func:`plan_bytes`, is linear in four measures of the product::
+
+    need = c_in (mt + pt) k  +  b s (mt' + pt') k'  +  c_out mt pt
+           + c_tile tiles  +  c_glob m p  +  extra
+
+* ``c_in (mt + pt) k``: normalized copies of a tile's rows of A and B^T (and
+  their temporaries) over one inner block of length ``k``;
+* ``b s (mt' + pt') k'``: ``s`` slices (residues) of ``b`` bytes per entry
+  (the engine's ``slice_bytes``; float32 for SplitFP), rows padded to 4 and
+  ``k`` to 16 as the GPU engine stores them;
+* ``c_out mt pt``: the tile's accumulators, the engine's INT32/FP64 result,
+  the estimate, group accumulators; more for several inner blocks (the
+  compensated sum of the blocks), the faithful mode (compensation, slop,
+  bounds, certificate), and per modulus for Ozaki scheme II;
+* ``c_tile`` per tile: the Python objects of a tile (index tuples, the count
+  plan's candidates) -- why tiles do not shrink without end;
+* ``c_glob m p``: what lives for the whole output: Ozaki scheme II's bound
+  products ``W`` when they are kept (:func:`plan`), the faithful Ozaki-II
+  certificate (and, with several inner blocks, the compensated sum of the
+  blocks over the whole output);
+* ``extra``: what the driver knows on top (copies of operands with Inf / NaN
+  lines, the native products of those lines, a column-major copy).
+
+The coefficients are per engine (``Engine.memory_model``, falling back to
+:data:`MEMORY_MODEL` key by key) and were fitted so that the plan bounds the
+measured peak (``benchmarks/memory_bound.py``: tracemalloc, which sees
+NumPy's buffers and the scratch pool's, and the process's resident-set peak,
+which also sees what oneDNN and the compiled kernels allocate natively).
+
+The bound. Within :data:`SLACK_FRACTION` of the limit plus :data:`SLACK_BYTES`,
+the working memory of one real product stays below ``memory_limit``::
+
+    peak - inputs - result <= memory_limit (1 + SLACK_FRACTION) + SLACK_BYTES
+
+The allowance covers what no coefficient follows: vectors of length m, p or
+k (exponents, norms, shifts, digit sums), per-thread row buffers of the
+compiled kernels (a few rows of k or p doubles each), oneDNN's packing
+buffers and the allocator's per-thread arenas (which tracemalloc does not see:
+with 2 threads the resident set was up to 3.7 MiB above the traced peak, and
+up to 3.4 MiB above the limit, at the smallest tiles after earlier products,
+1.2-2 MiB alone; oneDNN's buffers are per thread, so more threads may need
+more) and Python's own objects. Not covered: the balancing of the inner
+dimension (``balance=True``, a scaled copy of both operands made before the
+product), the complex schemes' real and
+imaginary parts (each real product is bounded itself), the column-major copy
+of the result on engines that accumulate row-major only (the factorizations'
+updates on the SGEMM engine). Within the allowance by
+construction: the count's host refinement of the few entries an estimate
+cannot decide (:class:`.decide.Operands`, at most 1 MiB of gathered rows at a
+time) and the faithful mode's exact recomputation (:func:`.faithful.
+recompute_uncertified`: quarter tiles, 2048 entries a call; the limbs of
+:mod:`.exactdot`'s NumPy path a piece of the inner dimension at a time).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MEMORY_MODEL", "MIN_TILE", "SLACK_BYTES", "SLACK_FRACTION", "MemoryPlan",
+           "family", "plan", "plan_bytes", "working_bytes"]
+
+#: The smallest output tile side the planner goes down to.
+MIN_TILE = 8
+#: Fixed allowance of the bound (bytes): small temporaries no coefficient follows.
+SLACK_BYTES = 4 << 20
+#: Relative allowance of the bound.
+SLACK_FRACTION = 0.05
+
+#: Coefficients of :func:`plan_bytes` for the generic passes (bytes per tile input
+#: entry ``(mt + pt) k``, per tile output entry ``mt pt``, per output entry ``m p``,
+#: per tile); an engine with fused passes brings its own (``Engine.memory_model``,
+#: any key it lacks taken from here). Families: ``ef`` (``hybrid-ef``,
+#: ``bitmask-ef``), ``product`` (``bitmask``, ``rn``: one FP64 pass per product),
+#: ``fp`` (``splitfp``), ``crt`` and ``crt-fast`` (Ozaki scheme II).
+MEMORY_MODEL = {
+    "input": 16, "output": 40,
+    "product_input": 16, "product_output": 72,
+    "fp_input": 24, "fp_output": 72,
+    "crt_input": 64, "crt_output": 80, "crt_output_per_modulus": 0,
+    # Ozaki-II's bound products W per output entry (float64 copies of the tiles;
+    # kept for the whole output, or one tile's when recomputed per pass)
+    "bounds": 8,
+    # several inner blocks: the tile's compensated sum (Ozaki-I) per output entry
+    "blocks_output": 24,
+    # faithful mode, per tile output entry: compensation, slop, bound, certificate
+    "faithful_output": 56, "faithful_crt_output": 64,
+    # faithful Ozaki-II for the whole output: the certificate (1 byte), and with
+    # several inner blocks (n > 130048) the compensated sum of the blocks and their
+    # bounds (hi, lo, bound, |lo| sums; a block's values and bounds; the TwoSum's
+    # temporaries): counted from the code, not measured (inputs of 1 GB and more)
+    "faithful_crt_global": 1, "faithful_crt_blocks_global": 72,
+    "tile": 1024,
+}
+
+
+def coefficient(model, key):
+    """``model[key]``, or the generic coefficient where the engine has none."""
+    if model is not None and key in model:
+        return model[key]
+    return MEMORY_MODEL[key]
+
+
+def family(split, groupwise):
+    """The coefficients' family of a method (``Method.split``, ``Method.groupwise``)."""
+    if split in ("crt", "crt-fast"):
+        return split
+    if split == "fp":
+        return "fp"
+    return "ef" if groupwise else "product"
+
+
+def _prefix(fam):
+    return {"ef": "", "product": "product_", "fp": "fp_", "crt": "crt_",
+            "crt-fast": "crt_"}[fam]
+
+
+def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None, faithful=False, *,
+                  fam=None, blocks=1, bounds=False):
+    """Planned working memory (bytes) of ONE output tile (mt, pt) over an inner block
+    of length ``k`` with up to ``s`` slices (moduli): :func:`plan_bytes` without the
+    per-tile and whole-output terms. ``bounds``: Ozaki-II's W of this tile (when it
+    is recomputed per pass instead of kept for the whole output)."""
+    fam = fam or ("crt" if crt else "ef")
+    pre = _prefix(fam)
+    slices = slice_bytes * s * (-(-mt // 4) * 4 + -(-pt // 4) * 4) * (-(-k // 16) * 16)
+    out = coefficient(model, pre + "output")
+    if fam in ("crt", "crt-fast"):
+        out += coefficient(model, "crt_output_per_modulus") * s
+        if faithful:
+            out += coefficient(model, "faithful_crt_output")
+        if bounds:
+            out += coefficient(model, "bounds")
+    else:
+        if faithful:
+            out += coefficient(model, "faithful_output")
+        if blocks > 1:
+            out += coefficient(model, "blocks_output")
+    return int(coefficient(model, pre + "input") * (mt + pt) * k + slices + out * mt * pt)
+
+
+def global_bytes(m, p, fam, model=None, faithful=False, blocks=1, keep_bounds=False):
+    """Planned working memory (bytes) that lives for the whole m x p output."""
+    per = 0
+    if fam == "crt" and keep_bounds:
+        per += coefficient(model, "bounds")
+    if faithful and fam in ("crt", "crt-fast"):
+        per += coefficient(model, "faithful_crt_global")
+        if blocks > 1:
+            per += coefficient(model, "faithful_crt_blocks_global")
+    return int(per * m * p)
+
+
+def plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, blocks=1,
+               keep_bounds=True, extra=0):
+    """The plan's bytes for output tiles ``tiles = (mt, pt)`` (module doc)."""
+    mt, pt = tiles
+    count = -(-m // mt) * -(-p // pt)
+    stream = fam == "crt" and not keep_bounds
+    return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
+                          faithful=faithful, fam=fam, blocks=blocks, bounds=stream)
+            + int(coefficient(model, "tile")) * count
+            + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds) + int(extra))
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """A product's tiles and planned bytes.
+
+    Attributes
+    ----------
+    tiles : (int, int)
+        Output tile shape (mt, pt).
+    need : int
+        Planned working memory of the product with these tiles (bytes).
+    keep_bounds : bool
+        Ozaki-II (accurate scaling): the bound products W are kept for the whole
+        output between the planning passes (False: recomputed tile by tile in each
+        pass that reads them; the same values, one bound GEMM more per tile and pass).
+    minimum : int
+        The smallest plan's bytes (its tiles: ``minimum_tiles``).
+    limit : int
+        The budget planned for.
+    """
+
+    tiles: tuple
+    need: int
+    keep_bounds: bool
+    minimum: int
+    minimum_tiles: tuple
+    limit: int
+
+    @property
+    def fits(self):
+        return self.need <= self.limit
+
+
+def _halvings(m, p):
+    """Tile shapes from (m, p) down, halving the longer side, to :data:`MIN_TILE`."""
+    mt, pt = max(m, 1), max(p, 1)
+    yield mt, pt
+    while max(mt, pt) > MIN_TILE:
+        if mt >= pt:
+            mt = max(MIN_TILE, -(-mt // 2)) if mt > MIN_TILE else mt
+        else:
+            pt = max(MIN_TILE, -(-pt // 2)) if pt > MIN_TILE else pt
+        yield mt, pt
+
+
+def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks=1,
+         extra=0):
+    """The largest tiles whose plan fits ``limit`` (:class:`MemoryPlan`).
+
+    Ozaki-II with the accurate scaling keeps W for the whole output when that plan
+    fits (no recomputation, as before), else recomputes it per tile and pass. Where no
+    plan fits, the smallest one is returned (``fits`` False): the driver raises for an
+    explicit limit and attempts it for the engine's default.
+
+    Notes
+    -----
+    The smallest plan is not always the smallest tile: each tile costs
+    ``coefficient("tile")`` bytes of Python objects, so below a few rows the count of
+    tiles, not their size, decides.
+    """
+    cands = [(keep, tiles, plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful,
+                                      blocks, keep, extra))
+             for keep in ((True, False) if fam == "crt" else (True,))
+             for tiles in _halvings(m, p)]
+    low = min(cands, key=lambda c: c[2])
+    for keep, tiles, need in cands:
+        if need <= limit:
+            return MemoryPlan(tiles, need, keep, low[2], low[1], limit)
+    return MemoryPlan(low[1], low[2], low[0], low[2], low[1], limit)
