@@ -778,15 +778,15 @@ class TestMemory:
     # counts below auto's on purpose (this tests the error message): AccuracyWarning expected
     @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_out_of_memory_names_the_sizes(self, rng, monkeypatch):
-        eng = get_engine(np)
+        from ozlinalg.ozaki import gemm
 
         def no_memory(*args, **kwargs):
             raise MemoryError
 
-        # on the class: an instance attribute left behind by the undo would hide other
-        # tests' class-level patches
-        monkeypatch.setattr(type(eng), "empty_slices", no_memory)
-        monkeypatch.setattr(type(eng), "small_product", None, raising=False)  # the driver's
+        # the product's core (every engine and split path goes through it; an engine
+        # method would be bypassed by whichever fused path the engine has)
+        monkeypatch.setattr(gemm, "_tiled_product", no_memory)
+        monkeypatch.setattr(type(get_engine(np)), "small_product", None, raising=False)
         a = rng.standard_normal((30, 40))
         b = rng.standard_normal((40, 7))
         with pytest.raises(MemoryError, match=r"\(30 x 40\) @ \(40 x 7\).*memory_limit"):
