@@ -783,6 +783,18 @@ class TestSelection:
         eng = select.cpu_engine("auto")
         assert eng.name == "cpu-sgemm" and "no library" in eng.describe()
 
+    def test_fallback_keeps_the_reason_it_was_chosen_for(self, monkeypatch):
+        # The default engine is cached once handed out; a later "auto" selection
+        # under another verdict must not relabel it (it did: the CI's below-VNNI leg
+        # then saw "no library" from an earlier test instead of the self-test's reason).
+        monkeypatch.setitem(select._CACHE, "onednn", EngineUnavailable("verdict one"))
+        first = select.cpu_engine("auto")
+        assert select.cpu_engine("auto") is first
+        monkeypatch.setitem(select._CACHE, "onednn", EngineUnavailable("verdict two"))
+        second = select.cpu_engine("auto")
+        assert "verdict one" in first.describe() and "verdict two" not in first.describe()
+        assert "verdict two" in second.describe()
+
 
 class TestStatus:
     """A failed oneDNN call raises: out of memory as MemoryError, any other status as

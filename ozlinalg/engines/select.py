@@ -61,7 +61,7 @@ def _make(name):
     with _LOCK:
         if name not in _CACHE:
             check_environment()  # whichever engine: a bad variable raises, never demotes
-            if name in ("sgemm", "sgemm-fallback"):
+            if name == "sgemm":
                 _CACHE[name] = CPUEngine()
             else:
                 from .onednn import EngineUnavailable, OneDNNEngine  # noqa: PLC0415
@@ -75,6 +75,21 @@ def _make(name):
         return _CACHE[name]
 
 
+def _fallback(verdict):
+    """The SGEMM engine "auto" runs when oneDNN cannot, carrying ``verdict`` as its
+    reason. One engine per verdict, never relabelled: an engine already handed out
+    (and cached by :func:`~ozlinalg.engines.base.get_engine`) keeps the reason it
+    was chosen for."""
+    with _LOCK:
+        eng = _CACHE.get("sgemm-fallback")
+        if eng is None or eng.selection_verdict is not verdict:
+            eng = CPUEngine()
+            eng.selection_verdict = verdict
+            eng.selection_reason = f"oneDNN engine not used: {verdict}"
+            _CACHE["sgemm-fallback"] = eng
+        return eng
+
+
 def cpu_engine(name="auto"):
     """The NumPy engine called ``name`` ("auto", "sgemm", "onednn"), created once."""
     name = validate_engine(name) or "auto"
@@ -82,9 +97,7 @@ def cpu_engine(name="auto"):
         eng = _make("onednn")
         if not isinstance(eng, Exception):
             return eng
-        sgemm = _make("sgemm-fallback")
-        sgemm.selection_reason = f"oneDNN engine not used: {eng}"
-        return sgemm
+        return _fallback(eng)
     eng = _make(name)
     if isinstance(eng, Exception):
         raise type(eng)(f"ozlinalg: engine 'onednn' was asked for but cannot run: {eng}")
