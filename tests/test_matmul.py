@@ -692,6 +692,26 @@ class TestMemory:
         # see (benchmarks/memory_bound.py measures those through the resident set)
         assert peak - got.nbytes <= plan.need * (1 + SLACK_FRACTION) + (1 << 18)
 
+    def test_balanced_copies_are_in_the_plan(self, rng):
+        # balance=True copies both operands (9.8 MiB here, beyond the 4 MiB allowance):
+        # the plan leaves room for them, so the working memory stays within the bound
+        from ozlinalg.ozaki.memory import SLACK_BYTES, SLACK_FRACTION
+
+        n = 800
+        scale = 2.0 ** rng.integers(-20, 20, n)
+        a = rng.standard_normal((n, n)) * scale[None, :]
+        b = rng.standard_normal((n, n)) / scale[:, None]
+        limit = 16 << 20
+        with ozlinalg.options(balance=True):
+            want = ozlinalg.matmul(a, b)
+            with ozlinalg.options(memory_limit=limit):
+                peak, got = self.traced(lambda: ozlinalg.matmul(a, b))
+            with ozlinalg.options(memory_limit=8 << 20), pytest.raises(
+                    MemoryError, match="balanced copies"):
+                ozlinalg.matmul(a, b)
+        np.testing.assert_array_equal(got, want)
+        assert peak - got.nbytes <= limit * (1 + SLACK_FRACTION) + SLACK_BYTES
+
     def test_crt_bounds_recomputed_when_they_do_not_fit(self, rng, cpu_engine, monkeypatch):
         # W of the whole output beyond the budget: recomputed per planning pass, the same
         # shifts and count; W (the bound GEMMs) is computed more than once per tile

@@ -179,24 +179,30 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
             c = small_product(xp, x, y, meth, slices, opts, min_shift)
             if c is not None:
                 return c
+        held = 0
         if min_shift is not None:
+            x0, y0 = x, y
             x, y = balance_inner(xp, x, y, min_shift, bal_engine)
+            held = _copies_bytes((x, x0), (y, y0))
         if is_complex:
             # faithful: each part of C is ONE real product (4m-fused), so that it is
             # certified itself, not a difference of certified products
             scheme = "4m-fused" if opts.accuracy == "faithful" else opts.complex_scheme
             return complex_matmul(lambda u, v: emulated_matmul_2d(xp, u, v, meth, slices, opts),
                                   x, y, scheme=scheme)
-        return emulated_matmul_2d(xp, x, y, meth, slices, opts)
+        return emulated_matmul_2d(xp, x, y, meth, slices, opts, held=held)
 
     if a2.ndim == 2 and b2.ndim == 2:
         if order == "F" and not is_complex and a.ndim == 2 and b.ndim == 2:
             c = small_product(xp, a2, b2, meth, slices, opts, min_shift, order="F")
             if c is not None:
                 return c
+            held = 0
             if min_shift is not None:
+                a0, b0 = a2, b2
                 a2, b2 = balance_inner(xp, a2, b2, min_shift, bal_engine)
-            return emulated_matmul_2d(xp, a2, b2, meth, slices, opts, order="F")
+                held = _copies_bytes((a2, a0), (b2, b0))
+            return emulated_matmul_2d(xp, a2, b2, meth, slices, opts, order="F", held=held)
         c = product_2d(a2, b2)
     else:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
@@ -213,12 +219,20 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
     return c
 
 
-def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
+def _copies_bytes(*pairs):
+    """Bytes of the operands ``new`` of ``(new, old)`` pairs that are copies (the
+    balanced operands): working memory the product's plan must leave room for."""
+    return sum(new.nbytes for new, old in pairs if new is not old)
+
+
+def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0):
     """2-D float64 product through the emulation (arguments already validated).
 
     ``order``: memory order of the result ("C", or "F" for the column-major
     work arrays of the factorizations, whose updates ``c -= a @ b`` then need
-    no transposing pass). The values do not depend on it.
+    no transposing pass). The values do not depend on it. ``held``: bytes the
+    caller holds for this product beside its own inputs (the balanced copies of
+    ``a`` and ``b``), counted in the memory plan.
     """
     m, n = a.shape
     p = b.shape[1]
@@ -231,7 +245,7 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
 
     engine = get_engine(xp)
     if order not in getattr(engine, "output_orders", ("C",)):
-        c = emulated_matmul_2d(xp, a, b, meth, slices, opts)
+        c = emulated_matmul_2d(xp, a, b, meth, slices, opts, held=held)
         return xp.asfortranarray(c) if order == "F" else c
     prof_on = bool(active_profiles())
     sync = engine.synchronize if prof_on else None
@@ -242,17 +256,17 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C"):
     # The memory plan first: a limit below the smallest plan raises before anything
     # is allocated (the Inf / NaN copies are added once they are known, below).
     mem = _MemoryArgs(xp, engine, meth, slices, opts, m, n, p)
-    mem.check(mem.plan(0), m, n, p)
+    mem.check(mem.plan(held), m, n, p, held)
 
     # Inf/NaN: those rows of A / columns of B go through native FP64 at the end.
     bad_rows, top_a = _nonfinite_lines(xp, engine, a, 1)
     bad_cols, top_b = _nonfinite_lines(xp, engine, b, 0)
     any_bad_rows = bool(bad_rows.any())
     any_bad_cols = bool(bad_cols.any())
-    mplan = mem.plan(_nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_bad_rows,
-                                      any_bad_cols) + (8 * m * p if order == "F" and mem.crt
-                                                       else 0))
-    mem.check(mplan, m, n, p)
+    mplan = mem.plan(held + _nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_bad_rows,
+                                             any_bad_cols)
+                     + (8 * m * p if order == "F" and mem.crt else 0))
+    mem.check(mplan, m, n, p, held)
     aw = xp.where(bad_rows[:, None], 0.0, a) if any_bad_rows else a
     bw = xp.where(bad_cols[None, :], 0.0, b) if any_bad_cols else b
     bt = bw.T  # columns of B as rows: both operands are sliced row-wise
@@ -619,17 +633,19 @@ class _MemoryArgs:
         return memory.plan(self.shape[0], self.shape[2], self.k, self.s_max, self.limit,
                            self.fam, self.sbytes, self.model, self.faith, self.blocks, extra)
 
-    def check(self, mplan, m, n, p):
+    def check(self, mplan, m, n, p, held=0):
         """MemoryError when an explicit limit is below the smallest plan (nothing of the
-        product allocated yet)."""
+        product allocated yet; ``held``: the caller's balanced copies, named)."""
         if mplan.fits or not self.explicit:
             return
         mt, pt = mplan.minimum_tiles
+        copies = (f", {held / 2**20:.2f} MiB of it the balanced copies of the operands "
+                  "(balance=False avoids them)" if held else "")
         raise MemoryError(
             f"ozlinalg.matmul: memory_limit={self.limit} bytes is below the "
             f"{mplan.minimum / 2**20:.2f} MiB this ({m} x {n}) @ ({n} x {p}) product needs "
             f"at least with method {self.method!r} (tiles of {mt} x {pt}, up to "
-            f"{self.s_max} slices); raise the limit")
+            f"{self.s_max} slices{copies}); raise the limit")
 
 
 def memory_plan(m, n, p, method=None, slices=None, accuracy=None, limit=None, engine=None):

@@ -56,9 +56,11 @@ buffers and the allocator's per-thread arenas (which tracemalloc does not see:
 with 2 threads the resident set was up to 3.7 MiB above the traced peak, and
 up to 3.4 MiB above the limit, at the smallest tiles after earlier products,
 1.2-2 MiB alone; oneDNN's buffers are per thread, so more threads may need
-more) and Python's own objects. Not covered: the balancing of the inner
-dimension (``balance=True``, a scaled copy of both operands made before the
-product), the complex schemes' real and
+more) and Python's own objects. Counted in the plan as held bytes: the
+balanced copies of both operands (``balance=True``, made before the product;
+the balancing's own transients, vectors of length k and for complex operands
+one real or imaginary part while a copy is scaled, are not measured). Not covered: the complex
+schemes' real and
 imaginary parts (each real product is bounded itself), the column-major copy
 of the result on engines that accumulate row-major only (the factorizations'
 updates on the SGEMM engine). Within the allowance by
