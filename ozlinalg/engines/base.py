@@ -88,6 +88,27 @@ class Engine:
     #: benchmark command that measured them.
     crossovers: dict = {}
 
+    # The optional passes (the module docstring lists what each does). ``None`` here
+    # means "not offered": callers test ``engine.<hook> is None`` (or call it and
+    # fall back on ``False`` / ``None``) and run the generic array code instead.
+    # Declaring them here makes the contract one list: a pass an engine offers
+    # overrides its entry, and a caller never probes with ``getattr``.
+    #: normalization, splitting, slice storage
+    normalize_rows = normalize_rows_sumsq = split_rows = split_raw = None
+    empty_slices_like = abs_max = None
+    #: ``auto``'s estimates and decisions
+    approx_squares = scaled_estimate = classify_estimate = kept_below = None
+    digit_sums = fixed_sums = bound_r_min = None
+    #: crt's residues, bound and accumulation
+    crt_residues = crt_bound = crt_bound_shifts = crt_accumulator = None
+    #: accumulation and the faithful mode's compensated sums
+    scale_outer = finish_ef = finish_twosum = axpy_twosum = axpy_outer = None
+    #: the one-call path for small products (compiled kernels)
+    small_product = None
+    #: threads of the engine's compiled passes and its scratch pool (None: none)
+    threads = None
+    scratch = None
+
     def crossover(self, op: str):
         """The matrix order from which emulating `op` on this engine is at least
         as fast as native FP64, or ``None`` when it never is (as measured).
