@@ -239,7 +239,7 @@ class TestStrategy:
 
     def test_sgemm_engine_never_pays(self):
         """The committed table for the CPU SGEMM engine: no crossover for any
-        operation (benchmarks/crossover.py; docs/backend.md)."""
+        operation (benchmarks/calibration/crossover.py; docs/backend.md)."""
         eng = CPUEngine()
         assert [eng.crossover(op) for op in CROSSOVER_OPS] == [None] * 4
         with pytest.raises(ValueError, match="unknown operation"):

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py end to end on the host stand-ins (a dry run, every CI run).
+"""benchmarks/gpu/gpu_check.py end to end on the host stand-ins (a dry run, every CI run).
 
 The GPU session has minutes of device time; a crash in the report code would
 waste them. Here ``cupy`` is :func:`host_cuda.host_cupy_for_scripts` and its
@@ -33,7 +33,7 @@ def gpu_check(monkeypatch):
     monkeypatch.setitem(engine_registry._ENGINES, "hostcupy", eng)
     monkeypatch.delenv("CUBLAS_EMULATION_STRATEGY", raising=False)
     spec = importlib.util.spec_from_file_location(
-        "gpu_check_dry", os.path.join(ROOT, "benchmarks", "gpu_check.py"))
+        "gpu_check_dry", os.path.join(ROOT, "benchmarks", "gpu", "gpu_check.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod, eng
@@ -211,7 +211,7 @@ needs_no_real_cupy = pytest.mark.skipif(cupy_or_none() is not None,
 
 def _load_gpu_check():
     spec = importlib.util.spec_from_file_location(
-        "gpu_check_dask_dry", os.path.join(ROOT, "benchmarks", "gpu_check.py"))
+        "gpu_check_dask_dry", os.path.join(ROOT, "benchmarks", "gpu", "gpu_check.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -689,7 +689,7 @@ class TestMemory:
         np.testing.assert_array_equal(got, want)
         # what tracemalloc sees stays within the plan; the rest of the documented
         # allowance (SLACK_BYTES) is for the engine's native buffers, which it does not
-        # see (benchmarks/memory_bound.py measures those through the resident set)
+        # see (benchmarks/studies/memory_bound.py measures those through the resident set)
         assert peak - got.nbytes <= plan.need * (1 + SLACK_FRACTION) + (1 << 18)
 
     def test_balanced_copies_are_in_the_plan(self, rng):

@@ -1,0 +1,173 @@
+"""pytest-benchmark: tiny solves under the default ``ozlinalg.backend()`` against native.
+
+Under the default strategy ("performant") a call below the engine's crossover
+runs natively; what it pays is the shim's screening (ContextVar look-ups, the
+first argument's type, the cached crossover threshold). The budget:
+a loop of 10^4 8x8 and 32x32 solves, ``np.linalg.solve`` and
+``scipy.linalg.solve``, within 1.2x of native.
+
+One group per (function, n) holds two benchmarks measured in the same run:
+``native`` (the original function, no backend) and ``backend`` (the same loop
+inside ``with ozlinalg.backend():``); pytest-benchmark's table prints each
+one's time relative to the faster (the ratio). Because timings on a shared
+machine drift between the two benchmarks, the ``backend`` benchmark also
+times both loops back to back in each round (alternating which goes first)
+and stores ``extra_info["ratio_interleaved"]``: the median over rounds of
+backend time / native time.
+Run it and print the ratios::
+
+    python benchmarks/suite/bench_backend_overhead.py            # a markdown table
+
+or ``pytest benchmarks/suite/bench_backend_overhead.py --benchmark-only``.
+Environment: ``OZLINALG_BENCH_SHIM_LOOP`` (calls per round, default 10000),
+``OZLINALG_BENCH_ROUNDS`` (default 3).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import ozlinalg
+
+LOOP = int(os.environ.get("OZLINALG_BENCH_SHIM_LOOP", "10000"))
+ROUNDS = int(os.environ.get("OZLINALG_BENCH_ROUNDS", "3"))
+FUNCS = {"np.linalg.solve": lambda: np.linalg.solve,
+         "scipy.linalg.solve": lambda: scipy.linalg.solve}
+CASES = [(f, n) for f in FUNCS for n in (8, 32)]
+
+
+def _problem(n):
+    rng = np.random.default_rng(n)
+    return rng.standard_normal((n, n)) + n * np.eye(n), rng.standard_normal(n)
+
+
+def _loop(fn, a, b):
+    for _ in range(LOOP):
+        fn(a, b)
+
+
+def _routed_loop(name, a, b):
+    # The module attribute, looked up the way user code does, inside the block.
+    fn = FUNCS[name]()
+    with ozlinalg.backend():
+        _loop(fn, a, b)
+
+
+def _interleaved_ratio(name, a, b):
+    """Median over rounds of (backend loop time / native loop time), the two
+    loops of a round run back to back, in alternating order (ABBA), so that a
+    change of load on the shared machine hits both sides of a ratio alike."""
+    native = ozlinalg.backend.original(FUNCS[name]())
+    t_nat, t_bk = [], []
+
+    def timed(f):
+        t0 = time.perf_counter()
+        f()
+        return time.perf_counter() - t0
+
+    for r in range(ROUNDS):
+        if r % 2:
+            t_bk.append(timed(lambda: _routed_loop(name, a, b)))
+            t_nat.append(timed(lambda: _loop(native, a, b)))
+        else:
+            t_nat.append(timed(lambda: _loop(native, a, b)))
+            t_bk.append(timed(lambda: _routed_loop(name, a, b)))
+    ratio = float(np.median([tb / tn for tb, tn in zip(t_bk, t_nat)]))
+    return ratio, min(t_nat) / LOOP, min(t_bk) / LOOP
+
+
+@pytest.mark.parametrize("mode", ["native", "backend"])
+@pytest.mark.parametrize("name,n", CASES, ids=[f"{f}-{n}" for f, n in CASES])
+def bench_tiny_solves(benchmark, name, n, mode):
+    a, b = _problem(n)
+    with ozlinalg.backend():
+        FUNCS[name]()(a, b)  # installs the shims; fills the threshold cache
+    benchmark.group = f"{LOOP} x {name} {n}x{n}"
+    benchmark.extra_info.update(function=name, n=n, loop=LOOP, mode=mode)
+    if mode == "native":
+        native = ozlinalg.backend.original(FUNCS[name]())
+        benchmark.pedantic(_loop, args=(native, a, b), rounds=ROUNDS, iterations=1,
+                           warmup_rounds=1)
+        return
+    with ozlinalg.backend(), ozlinalg.profile() as prof:
+        FUNCS[name]()(a, b)
+    # what the block decided: run natively, below the crossover
+    assert prof.routed_native == 1 and prof.emulated_gemm_calls == 0
+    benchmark.pedantic(_routed_loop, args=(name, a, b), rounds=ROUNDS, iterations=1,
+                       warmup_rounds=1)
+    ratio, t_nat, t_bk = _interleaved_ratio(name, a, b)
+    benchmark.extra_info.update(ratio_interleaved=ratio, native_us_per_call=t_nat * 1e6,
+                                backend_us_per_call=t_bk * 1e6)
+
+
+def _noop(a, b):
+    return a
+
+
+@pytest.mark.parametrize("mode", ["direct", "shim"])
+def bench_shim_fast_path(benchmark, mode):
+    """The shim's own cost: a no-op function called directly, and through a
+    shim (the "performant" fast path: NumPy input, no crossover, no profile)."""
+    import sys
+
+    bk = sys.modules["ozlinalg.backend"]
+    fn = _noop if mode == "direct" else bk._make_shim(
+        "bench.noop", _noop, "ozlinalg.linalg._numpy_api:solve", "getrf")
+    a = np.ones((8, 8))
+    calls = 10 * LOOP
+    benchmark.group = f"{calls} x no-op, direct or through a shim"
+    benchmark.extra_info.update(function="no-op", n=8, loop=calls, mode=mode)
+
+    def loop():
+        for _ in range(calls):
+            fn(a, a)
+
+    with ozlinalg.backend():
+        fn(a, a)  # fills the threshold cache
+        with ozlinalg.profile() as prof:
+            fn(a, a)
+        if mode == "shim":
+            assert prof.routed_native == 1
+        benchmark.pedantic(loop, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+
+
+def main(argv=None):
+    """Run the benchmarks and print ratio tables (pytest-benchmark's and interleaved)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "bench.json")
+        rc = pytest.main([__file__, "-q", "-p", "no:cacheprovider", "--benchmark-only",
+                          f"--benchmark-json={out}", *(argv or [])])
+        if rc:
+            return rc
+        with open(out) as f:
+            data = json.load(f)
+    by, shim = {}, {}
+    for bm in data["benchmarks"]:
+        info = bm["extra_info"]
+        if info["function"] == "no-op":
+            shim[info["mode"]] = bm["stats"]["min"] / info["loop"]
+            continue
+        by.setdefault((info["function"], info["n"]), {})[info["mode"]] = bm
+    print(f"\n{LOOP} calls per round, best of {ROUNDS} rounds; load: {os.getloadavg()}")
+    print("| function | n | native us/call | backend us/call | ratio (benchmarks) "
+          "| ratio (interleaved) |")
+    print("|---|---|---|---|---|---|")
+    for (fn, n), modes in sorted(by.items()):
+        nat, bk = modes["native"]["stats"]["min"], modes["backend"]["stats"]["min"]
+        inter = modes["backend"]["extra_info"]["ratio_interleaved"]
+        print(f"| {fn} | {n} | {nat / LOOP * 1e6:.2f} | {bk / LOOP * 1e6:.2f} | "
+              f"{bk / nat:.3f} | {inter:.3f} |")
+    print(f"\nshim fast path: {(shim['shim'] - shim['direct']) * 1e9:.0f} ns per call over a "
+          f"direct call ({shim['direct'] * 1e9:.0f} ns -> {shim['shim'] * 1e9:.0f} ns)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
