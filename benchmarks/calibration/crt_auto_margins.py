@@ -10,7 +10,7 @@ under-picks that fixes and how many new over-picks it makes.
 Usage::
 
     python benchmarks/calibration/crt_auto_margins.py \
-        benchmarks/results/calibrate-crt-auto-onednn-2026-12-01.json
+        benchmarks/results/calibrate-crt-auto-onednn-zen5-2026-12-01.json
 """
 from __future__ import annotations
 
