@@ -1,4 +1,5 @@
-"""benchmarks/gpu/gpu_check.py end to end on the host stand-ins (a dry run, every CI run).
+"""The GPU check (ozlinalg/_gpu_check.py; benchmarks/gpu/gpu_check.py runs it) end to end
+on the host stand-ins (a dry run, every CI run).
 
 The GPU session has minutes of device time; a crash in the report code would
 waste them. Here ``cupy`` is :func:`host_cuda.host_cupy_for_scripts` and its
@@ -8,9 +9,7 @@ run's driver) runs and writes its report; a fake ``nvmath`` stands in for
 cuBLAS's FP64 emulation so that the baseline's path detection runs too. The
 figures are meaningless, the code paths are not.
 """
-import importlib.util
 import json
-import os
 import sys
 import types
 
@@ -18,10 +17,9 @@ import numpy as np
 import pytest
 from host_cuda import HostEngine, HostGPU, host_cupy_for_scripts
 
+from ozlinalg import _gpu_check
 from ozlinalg._array import cupy_or_none
 from ozlinalg.engines import base as engine_registry
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -32,11 +30,7 @@ def gpu_check(monkeypatch):
     eng.xp = cp
     monkeypatch.setitem(engine_registry._ENGINES, "hostcupy", eng)
     monkeypatch.delenv("CUBLAS_EMULATION_STRATEGY", raising=False)
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check_dry", os.path.join(ROOT, "benchmarks", "gpu", "gpu_check.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod, eng
+    return _gpu_check, eng
 
 
 def fake_nvmath(monkeypatch, tmp_path, emulates):
@@ -209,12 +203,6 @@ needs_no_real_cupy = pytest.mark.skipif(cupy_or_none() is not None,
                                         reason="real CuPy present: the GPU runs the step")
 
 
-def _load_gpu_check():
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check_dask_dry", os.path.join(ROOT, "benchmarks", "gpu", "gpu_check.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def fake_dask_cuda(monkeypatch, made):
@@ -235,7 +223,7 @@ def fake_dask_cuda(monkeypatch, made):
 
 
 def _dask_report(tmp_path, argv):
-    mod = _load_gpu_check()
+    mod = _gpu_check
     out = tmp_path / "gpu-dask.md"
     mod.main(["--dask-gpus", "--out", str(out)] + argv)
     return json.loads((tmp_path / "gpu-dask.json").read_text()), out.read_text()
