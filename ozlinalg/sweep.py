@@ -6,7 +6,7 @@ For each phi it draws ``A`` (m x n) and ``B`` (n x p) with entries
 relative error of native DGEMM, of every method at every slice count, and of
 ``slices="auto"`` (with the count it chose). The smallest slice count at which
 each method's max error is at or below native DGEMM's is the "DGEMM-level"
-column, to compare with ANCHORS.md (ozIMMU_EF: 9, 9, 10, 11-12).
+column, to compare with ozIMMU_EF's published counts (docs/peers.md: 9, 9, 10, 11-12).
 
 Usage (``benchmarks/accuracy.py`` and ``python -m ozlinalg accuracy`` run this)::
 
@@ -93,7 +93,7 @@ def markdown(rows, m, n, p, methods, seed, elapsed):
         "## Slices needed for DGEMM-level accuracy (max error <= native DGEMM's)",
         "",
         "| phi | native max | native median | " + " | ".join(methods)
-        + " | auto (hybrid-ef) chose | auto max | ANCHORS ozIMMU_EF |",
+        + " | auto (hybrid-ef) chose | auto max | ozIMMU_EF (published) |",
         "|---|---|---|" + "---|" * len(methods) + "---|---|---|",
     ]
     for phi in phis:

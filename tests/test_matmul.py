@@ -403,7 +403,7 @@ def _max_rel_err(c, ref):
 
 
 class TestAutoHugeExponentRanges:
-    """``auto`` never guesses silently (ANCHORS.md: adaptive counts elsewhere
+    """``auto`` never guesses silently (docs/peers.md: adaptive counts elsewhere
     truncated silently on huge exponent ranges): magnitudes that underflow the
     float32 estimate are re-measured in float64; entries beyond what
     ``max_slices`` slices (or moduli) serve are computed in native FP64."""

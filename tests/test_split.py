@@ -1,4 +1,4 @@
-"""The splits against the formulas of DESIGN.md §1, written out literally."""
+"""The splits against the formulas of docs/ozaki.md (Parameters), written out literally."""
 import numpy as np
 import pytest
 

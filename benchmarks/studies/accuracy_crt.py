@@ -7,7 +7,7 @@ the max and median elementwise relative error of native DGEMM and of
 :func:`ozlinalg.ozaki.crt.crt_matmul_2d` for every moduli count, for the
 ``fast`` and ``accurate`` scalings, and for ``moduli="auto"``. The smallest
 count whose max error is at or below native DGEMM's is the "DGEMM-level"
-column, beside ANCHORS.md's Ozaki-II figures (GH200, m = p = 1024; accurate:
+column, beside GEMMul8's published Ozaki-II figures (docs/peers.md) (GH200, m = p = 1024; accurate:
 15, 15, 15-16, 17-18; fast: 15, 16, 18, not reached by 20).
 
 Usage::
@@ -85,11 +85,11 @@ def markdown(rows, m, n, p, seed, elapsed, moduli_range):
         "",
         "## Moduli needed for DGEMM-level accuracy (max error <= native DGEMM's)",
         "",
-        "ANCHORS.md's figures are GEMMul8 on GH200 at m = p = 1024, n = 1024..16384 against a "
+        "The published figures (docs/peers.md) are GEMMul8 on GH200 at m = p = 1024, n = 1024..16384 against a "
         "double-double reference; these are one draw at the size above.",
         "",
-        "| phi | native max | native median | accurate | ANCHORS accurate | auto (accurate) chose "
-        "| auto max | fast | ANCHORS fast | auto (fast) chose | auto max |",
+        "| phi | native max | native median | accurate | GEMMul8 accurate (published) | auto (accurate) chose "
+        "| auto max | fast | GEMMul8 fast (published) | auto (fast) chose | auto max |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for phi in phis:

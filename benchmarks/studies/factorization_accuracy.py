@@ -3,7 +3,7 @@
 For each matrix class and size, the emulated factorization (``crossover=0``,
 so the trailing updates always go through ``ozlinalg.matmul``) and LAPACK run
 on the same input; the table lists both backward errors and their ratio
-(DESIGN.md section 4: within 4x of LAPACK's), the slice counts that
+(within 4x of LAPACK's), the slice counts that
 ``slices="auto"`` chose, the emulated-flop share from ``ozlinalg.profile()``
 and, for the largest size, the time of the emulated GEMMs against the cost
 model (INT8 GEMM count x time of one engine GEMM).
