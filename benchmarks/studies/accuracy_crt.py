@@ -85,11 +85,11 @@ def markdown(rows, m, n, p, seed, elapsed, moduli_range):
         "",
         "## Moduli needed for DGEMM-level accuracy (max error <= native DGEMM's)",
         "",
-        "The published figures (docs/peers.md) are GEMMul8 on GH200 at m = p = 1024, n = 1024..16384 against a "
-        "double-double reference; these are one draw at the size above.",
+        "The published figures (docs/peers.md) are GEMMul8 on GH200 at m = p = 1024, "
+        "n = 1024..16384 against a double-double reference; these are one draw at the size above.",
         "",
-        "| phi | native max | native median | accurate | GEMMul8 accurate (published) | auto (accurate) chose "
-        "| auto max | fast | GEMMul8 fast (published) | auto (fast) chose | auto max |",
+        "| phi | native max | native median | accurate | GEMMul8 accurate (published) "
+        "| auto (accurate) chose | auto max | fast | GEMMul8 fast (published) | auto (fast) chose | auto max |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for phi in phis:
