@@ -51,6 +51,7 @@ import numpy as np
 
 from . import _import_hook, _profile
 from . import _options as _optmod
+from ._emulable import emulable, original
 from ._options import options as _options
 from ._profile import Route
 from .engines import base as _engines
@@ -115,12 +116,6 @@ def _cupy_ndarray():
     return getattr(cp, "ndarray", None) if cp is not None else None
 
 
-def _ok_dtype(dt) -> bool:
-    k = dt.kind
-    return k in "biu" or (k == "f" and dt.itemsize in (4, 8)) \
-        or (k == "c" and dt.itemsize in (8, 16))
-
-
 def _screen(args, kwargs):
     """``(routable, order, xp_name)``: are all array arguments plain ndarrays of
     a dtype the emulation takes?
@@ -139,7 +134,7 @@ def _screen(args, kwargs):
         x, depth = stack.pop()
         t = type(x)
         if t is np.ndarray or (cpnd is not None and t is cpnd):
-            if not _ok_dtype(x.dtype):
+            if not emulable(x.dtype, half=False):
                 return False, 0, None
             found = True
             if t is not np.ndarray:
@@ -394,14 +389,6 @@ def _on_dask_import(module):
     with _LOCK:
         if _import_hook.active("dask.array") or module is None:
             install_dask(_INSTALLED, importing=True)
-
-
-def original(fn):
-    """`fn` itself, or the original function behind it when it is a shim
-    (``ozlinalg.backend.original(np.linalg.solve)`` is NumPy's ``solve``)."""
-    while getattr(fn, "_ozlinalg_shim", False):
-        fn = fn.__wrapped__
-    return fn
 
 
 def installed() -> list:

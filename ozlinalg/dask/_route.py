@@ -207,10 +207,11 @@ def _chunk_kind(x):
 def _routable(arrays):
     """``"numpy"`` / ``"cupy"`` when every array argument is of that kind
     (NumPy or CuPy chunks, or such arrays) and of an emulable dtype, else None."""
-    from ..backend import _ok_dtype
+    from .._emulable import emulable
 
     kinds = {_chunk_kind(x) for x in arrays}
-    if len(kinds) != 1 or None in kinds or not all(_ok_dtype(x.dtype) for x in arrays):
+    if len(kinds) != 1 or None in kinds or not all(emulable(x.dtype, half=False)
+                                                   for x in arrays):
         return None
     return kinds.pop()
 

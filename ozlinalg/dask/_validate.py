@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._emulable import emulable
 from . import _kernels as K
 from ._tasks import chunk_namespace
 
@@ -34,9 +35,7 @@ def as_dask(*arrays):
 
 
 def check_dtype(x, fname, argname="a"):
-    k = x.dtype.kind
-    if k not in "biufc" or (k == "f" and x.dtype.itemsize > 8) \
-            or (k == "c" and x.dtype.itemsize > 16):
+    if not emulable(x.dtype):
         raise TypeError(f"{fname}: {argname} has unsupported dtype {x.dtype}")
 
 

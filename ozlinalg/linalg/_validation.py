@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from .._array import array_namespace
+from .._emulable import emulable, original
 from .._exceptions import LinAlgError, LinAlgWarning
 from .._options import get_options, options
 from ..lapack import DEFAULT_BLOCK_SIZE
@@ -57,8 +58,7 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     arr = a if (hasattr(a, "dtype") and hasattr(a, "ndim") and isinstance(a, xp.ndarray)) \
         else xp.asarray(a)
     kind = arr.dtype.kind
-    if kind not in "biufc" or (kind == "f" and arr.dtype.itemsize > 8) \
-            or (kind == "c" and arr.dtype.itemsize > 16):
+    if not emulable(arr.dtype):
         raise TypeError(f"{fname}: {argname} has unsupported dtype {arr.dtype}")
     if check_finite and arr.size and kind in "fc" and not bool(xp.isfinite(arr).all()):
         raise ValueError(finite_msg)
@@ -68,8 +68,6 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
 def scipy_native(name):
     """The native ``scipy.linalg.<name>``, whatever the backend has installed."""
     import scipy.linalg  # noqa: PLC0415
-
-    from ..backend import original  # noqa: PLC0415
 
     return original(getattr(scipy.linalg, name))
 
