@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._emulable import emulable
+from ..scipy_io import lapack_dtype
 from . import _kernels as K
 from ._tasks import chunk_namespace
 
@@ -47,10 +48,8 @@ def work_dtype(*arrays):
 
 def result_dtype(*arrays):
     """The dtype SciPy's LAPACK-backed functions return for ``arrays``
-    (:func:`ozlinalg.linalg._lapack_io.lapack_dtype`: bool and 8/16-bit integers
+    (:func:`ozlinalg.scipy_io.lapack_dtype`: bool and 8/16-bit integers
     give float32, as in the in-memory functions)."""
-    from ..linalg._lapack_io import lapack_dtype
-
     return lapack_dtype(*arrays)
 
 
