@@ -16,12 +16,16 @@ from .ozaki import METHODS
 from .ozaki.gemm import matmul
 
 # isort: split
-# the scipy/numpy-compatible namespaces, solve, the backend, the wrapper type
+# the scipy/numpy-compatible namespaces, the routing (backend, install), the wrapper type
 from . import linalg
 from ._wrapper import OzArray, asarray
-from .backend import backend, install, uninstall
 from .linalg import _numpy_api as numpy_linalg
-from .linalg import solve
+from .routing import backend, install, make_dask_aware, uninstall
+
+# linalg's public functions take dask arrays too (ozlinalg.dask, imported on first use):
+# wrapped here, at the top, since linalg may not import the routing above it
+make_dask_aware(linalg)
+solve = linalg.solve
 
 __version__ = "0.1.0"
 

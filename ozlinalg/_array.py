@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["array_namespace", "is_cupy_array", "cupy_or_none", "to_numpy", "fp_errstate",
-           "row_blocks", "set_block_mask"]
+__all__ = ["array_namespace", "is_cupy_array", "is_dask_collection", "cupy_or_none",
+           "to_numpy", "fp_errstate", "row_blocks", "set_block_mask"]
 
 
 def cupy_or_none():
@@ -32,6 +32,12 @@ def is_cupy_array(x) -> bool:
         return False
     cp = cupy_or_none()
     return cp is not None and isinstance(x, cp.ndarray)
+
+
+def is_dask_collection(x) -> bool:
+    """True for a dask collection (``dask.array.Array``, ...), without importing dask:
+    ``import ozlinalg`` must never import it."""
+    return type(x).__module__.startswith("dask.") and hasattr(x, "__dask_graph__")
 
 
 def array_namespace(*arrays):

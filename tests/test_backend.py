@@ -4,7 +4,6 @@ crossovers, ``ozlinalg.install()``, and the OzArray wrapper.
 Tests that need the backend to emulate ask for it: ``strategy="eager"``.
 The launcher (``python -m ozlinalg run``) is tested in test_launcher.py.
 """
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,8 +15,7 @@ from conftest import assert_dot_accurate, assert_solve_accurate
 import ozlinalg
 from ozlinalg.engines.base import CROSSOVER_OPS, Engine, get_engine, register_engine
 from ozlinalg.engines.cpu import CPUEngine
-
-ROUTES = sys.modules["ozlinalg.backend"].ROUTES
+from ozlinalg.routing import ROUTES
 
 EAGER = dict(strategy="eager", min_size=0, native_order=0)
 

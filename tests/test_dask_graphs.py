@@ -281,7 +281,7 @@ def test_dask_imported_after_install_in_threads(tmp_path):
         import ozlinalg
         ozlinalg.install(strategy="eager", min_size=0)
         ozlinalg.install(strategy="eager", min_size=0)   # a second install adds no second hook
-        print("waiting", sum(type(f).__module__ == "ozlinalg._import_hook"
+        print("waiting", sum(type(f).__module__ == "ozlinalg.routing._import_hook"
                              for f in sys.meta_path))
         seen = []
         def use():
@@ -293,7 +293,7 @@ def test_dask_imported_after_install_in_threads(tmp_path):
         print("all", all(seen) and len(seen) == 4)
         ozlinalg.uninstall()
         import dask.array.linalg as dal
-        print("hooks", sum(type(f).__module__ == "ozlinalg._import_hook"
+        print("hooks", sum(type(f).__module__ == "ozlinalg.routing._import_hook"
                            for f in sys.meta_path))
         print("restored", not getattr(dal.qr, "_ozlinalg_shim", False))
     """)
@@ -328,10 +328,10 @@ def test_a_failing_hook_never_breaks_the_import(tmp_path):
     out = _run_script(tmp_path, """
         import warnings
         import ozlinalg
-        from ozlinalg.dask import _route
+        from ozlinalg.routing import _dask
         def broken(*a, **k):
             raise RuntimeError("no routes today")
-        _route.install = broken
+        _dask.install = broken
         ozlinalg.install(strategy="eager")
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
@@ -345,7 +345,7 @@ def test_a_failing_hook_never_breaks_the_import(tmp_path):
 
 def test_no_hook_once_dask_is_imported(clean_backend):
     # this process imported dask.array already: install() patches it at once
-    from ozlinalg import _import_hook
+    from ozlinalg.routing import _import_hook
 
     ozlinalg.install(strategy="eager")
     assert not any(isinstance(f, _import_hook.PostImportFinder) for f in sys.meta_path)

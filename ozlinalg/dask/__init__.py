@@ -28,7 +28,7 @@ stored in every task (:class:`~ozlinalg.dask._tasks.OzTask`), so workers
 never compute under their own defaults. Existing dask code
 (``da.linalg.solve(a, b)``, ``a @ b``, ...) is routed here by one change: a
 ``with ozlinalg.backend():`` block around the code that BUILDS the graph
-(:mod:`ozlinalg.dask._route`). See docs/dask.md.
+(:mod:`ozlinalg.routing._dask`). See docs/dask.md.
 """
 from ._basic import det, inv, lstsq, solve
 from ._cholesky import cho_factor, cho_solve, cholesky

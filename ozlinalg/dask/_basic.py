@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg._lapack_io import common_dtype
+from ..scipy_io import common_dtype
 from . import _kernels as K
 from ._cholesky import cho_factor, cho_solve
 from ._lu import getrf_arrays, getrs_graph

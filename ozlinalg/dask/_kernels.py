@@ -25,11 +25,29 @@ import numpy as np
 
 from .._array import array_namespace, to_numpy
 from .._exceptions import LinAlgError, LinAlgWarning
-from ..lapack import geqrf, getrf, potrf, trsm
-from ..lapack._common import Runner, conj_t, first_zero_diagonal, swaps_to_rows
-from ..lapack.geqrf import _larft, _unit_lower
-from ..linalg._validation import emulating, lapack_kw
+from ..lapack import (
+    Runner,
+    conj_t,
+    first_zero_diagonal,
+    geqrf,
+    getrf,
+    larft,
+    orgqr,
+    potrf,
+    swaps_to_rows,
+    trsm,
+    unit_lower,
+)
 from ..ozaki.gemm import matmul
+from ..scipy_io import (
+    computes_in,
+    datacopied,
+    deliver,
+    emulating,
+    inplace_target,
+    lapack_dtype,
+    lapack_kw,
+)
 
 # --------------------------------------------------------------------------
 # the chunks' namespace
@@ -324,10 +342,37 @@ def chol_offdiag(l_jj, a_ij, transposed, *parts):
 
 
 def qr_block(x):
-    """Economic Householder QR of one block: ``(q, r)``."""
-    from ..linalg import qr
+    """Economic Householder QR of one block: ``(q, r)``, as
+    ``scipy.linalg.qr(x, mode="economic")`` gives them (``geqrf``, then Q
+    formed in the factor's own columns by ``orgqr``)."""
+    if x.size == 0:
+        return _native_qr(x)
+    xp = array_namespace(x)
+    m, n = x.shape
+    k = min(m, n)
+    dt = lapack_dtype(x)
+    a = x if isinstance(x, xp.ndarray) else xp.asarray(x)
+    target = inplace_target(xp, a, datacopied(a, x), dt)
+    direct = computes_in(xp, target)
+    with emulating():
+        f, tau = geqrf(target if direct else a, overwrite_a=direct, check_finite=False,
+                       **lapack_kw(k))
+    f_out = deliver(xp, f, target, dt)
+    r = xp.triu(f_out if m < n else f_out[:n, :])
+    with emulating():
+        q = orgqr(f[:, :k], tau[:k], overwrite_a=True, check_finite=False, **lapack_kw(k))
+    return deliver(xp, q, f_out[:, :m] if m < n else f_out, dt), r
 
-    return qr(x, mode="economic", check_finite=False)
+
+def _native_qr(x):
+    """SciPy's own QR of an empty block (nothing to factor)."""
+    import scipy.linalg
+
+    from .._emulable import original
+
+    q, r = original(scipy.linalg.qr)(to_numpy(x), mode="economic", check_finite=False)
+    xp = array_namespace(x)
+    return xp.asarray(q), xp.asarray(r)
 
 
 def qr_panel(*blocks):
@@ -341,8 +386,8 @@ def qr_panel(*blocks):
     k = min(panel.shape)
     with emulating():
         f, tau = geqrf(panel, check_finite=False, **lapack_kw(k))
-    v = _unit_lower(xp, f[:, :k])
-    t = _larft(Runner(xp, None, None), v, tau)
+    v = unit_lower(xp, f[:, :k])
+    t = larft(Runner(xp, None, None), v, tau)
     return xp.triu(f[:top, :b]), v, t
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lapack._common import trans_code
+from ..lapack import trans_code
 from . import _kernels as K
 from ._tasks import (
     OzTask,

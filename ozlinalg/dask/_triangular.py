@@ -2,7 +2,7 @@
 with emulated block products and options carried in the tasks)."""
 from __future__ import annotations
 
-from ..lapack._common import trans_code
+from ..lapack import trans_code
 from . import _kernels as K
 from ._tasks import OzTask, block_keys, capture, new_array, sub, task_name
 from ._validate import system

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._emulable import emulable
+from ..scipy_io import lapack_dtype
 from . import _kernels as K
 from ._tasks import chunk_namespace
 
@@ -34,9 +36,7 @@ def as_dask(*arrays):
 
 
 def check_dtype(x, fname, argname="a"):
-    k = x.dtype.kind
-    if k not in "biufc" or (k == "f" and x.dtype.itemsize > 8) \
-            or (k == "c" and x.dtype.itemsize > 16):
+    if not emulable(x.dtype):
         raise TypeError(f"{fname}: {argname} has unsupported dtype {x.dtype}")
 
 
@@ -48,10 +48,8 @@ def work_dtype(*arrays):
 
 def result_dtype(*arrays):
     """The dtype SciPy's LAPACK-backed functions return for ``arrays``
-    (:func:`ozlinalg.linalg._lapack_io.lapack_dtype`: bool and 8/16-bit integers
+    (:func:`ozlinalg.scipy_io.lapack_dtype`: bool and 8/16-bit integers
     give float32, as in the in-memory functions)."""
-    from ..linalg._lapack_io import lapack_dtype
-
     return lapack_dtype(*arrays)
 
 

@@ -20,6 +20,11 @@ ormqr      apply Q or Q^T (Q^H) from ``(qr, tau)``
 trsm       triangular solve with many right-hand sides
 =========  ==============================================================
 
+The helpers that blocked graphs built elsewhere (:mod:`ozlinalg.dask`) reuse
+are public too: ``larft`` and ``unit_lower`` (compact-WY block reflectors),
+``Runner`` (runs a blocked algorithm's GEMMs), ``conj_t``,
+``first_zero_diagonal``, ``swaps_to_rows`` and ``trans_code``.
+
 Every routine takes ``block_size`` (panel width, default
 :data:`DEFAULT_BLOCK_SIZE`), ``slices`` and ``method`` (passed to
 :func:`ozlinalg.matmul`) and ``crossover`` (below this order the whole call is
@@ -31,8 +36,16 @@ complex128: ``z`` LAPACK panels, conjugate transposes where the algorithm
 needs them (``L L^H``, ``I - V T V^H``, ``trans=2``), and complex products
 built from real emulated ones (:mod:`ozlinalg.ozaki.complex`).
 """
-from ._common import DEFAULT_BLOCK_SIZE, DEFAULT_CROSSOVER
-from .geqrf import geqrf, orgqr, ormqr
+from ._common import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_CROSSOVER,
+    Runner,
+    conj_t,
+    first_zero_diagonal,
+    swaps_to_rows,
+    trans_code,
+)
+from .geqrf import geqrf, larft, orgqr, ormqr, unit_lower
 from .getrf import getrf, getrs
 from .potrf import potrf, potrs
 from .trsm import trsm
@@ -48,4 +61,12 @@ __all__ = [
     "trsm",
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_CROSSOVER",
+    # helpers of blocked graphs built elsewhere (ozlinalg.dask)
+    "larft",
+    "unit_lower",
+    "Runner",
+    "conj_t",
+    "first_zero_diagonal",
+    "swaps_to_rows",
+    "trans_code",
 ]

@@ -19,6 +19,7 @@ from scipy.linalg import blas as _blas
 from scipy.linalg import lapack as _lapack
 
 from .._array import array_namespace
+from .._emulable import original  # native panels call the original behind a shim
 from .._exceptions import LinAlgError, LinAlgWarning
 from .._profile import record_native_flops
 from ..engines import get_engine
@@ -281,8 +282,6 @@ def native_getrf(xp, a, overwrite=False):
         return lu, piv.astype(np.int32, copy=False), int(info)
     from cupyx.scipy.linalg import lu_factor  # cuSOLVER getrf
 
-    from ..backend import original  # a native panel stays native inside a backend block
-
     lu_factor = original(lu_factor)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LinAlgWarning)
@@ -341,8 +340,6 @@ def native_trsm_left(xp, m, b, lower, unit):
         with _native_blas(xp, b):
             return trsm(1.0, m, b, lower=int(lower), diag=int(unit))
     from cupyx.scipy.linalg import solve_triangular
-
-    from ..backend import original  # a native panel stays native inside a backend block
 
     return original(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
                                       check_finite=False)

@@ -20,7 +20,7 @@ from ._common import (
     work_dtype,
 )
 
-__all__ = ["geqrf", "orgqr", "ormqr"]
+__all__ = ["geqrf", "orgqr", "ormqr", "larft", "unit_lower"]
 
 
 def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
@@ -117,22 +117,52 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         tau[j:j1] = t
         run.native(flops_geqrf(m - j, j1 - j), "geqrf panel")
         if j1 < n:
-            v = _unit_lower(xp, f)
-            tt = _larft(run, v, t)
+            v = unit_lower(xp, f)
+            tt = larft(run, v, t)
             _larfb(run, v, tt, qr[j:, j1:], "L", True)
     return qr, tau
 
 
-def _unit_lower(xp, f):
-    """Explicit V (unit lower trapezoidal) from a factored panel."""
+def unit_lower(xp, f):
+    """Explicit V (unit lower trapezoidal) from a factored panel.
+
+    Parameters
+    ----------
+    xp : module
+        The array namespace of `f` (NumPy or CuPy).
+    f : (M, b) array
+        A panel as ``geqrf`` leaves it: the reflectors below the diagonal.
+
+    Returns
+    -------
+    array
+        V: `f`'s strictly lower part with a unit diagonal (a new array).
+    """
     v = xp.tril(f, -1)
     b = f.shape[1]
     v[xp.arange(b), xp.arange(b)] = 1.0
     return v
 
 
-def _larft(run, v, tau):
-    """Upper triangular T with ``H_0 ... H_{b-1} = I - V T V^H`` (forward, columnwise)."""
+def larft(run, v, tau):
+    """Upper triangular T with ``H_0 ... H_{b-1} = I - V T V^H`` (LAPACK
+    ``larft``: forward, columnwise).
+
+    Parameters
+    ----------
+    run : Runner
+        Runs the product ``V^H V`` (emulated, or native FP64) and counts the
+        native flops of the recurrence.
+    v : (M, b) array
+        The reflectors, unit lower trapezoidal (:func:`unit_lower`).
+    tau : (b,) array
+        Their scalar factors, as ``geqrf`` returns them.
+
+    Returns
+    -------
+    (b, b) array
+        T.
+    """
     xp = run.xp
     b = v.shape[1]
     g = run.gemm(conj_t(v), v)
@@ -232,8 +262,8 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
     q[idx, idx] = 1.0
     for j in _blocks(k, nb, reverse=True):
         j1 = min(k, j + nb)
-        v = _unit_lower(xp, vsrc[j:, j:j1])
-        t = _larft(run, v, tau[j:j1])
+        v = unit_lower(xp, vsrc[j:, j:j1])
+        t = larft(run, v, tau[j:j1])
         _larfb(run, v, t, q[j:, j:], "L", False)
     return q
 
@@ -337,8 +367,8 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
     forward = (side == "L") == t
     for j in _blocks(k, nb, reverse=not forward):
         j1 = min(k, j + nb)
-        v = _unit_lower(xp, qr[j:, j:j1])
-        tt = _larft(run, v, tau[j:j1])
+        v = unit_lower(xp, qr[j:, j:j1])
+        tt = larft(run, v, tau[j:j1])
         target = cm[j:, :] if side == "L" else cm[:, j:]
         _larfb(run, v, tt, target, side, t)
     return out

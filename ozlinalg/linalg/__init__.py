@@ -25,7 +25,9 @@ matmul               :func:`ozlinalg.matmul` (not in scipy.linalg)
 
 Every function also takes dask arrays and then returns a lazy dask array
 (:mod:`ozlinalg.dask`: blocked graphs whose block products run emulated on
-the workers).
+the workers). That dispatch is added by ``import ozlinalg``
+(:func:`ozlinalg.routing.make_dask_aware`), not here: this package and
+:mod:`ozlinalg.dask` are siblings and neither imports the other.
 
 The NumPy-compatible functions (``numpy.linalg`` semantics, stacked inputs)
 are in :mod:`ozlinalg.numpy_linalg`.
@@ -35,14 +37,6 @@ from ._decomp_cholesky import cho_factor, cho_solve, cholesky
 from ._decomp_lu import lu, lu_factor, lu_solve
 from ._decomp_qr import qr
 from ._validation import LinAlgError, LinAlgWarning
-
-# isort: split
-# Dask arrays in, dask arrays out (ozlinalg.dask, imported on first use)
-from .._dask_dispatch import dask_aware
-
-(lu_factor, lu_solve, lu, cho_factor, cho_solve, cholesky, qr, solve, solve_triangular, inv,
- det, lstsq) = map(dask_aware, (lu_factor, lu_solve, lu, cho_factor, cho_solve, cholesky, qr,
-                                solve, solve_triangular, inv, det, lstsq))
 
 __all__ = [
     "lu_factor", "lu_solve", "lu",

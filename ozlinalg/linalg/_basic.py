@@ -8,28 +8,28 @@ import numpy as np
 from .. import lapack
 from .._array import to_numpy
 from ..ozaki.gemm import matmul
-from ._condition import gecon, norm1, numerically_singular, pocon, trcon
-from ._decomp_cholesky import _potrf, _potrs
-from ._decomp_lu import _getrf, _getrs
-from ._decomp_qr import _geqrf, _ormqr
-from ._lapack_io import (
+from ..scipy_io import (
     common_dtype,
     computes_in,
     datacopied,
     deliver,
+    emulating,
     eps,
     f2py_int,
     inplace_target,
     lapack_dtype,
+    lapack_kw,
     normalize_dtype,
 )
+from ._condition import gecon, norm1, numerically_singular, pocon, trcon
+from ._decomp_cholesky import _potrf, _potrs
+from ._decomp_lu import _getrf, _getrs
+from ._decomp_qr import _geqrf, _ormqr
 from ._validation import (
     LinAlgError,
     LinAlgWarning,
     as_array,
     batched,
-    emulating,
-    lapack_kw,
     scipy_native,
 )
 

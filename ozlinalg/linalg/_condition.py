@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._array import to_numpy
-from ._lapack_io import eps
+from ..scipy_io import eps
 
 __all__ = ["norm1", "gecon", "pocon", "trcon", "native_routine", "numerically_singular"]
 

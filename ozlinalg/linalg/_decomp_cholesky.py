@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from .. import lapack
-from ._lapack_io import (
+from ..scipy_io import (
     computes_in,
     datacopied,
     deliver,
+    emulating,
     f2py_int,
     inplace_target,
     lapack_dtype,
+    lapack_kw,
 )
-from ._validation import as_array, batched, emulating, lapack_kw
+from ._validation import as_array, batched
 
 __all__ = ["cholesky", "cho_factor", "cho_solve"]
 

@@ -6,25 +6,21 @@ import warnings
 import numpy as np
 
 from .. import lapack
-from ..lapack._common import first_zero_diagonal
-from ._condition import gecon, native_routine, norm1, numerically_singular
-from ._lapack_io import (
+from ..lapack import first_zero_diagonal
+from ..scipy_io import (
     c_inplace_target,
     computes_in,
     datacopied,
     deliver,
+    emulating,
     f2py_int,
     inplace_target,
     lapack_dtype,
+    lapack_kw,
     normalize_dtype,
 )
-from ._validation import (
-    LinAlgWarning,
-    as_array,
-    batched,
-    emulating,
-    lapack_kw,
-)
+from ._condition import gecon, native_routine, norm1, numerically_singular
+from ._validation import LinAlgWarning, as_array, batched
 
 __all__ = ["lu_factor", "lu_solve", "lu"]
 

@@ -2,8 +2,16 @@
 from __future__ import annotations
 
 from .. import lapack
-from ._lapack_io import computes_in, datacopied, deliver, inplace_target, lapack_dtype
-from ._validation import as_array, batched, emulating, lapack_kw, scipy_native
+from ..scipy_io import (
+    computes_in,
+    datacopied,
+    deliver,
+    emulating,
+    inplace_target,
+    lapack_dtype,
+    lapack_kw,
+)
+from ._validation import as_array, batched, scipy_native
 
 __all__ = ["qr"]
 

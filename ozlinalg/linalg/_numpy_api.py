@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._array import array_namespace, to_numpy
+from .._emulable import emulable, original
 from ..ozaki.gemm import matmul as _emulated_matmul
 from ._basic import _rank_cutoff
 from ._condition import gecon, norm1, numerically_singular, pocon
@@ -61,8 +62,6 @@ def _lu_or_native(xp, am):
 
 def _native(xp, name):
     """The native ``xp.linalg.<name>`` (the original if a backend shim is installed)."""
-    from ..backend import original  # noqa: PLC0415
-
     return original(getattr(xp.linalg, name) if hasattr(xp.linalg, name) else getattr(xp, name))
 
 
@@ -70,9 +69,7 @@ def _emulable(*arrays):
     """True when every input is a non-empty array of a dtype the emulation takes
     (bool, integers, float32/64, complex64/128)."""
     for a in arrays:
-        k = a.dtype.kind
-        if k not in "biufc" or (k == "f" and a.dtype.itemsize not in (4, 8)) \
-                or (k == "c" and a.dtype.itemsize not in (8, 16)) or a.size == 0:
+        if not emulable(a.dtype, half=False) or a.size == 0:
             return False
     return True
 

@@ -9,39 +9,28 @@ It decides, for every public function:
   returned in (SciPy's and NumPy's rule: float32 stays float32, complex64
   stays complex64, other real inputs become float64 and other complex ones
   complex128; the computation itself is always FP64 / complex128);
-* the keyword arguments passed to :mod:`ozlinalg.lapack` (``slices``,
-  ``method`` from :func:`ozlinalg.get_options`, the crossover from
-  ``Options.min_size``, a block size that leaves at least one emulated update
-  from order 2 on);
+* (the keyword arguments passed to :mod:`ozlinalg.lapack` and the emulating
+  block are :func:`ozlinalg.scipy_io.lapack_kw` and
+  :func:`ozlinalg.scipy_io.emulating`, shared with :mod:`ozlinalg.dask`);
 * batching over leading ("stacked") dimensions.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import math
 
 import numpy as np
 
 from .._array import array_namespace
+from .._emulable import emulable, original
 from .._exceptions import LinAlgError, LinAlgWarning
-from .._options import get_options, options
-from ..lapack import DEFAULT_BLOCK_SIZE
 
 __all__ = [
     "as_array",
-    "lapack_kw",
-    "emulating",
     "batch_loop",
     "LinAlgError",
     "LinAlgWarning",
 ]
-
-
-#: ``Options.min_size`` of the caller while :func:`emulating` has set it to 0
-_OUTER_MIN_SIZE: contextvars.ContextVar = contextvars.ContextVar(
-    "ozlinalg_linalg_outer_min_size", default=None)
 
 
 def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
@@ -57,8 +46,7 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     arr = a if (hasattr(a, "dtype") and hasattr(a, "ndim") and isinstance(a, xp.ndarray)) \
         else xp.asarray(a)
     kind = arr.dtype.kind
-    if kind not in "biufc" or (kind == "f" and arr.dtype.itemsize > 8) \
-            or (kind == "c" and arr.dtype.itemsize > 16):
+    if not emulable(arr.dtype):
         raise TypeError(f"{fname}: {argname} has unsupported dtype {arr.dtype}")
     if check_finite and arr.size and kind in "fc" and not bool(xp.isfinite(arr).all()):
         raise ValueError(finite_msg)
@@ -69,60 +57,12 @@ def scipy_native(name):
     """The native ``scipy.linalg.<name>``, whatever the backend has installed."""
     import scipy.linalg  # noqa: PLC0415
 
-    from ..backend import original  # noqa: PLC0415
-
     return original(getattr(scipy.linalg, name))
 
 
 def work_dtype(xp, *arrays):
     """The computing dtype: complex128 if any input is complex, else float64."""
     return xp.complex128 if any(a.dtype.kind == "c" for a in arrays) else xp.float64
-
-
-def lapack_kw(n):
-    """Keyword arguments for an :mod:`ozlinalg.lapack` call on order ``n``.
-
-    * ``slices`` / ``method``: from :func:`ozlinalg.get_options`;
-    * ``crossover``: ``Options.min_size`` (below it the routine runs in
-      native LAPACK; the library default 0 emulates at every size);
-    * ``block_size``: ``min(128, ceil(n / 2))`` for small orders, so that every
-      order from 2 up has at least one emulated update (with the lapack default
-      of 128, orders up to 128 would be factored natively in one panel); from
-      ``n = 256`` on the lapack default, i.e. the engine's (512-wide panels on
-      the CPU INT8 engine for large orders, docs/performance.md).
-    """
-    opts = get_options()
-    outer = _OUTER_MIN_SIZE.get()
-    half = (int(n) + 1) // 2
-    return dict(
-        slices=opts.slices,
-        method=opts.method,
-        crossover=int(opts.min_size if outer is None else outer),
-        block_size=max(1, min(DEFAULT_BLOCK_SIZE, half)) if half < DEFAULT_BLOCK_SIZE else None,
-    )
-
-
-@contextlib.contextmanager
-def emulating():
-    """Run the blocked routines' GEMMs emulated whatever their inner dimension.
-
-    ``Options.min_size`` is applied to the order of the user's matrix (as the
-    lapack crossover); inside a factorization every product is emulated, so
-    a trailing update with a panel width below ``min_size`` is not silently
-    native. Inf / NaN propagate through the factorizations without
-    RuntimeWarnings, as through LAPACK (``check_finite=False`` inputs).
-    """
-    min_size = get_options().min_size
-    with np.errstate(all="ignore"):
-        if min_size == 0 or _OUTER_MIN_SIZE.get() is not None:
-            yield
-            return
-        token = _OUTER_MIN_SIZE.set(min_size)
-        try:
-            with options(min_size=0):
-                yield
-        finally:
-            _OUTER_MIN_SIZE.reset(token)
 
 
 def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):

@@ -24,8 +24,7 @@ import time
 
 import numpy as np
 
-from .._array import array_namespace
-from .._dask_dispatch import is_dask_collection
+from .._array import array_namespace, is_dask_collection
 from .._options import get_options
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine

@@ -1,4 +1,5 @@
-"""SciPy's input / output contract around its LAPACK calls, kept by ozlinalg.linalg.
+"""SciPy's input / output contract around its LAPACK calls, kept by
+:mod:`ozlinalg.linalg` and :mod:`ozlinalg.dask` alike.
 
 :mod:`scipy.linalg` reaches LAPACK through f2py wrappers (``intent(in,out,copy)``
 arrays) and, for ``solve`` and ``inv``, through its own batched C loops. What a
@@ -16,7 +17,10 @@ caller observes of them is mechanical, and this module states it once:
   broadcast arrays, other dtypes);
 * **what comes back** (:func:`deliver`): the caller's array itself when it was
   written, else a new Fortran-ordered array (f2py's layout; ``solve`` and
-  ``inv`` return C-ordered ones).
+  ``inv`` return C-ordered ones);
+* **what the blocked routines of** :mod:`ozlinalg.lapack` **are called with**
+  (:func:`lapack_kw`: the options in force, ``min_size`` as the crossover) and
+  **inside** (:func:`emulating`: every product of a factorization emulated).
 
 ozlinalg computes in float64 / complex128 whatever the input precision; a
 float32 / complex64 result is rounded once and lands in the caller's buffer
@@ -29,10 +33,17 @@ tests in ``tests/test_fidelity.py`` re-establish them on every run.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
+from ._options import get_options, options
+from .lapack import DEFAULT_BLOCK_SIZE
+
 __all__ = ["lapack_dtype", "common_dtype", "normalize_dtype", "datacopied", "f2py_int",
-           "inplace_target", "c_inplace_target", "computes_in", "deliver", "eps"]
+           "inplace_target", "c_inplace_target", "computes_in", "deliver", "eps",
+           "lapack_kw", "emulating"]
 
 #: SciPy's ``find_best_lapack_type`` scores (scipy/linalg/blas.py): 1 -> s,
 #: 2 -> d, 3 -> c, 4 -> z; any other dtype scores 5 and falls back to d.
@@ -170,3 +181,57 @@ def f2py_int(value, routine, position, name, default=0, lo=0, hi=2):
         raise F2PY_ERROR(f"({name}>={lo} && {name} <={hi}) failed for {position} keyword "
                          f"{name}: {routine}")
     return v
+
+
+# --------------------------------------------------------------------------
+# the calls of ozlinalg.lapack
+
+#: ``Options.min_size`` of the caller while :func:`emulating` has set it to 0
+_OUTER_MIN_SIZE: contextvars.ContextVar = contextvars.ContextVar(
+    "ozlinalg_linalg_outer_min_size", default=None)
+
+
+def lapack_kw(n):
+    """Keyword arguments for an :mod:`ozlinalg.lapack` call on order ``n``.
+
+    * ``slices`` / ``method``: from :func:`ozlinalg.get_options`;
+    * ``crossover``: ``Options.min_size`` (below it the routine runs in
+      native LAPACK; the library default 0 emulates at every size);
+    * ``block_size``: ``min(128, ceil(n / 2))`` for small orders, so that every
+      order from 2 up has at least one emulated update (with the lapack default
+      of 128, orders up to 128 would be factored natively in one panel); from
+      ``n = 256`` on the lapack default, i.e. the engine's (512-wide panels on
+      the CPU INT8 engine for large orders, docs/performance.md).
+    """
+    opts = get_options()
+    outer = _OUTER_MIN_SIZE.get()
+    half = (int(n) + 1) // 2
+    return dict(
+        slices=opts.slices,
+        method=opts.method,
+        crossover=int(opts.min_size if outer is None else outer),
+        block_size=max(1, min(DEFAULT_BLOCK_SIZE, half)) if half < DEFAULT_BLOCK_SIZE else None,
+    )
+
+
+@contextlib.contextmanager
+def emulating():
+    """Run the blocked routines' GEMMs emulated whatever their inner dimension.
+
+    ``Options.min_size`` is applied to the order of the user's matrix (as the
+    lapack crossover); inside a factorization every product is emulated, so
+    a trailing update with a panel width below ``min_size`` is not silently
+    native. Inf / NaN propagate through the factorizations without
+    RuntimeWarnings, as through LAPACK (``check_finite=False`` inputs).
+    """
+    min_size = get_options().min_size
+    with np.errstate(all="ignore"):
+        if min_size == 0 or _OUTER_MIN_SIZE.get() is not None:
+            yield
+            return
+        token = _OUTER_MIN_SIZE.set(min_size)
+        try:
+            with options(min_size=0):
+                yield
+        finally:
+            _OUTER_MIN_SIZE.reset(token)

@@ -2,10 +2,11 @@
 that builds the graph.
 
 Inside a backend block, :func:`ozlinalg.backend` (and :func:`ozlinalg.install`)
-also patches, once, the dask functions listed in :data:`ROUTES`: at once when
-dask.array is imported, else when it is first imported (a post-import hook,
-:mod:`ozlinalg._import_hook`). A patched function builds ozlinalg's graph
-(:mod:`ozlinalg.dask`) when
+also patches, once, the dask functions registered here (with
+:func:`~ozlinalg.routing._registry.implements`, in the one registry
+:data:`ozlinalg.routing.ROUTES`): at once when dask.array is imported, else when
+it is first imported (a post-import hook, :mod:`ozlinalg.routing._import_hook`).
+A patched function builds ozlinalg's graph (:mod:`ozlinalg.dask`) when
 
 * a backend block is active in the current context (graph construction runs
   in the caller's thread, so the ContextVar is visible there; the options in
@@ -49,13 +50,23 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ROUTES", "install"]
+from .._array import is_cupy_array, is_dask_collection
+from .._emulable import emulable
+from . import _policy, _state
+from ._registry import ROUTES, implements, is_adapter
+
+__all__ = ["install"]
 
 
 def _ozd():
-    from .. import dask as ozd
+    from .. import dask as ozd  # imports dask: only once a dask function is called
 
     return ozd
+
+
+def is_dask_array(x) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    return is_dask_collection(x) and hasattr(x, "chunks")
 
 
 # Dask's own functions reject some block structures that ozlinalg's graphs
@@ -113,6 +124,7 @@ def _triangular_check(a, b, lower=False):
     return None
 
 
+@implements("dask.array.linalg.solve")
 @_checked(_solve_check)
 def _solve(a, b, sym_pos=None, assume_a="gen"):
     if sym_pos is not None:
@@ -126,16 +138,19 @@ def _solve(a, b, sym_pos=None, assume_a="gen"):
     return _ozd().solve(a, b, assume_a=assume_a, check_finite=False)
 
 
+@implements("dask.array.linalg.lu")
 @_checked(_square_check)
 def _lu(a):
     return _ozd().lu(a, check_finite=False)
 
 
+@implements("dask.array.linalg.cholesky")
 @_checked(_square_check)
 def _cholesky(a, lower=False):
     return _ozd().cholesky(a, lower=lower, check_finite=False)
 
 
+@implements("dask.array.linalg.qr")
 @_checked(_qr_check)
 def _qr(a):
     q, r = _ozd().qr(a, mode="economic", check_finite=False)
@@ -146,22 +161,26 @@ def _qr(a):
     return q, r
 
 
+@implements("dask.array.linalg.tsqr")
 def _tsqr(data, compute_svd=False, _max_vchunk_size=None):
     if compute_svd or data.ndim != 2 or data.numblocks[1] != 1:
         return None
     return _ozd().qr(data, mode="economic", check_finite=False)
 
 
+@implements("dask.array.linalg.solve_triangular")
 @_checked(_triangular_check)
 def _solve_triangular(a, b, lower=False):
     return _ozd().solve_triangular(a, b, lower=lower, check_finite=False)
 
 
+@implements("dask.array.linalg.inv")
 @_checked(_square_check)
 def _inv(a):
     return _ozd().inv(a, check_finite=False)
 
 
+@implements("dask.array.linalg.lstsq")
 @_checked(_qr_check)
 def _lstsq(a, b):
     ozd = _ozd()
@@ -171,6 +190,8 @@ def _lstsq(a, b):
     return x, residuals, rank, s
 
 
+# ``a @ b`` and ``np.matmul`` look it up in dask.array.routines
+@implements("dask.array.routines.matmul", "dask.array.matmul")
 def _matmul(a, b):
     dt = np.result_type(a.dtype, b.dtype)
     if dt.kind not in "fc" or dt.itemsize not in (4, 8, 16):
@@ -181,23 +202,12 @@ def _matmul(a, b):
 _matmul.gives_dask_dtypes = True  # NumPy's result type, as dask's: no probe needed
 
 
-#: module -> {function name: adapter with dask's signature}; an adapter
-#: returning None hands the call back to dask's original.
-ROUTES = {
-    "dask.array.linalg": {"solve": _solve, "lu": _lu, "cholesky": _cholesky, "qr": _qr,
-                          "tsqr": _tsqr, "solve_triangular": _solve_triangular,
-                          "inv": _inv, "lstsq": _lstsq},
-    "dask.array.routines": {"matmul": _matmul},   # ``a @ b`` and ``np.matmul`` look it up here
-    "dask.array": {"matmul": _matmul},
-}
+_DASK_MODULES = ("dask.array.linalg", "dask.array.routines", "dask.array")
 
 
 def _chunk_kind(x):
     """``"numpy"`` / ``"cupy"`` for a dask array with NumPy / CuPy chunks or a
     NumPy / CuPy array, ``None`` for anything else."""
-    from .._array import is_cupy_array
-    from ._validate import is_dask_array
-
     inner = x._meta if is_dask_array(x) else x
     if type(inner) is np.ndarray:
         return "numpy"
@@ -207,10 +217,9 @@ def _chunk_kind(x):
 def _routable(arrays):
     """``"numpy"`` / ``"cupy"`` when every array argument is of that kind
     (NumPy or CuPy chunks, or such arrays) and of an emulable dtype, else None."""
-    from ..backend import _ok_dtype
-
     kinds = {_chunk_kind(x) for x in arrays}
-    if len(kinds) != 1 or None in kinds or not all(_ok_dtype(x.dtype) for x in arrays):
+    if len(kinds) != 1 or None in kinds or not all(emulable(x.dtype, half=False)
+                                                   for x in arrays):
         return None
     return kinds.pop()
 
@@ -230,19 +239,13 @@ def _native_dtypes(original, args, kwargs):
     computed)."""
     import dask.array as da
 
-    from ..backend import _ACTIVE, _SUSPENDED
-    from ._validate import is_dask_array
-
     def tiny(x):
         if not is_dask_array(x):
             return x
         return da.zeros((2,) * x.ndim, dtype=x.dtype, chunks=2)  # NumPy chunks: same rules
 
-    token = _ACTIVE.set(_SUSPENDED)  # dask's meta probes call np.linalg: not routed
-    try:
+    with _state.suspended():  # dask's meta probes call np.linalg: not routed
         ref = original(*[tiny(x) for x in args], **{k: tiny(v) for k, v in kwargs.items()})
-    finally:
-        _ACTIVE.reset(token)
     return [getattr(x, "dtype", None) for x in ref] if isinstance(ref, tuple) \
         else getattr(ref, "dtype", None)
 
@@ -263,23 +266,14 @@ def _unrouted(original, args, kwargs):
     (``tsqr`` calls ``tsqr`` on the stacked R factors, ``solve`` calls
     ``lu``), and an inner call routed to ozlinalg would get a partial graph
     of dask's making, which dask only completes after that call returns."""
-    from ..backend import _ACTIVE, _SUSPENDED
-
-    token = _ACTIVE.set(_SUSPENDED)
-    try:
+    with _state.suspended():
         return original(*args, **kwargs)
-    finally:
-        _ACTIVE.reset(token)
 
 
 def _make_shim(qualname, original, adapter):
-    from ..backend import backend as _backend
-    from ..backend import declines as _declines
-    from ._validate import is_dask_array
-
     @functools.wraps(original)
     def shim(*args, **kwargs):
-        if not _backend.active():
+        if not _state.active():
             return original(*args, **kwargs)
 
         def native():
@@ -296,17 +290,17 @@ def _make_shim(qualname, original, adapter):
             # NaN chunks (after boolean indexing): ozlinalg's graphs need the
             # block sizes when they are built; dask's own functions handle
             # (or reject) them as dask does
-            _declines(qualname, "unknown chunk sizes", xp=kind)
+            _policy.declines(qualname, "unknown chunk sizes", xp=kind)
             return native()
         check = getattr(adapter, "declines", None)
         reason = check(*args, **kwargs) if check is not None else None
         if reason is not None:
-            _declines(qualname, reason, xp=kind)
+            _policy.declines(qualname, reason, xp=kind)
             return native()
         order = max((min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0] for x in arrays
                      if x.ndim), default=0)
         # the strategy (min_size; the crossover of the engine the blocks would run on)
-        if not _backend.emulates(qualname, order, xp=kind):
+        if not _policy.emulates(qualname, order, xp=kind):
             return native()
         # (ozlinalg's graph builders call no patched dask function; dask's own
         # functions run unrouted: native())
@@ -319,14 +313,15 @@ def _make_shim(qualname, original, adapter):
 
     shim.__wrapped__ = original
     shim._ozlinalg_shim = True
-    shim._ozlinalg_target = f"ozlinalg.dask._route:{adapter.__name__}"
+    shim._ozlinalg_target = f"ozlinalg.routing._dask:{adapter.__name__}"
+    shim._ozlinalg_op = _policy.op_of(qualname)
     shim.__qualname__ = qualname
     return shim
 
 
 def install(installed, importing=False):
-    """Patch the attributes of :data:`ROUTES` not yet in ``installed`` (the
-    backend's registry, ``"module.name" -> (module, name, original)``; the
+    """Patch the dask attributes of :data:`ROUTES` not yet in ``installed`` (the
+    registry of installed shims, ``"module.name" -> (module, name, original)``; the
     caller holds its lock). Does nothing unless dask.array is imported:
     fully, or (``importing``, from the post-import hook) just executed. A
     dask.array still being imported by another thread is left to that
@@ -339,9 +334,11 @@ def install(installed, importing=False):
         return
     if not importing and getattr(getattr(top, "__spec__", None), "_initializing", False):
         return
-    for mod_name, funcs in ROUTES.items():
+    for mod_name in _DASK_MODULES:
         mod = sys.modules.get(mod_name) or importlib.import_module(mod_name)
-        for name, adapter in funcs.items():
+        for name, adapter in ROUTES[mod_name].items():
+            if not is_adapter(adapter):
+                continue
             key = f"{mod_name}.{name}"
             if key in installed:
                 continue
