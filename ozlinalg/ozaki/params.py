@@ -1,6 +1,6 @@
 """Parameters of the Ozaki scheme: slice width, group size, method table.
 
-Formulas (DESIGN.md §1, n = inner dimension of the product):
+Formulas (docs/ozaki.md, "Parameters"; n = inner dimension of the product):
 
 * INT8 slice width  ``beta = min(7, floor((31 - log2 n) / 2))``: n products of
   magnitude 2**(2*beta) never overflow an INT32 accumulator.
