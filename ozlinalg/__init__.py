@@ -10,10 +10,10 @@ https://arxiv.org/abs/2409.13313 (EF / hybrid splits).
 # in sys.modules.
 from . import engines, exact, lapack, ozaki  # noqa: F401
 from ._exceptions import AccuracyWarning, PerformanceWarning
+from ._matmul import matmul as _front_matmul
 from ._options import Options, get_options, options
 from ._profile import Profile, profile
 from .ozaki import METHODS
-from .ozaki.gemm import matmul
 
 # isort: split
 # the scipy/numpy-compatible namespaces, solve, the backend, the wrapper type
@@ -22,6 +22,14 @@ from ._wrapper import OzArray, asarray
 from .backend import backend, install, uninstall
 from .linalg import _numpy_api as numpy_linalg
 from .linalg import solve
+
+# isort: split
+# Dask arrays in, dask arrays out (ozlinalg.dask, imported on first use): the public
+# face dispatches; the front door and the Ozaki layer know nothing of dask
+from ._dask_dispatch import dask_aware
+
+matmul = dask_aware(_front_matmul)
+linalg.matmul = matmul  # ozlinalg.linalg.matmul takes dask arrays as ozlinalg.matmul does
 
 __version__ = "0.1.0"
 

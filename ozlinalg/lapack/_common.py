@@ -20,9 +20,9 @@ from scipy.linalg import lapack as _lapack
 
 from .._array import array_namespace
 from .._exceptions import LinAlgError, LinAlgWarning
+from .._matmul import matmul_ordered as _emulated_matmul
 from .._profile import record_native_flops
 from ..engines import get_engine
-from ..ozaki.gemm import matmul_ordered as _emulated_matmul
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import lapack
 from .._array import to_numpy
-from ..ozaki.gemm import matmul
+from .._matmul import matmul
 from ._condition import gecon, norm1, numerically_singular, pocon, trcon
 from ._decomp_cholesky import _potrf, _potrs
 from ._decomp_lu import _getrf, _getrs
