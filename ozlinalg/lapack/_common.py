@@ -21,8 +21,8 @@ from scipy.linalg import lapack as _lapack
 from .._array import array_namespace
 from .._exceptions import LinAlgError, LinAlgWarning
 from .._matmul import matmul_ordered as _emulated_matmul
+from .._options import current_engine as get_engine  # the engine options() names
 from .._profile import record_native_flops
-from ..engines import get_engine
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
