@@ -10,22 +10,27 @@ https://arxiv.org/abs/2409.13313 (EF / hybrid splits).
 # in sys.modules.
 from . import engines, exact, lapack, ozaki  # noqa: F401
 from ._exceptions import AccuracyWarning, PerformanceWarning
+from ._matmul import matmul as _front_matmul
 from ._options import Options, get_options, options
 from ._profile import Profile, profile
 from .ozaki import METHODS
-from .ozaki.gemm import matmul
 
 # isort: split
 # the scipy/numpy-compatible namespaces, the routing (backend, install), the wrapper type
 from . import linalg
 from ._wrapper import OzArray, asarray
 from .linalg import _numpy_api as numpy_linalg
-from .routing import backend, install, make_dask_aware, uninstall
+from .routing import backend, dask_aware, install, make_dask_aware, uninstall
 
 # linalg's public functions take dask arrays too (ozlinalg.dask, imported on first use):
 # wrapped here, at the top, since linalg may not import the routing above it
 make_dask_aware(linalg)
 solve = linalg.solve
+
+# Dask arrays in, dask arrays out for the product too: the public face dispatches; the
+# front door and the Ozaki layer know nothing of dask
+matmul = dask_aware(_front_matmul)
+linalg.matmul = matmul  # ozlinalg.linalg.matmul takes dask arrays as ozlinalg.matmul does
 
 __version__ = "0.1.0"
 

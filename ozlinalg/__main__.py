@@ -56,7 +56,7 @@ def cmd_compare(args):
     from .testing import random_matrix
 
     if args.dask:  # a local dask.distributed cluster of N workers
-        from .dask._cli import compare
+        from ._dask_cli import compare
 
         return compare(args)
     xp, dev = _device(args.device)
@@ -137,9 +137,9 @@ def cmd_compare(args):
 
 def _engine_line(xp):
     """What multiplies the INT8 slices: engine, library, ISA, and why it was chosen."""
-    from .engines import get_engine
+    from ._options import current_engine
 
-    return get_engine(xp).describe()
+    return current_engine(xp).describe()
 
 
 def _plot_compare(rows, path, title):
@@ -187,7 +187,7 @@ def cmd_solve(args):
             raise SystemExit(f"ozlinalg solve: b has shape {b_h.shape}, A {a_h.shape}")
         source = f"{args.a} {a_h.shape}, {args.b} {b_h.shape}"
     if args.dask:  # a local dask.distributed cluster of N workers
-        from .dask._cli import solve
+        from ._dask_cli import solve
 
         return solve(args, np.asarray(a_h, dtype=float), np.asarray(b_h, dtype=float), source)
     a, b = xp.asarray(a_h, dtype=float), xp.asarray(b_h, dtype=float)

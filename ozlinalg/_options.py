@@ -10,7 +10,10 @@ import dataclasses
 import operator
 from dataclasses import dataclass
 
-__all__ = ["Options", "options", "get_options", "STRATEGIES"]
+from .engines import get_engine
+from .engines._scratch import set_memory_limit_source
+
+__all__ = ["Options", "options", "get_options", "current_engine", "STRATEGIES"]
 
 #: Values of ``Options.strategy`` (see :class:`Options`).
 STRATEGIES = ("eager", "performant")
@@ -128,6 +131,21 @@ def set_process_options(opts: Options | None) -> None:
     (``None``: the library defaults). Used by :func:`ozlinalg.install`."""
     global _process_options
     _process_options = _DEFAULTS if opts is None else opts
+
+
+def current_engine(xp):
+    """The engine that multiplies ``xp`` arrays under the options in force:
+    :func:`ozlinalg.engines.get_engine` with ``get_options().engine`` (the engines
+    take the name as an argument; they never read the options)."""
+    return get_engine(xp, _OPTIONS.get(_process_options).engine)
+
+
+def _memory_limit_in_force():
+    return _OPTIONS.get(_process_options).memory_limit
+
+
+# the scratch pools keep at most the working-memory limit in force (engines/_scratch.py)
+set_memory_limit_source(_memory_limit_in_force)
 
 
 #: Upper limit of ``max_slices``: the largest slice count any method takes

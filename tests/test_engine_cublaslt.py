@@ -588,7 +588,7 @@ class TestCRTResiduesPaddedOnce:
         assert engine.padded_copy_bytes == 0
 
     def test_working_bytes_counts_the_padding(self):
-        from ozlinalg.ozaki.gemm import working_bytes
+        from ozlinalg.ozaki.tiling import working_bytes
 
         m, p, k, s = 50, 37, 203, 16
         padded = s * (-(-m // 4) * 4 + -(-p // 4) * 4) * (-(-k // 16) * 16)

@@ -80,7 +80,8 @@ class TestSameBitsAsSGEMM:
     def test_top_groups_in_blocks(self, rng, onednn, order):
         # Outputs of 2**20 entries and more: the top groups go a block of rows (of
         # columns, column-major) at a time through thirds of the one INT32 buffer.
-        from ozlinalg.ozaki.gemm import TOP_BLOCKS_FROM, matmul_ordered
+        from ozlinalg._matmul import matmul_ordered
+        from ozlinalg.ozaki.gemm import TOP_BLOCKS_FROM
 
         a = random_matrix(rng, 1100, 48, 1.0)
         b = random_matrix(rng, 48, 1000, 1.0)
@@ -126,8 +127,8 @@ class TestSameBitsAsSGEMM:
     def test_output_tiles(self, rng, onednn, method, slices, limit):
         # int8 slices need less memory, so the two engines' tiles differ at the
         # larger limits (e.g. 130 x 125 against 65 x 125 tiles of 260 x 250)
+        from ozlinalg._matmul import memory_plan
         from ozlinalg.engines.select import cpu_engine
-        from ozlinalg.ozaki.gemm import memory_plan
 
         a = random_matrix(rng, 260, 200, 2.0)
         b = random_matrix(rng, 200, 250, 2.0)
@@ -677,7 +678,7 @@ class TestSelection:
         assert "oneDNN" in text and "ISA" in text and "self-test passed" in text
 
     def test_option_forces_either_engine(self, onednn):
-        from ozlinalg.engines import get_engine
+        from ozlinalg._options import current_engine as get_engine
 
         with ozlinalg.options(engine="sgemm"):
             assert get_engine(np).name == "cpu-sgemm"

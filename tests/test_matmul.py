@@ -664,8 +664,8 @@ class TestMemory:
     @pytest.mark.parametrize("level", ["one tile", "quarter", "smallest"])
     def test_peak_within_documented_bound(self, level, method, s, accuracy, rng, cpu_engine,
                                           monkeypatch):
+        from ozlinalg._matmul import memory_plan
         from ozlinalg.engines import base
-        from ozlinalg.ozaki.gemm import memory_plan
         from ozlinalg.ozaki.memory import SLACK_FRACTION
 
         monkeypatch.setitem(base._ENGINES, "numpy", cpu_engine)
@@ -715,8 +715,8 @@ class TestMemory:
     def test_crt_bounds_recomputed_when_they_do_not_fit(self, rng, cpu_engine, monkeypatch):
         # W of the whole output beyond the budget: recomputed per planning pass, the same
         # shifts and count; W (the bound GEMMs) is computed more than once per tile
+        from ozlinalg._matmul import memory_plan
         from ozlinalg.engines import base
-        from ozlinalg.ozaki.gemm import memory_plan
 
         monkeypatch.setitem(base._ENGINES, "numpy", cpu_engine)
         a = rng.standard_normal((240, 150))
@@ -737,7 +737,7 @@ class TestMemory:
     def test_below_the_minimum_raises_before_allocating(self, method, s, accuracy, rng):
         import re
 
-        from ozlinalg.ozaki.gemm import memory_plan
+        from ozlinalg._matmul import memory_plan
 
         a = rng.standard_normal((240, 150))
         b = rng.standard_normal((150, 260))
@@ -798,7 +798,7 @@ class TestMemory:
     # counts below auto's on purpose (this tests the error message): AccuracyWarning expected
     @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_out_of_memory_names_the_sizes(self, rng, monkeypatch):
-        from ozlinalg.ozaki import gemm
+        from ozlinalg.ozaki import tiling as gemm
 
         def no_memory(*args, **kwargs):
             raise MemoryError

@@ -60,7 +60,7 @@ def run(monkeypatch, engine, a, b, limit=None, **kw):
 def smallest_limit(engine, a, b, method=None, slices=None, accuracy=None, **_):
     """The smallest ``memory_limit`` the driver accepts for the real product ``a @ b``
     on ``engine`` (a complex one: its real products are as large)."""
-    from ozlinalg.ozaki.gemm import memory_plan
+    from ozlinalg._matmul import memory_plan
 
     (m, n), p = a.shape, b.shape[1]
     return memory_plan(m, n, p, method, slices, accuracy, 1 << 50, engine).minimum

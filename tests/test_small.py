@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 import ozlinalg
+from ozlinalg._matmul import memory_plan
 from ozlinalg.engines import get_engine
 from ozlinalg.lapack._common import Runner
 from ozlinalg.ozaki import small
-from ozlinalg.ozaki.gemm import memory_plan
 from ozlinalg.testing import random_matrix
 
 pytestmark = pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")

@@ -34,7 +34,8 @@ import numpy as np
 
 import ozlinalg
 from ozlinalg.engines import get_engine
-from ozlinalg.ozaki import adequacy, crt, gemm
+from ozlinalg.ozaki import adequacy, crt
+from ozlinalg.ozaki import tiling as gemm
 from ozlinalg.testing import random_matrix
 
 

@@ -39,9 +39,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import ozlinalg  # noqa: E402
 from ozlinalg import AccuracyWarning  # noqa: E402
+from ozlinalg._matmul import memory_plan  # noqa: E402
 from ozlinalg.engines import get_engine  # noqa: E402
 from ozlinalg.engines._scratch import free_scratch  # noqa: E402
-from ozlinalg.ozaki.gemm import memory_plan  # noqa: E402
 from ozlinalg.ozaki.memory import SLACK_BYTES, SLACK_FRACTION  # noqa: E402
 
 #: (method, slices, accuracy)

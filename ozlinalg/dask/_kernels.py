@@ -25,6 +25,7 @@ import numpy as np
 
 from .._array import array_namespace, to_numpy
 from .._exceptions import LinAlgError, LinAlgWarning
+from .._matmul import matmul
 from ..lapack import (
     Runner,
     conj_t,
@@ -38,7 +39,6 @@ from ..lapack import (
     trsm,
     unit_lower,
 )
-from ..ozaki.gemm import matmul
 from ..scipy_io import (
     computes_in,
     datacopied,

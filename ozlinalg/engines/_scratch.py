@@ -21,7 +21,8 @@ memory the process may use, at most 2 GiB: the least of the physical memory, a
 container's cgroup limit and ``ulimit -v``, :func:`ozlinalg.engines._process.
 memory_bound_bytes`; environment variable
 ``OZLINALG_SCRATCH_CACHE`` in bytes, 0 disables it), and never more than the
-``options(memory_limit=...)`` in force when a buffer comes back.
+``options(memory_limit=...)`` in force when a buffer comes back (handed in by
+``ozlinalg._options``: :func:`set_memory_limit_source`).
 :func:`ozlinalg.engines.free_scratch` (or ``engine.scratch.clear()``) frees them.
 
 Out of memory: kept buffers are memory the process could use, so they go first.
@@ -68,10 +69,26 @@ def default_limit():
     return int(min(MAX_LIMIT, memory_bound()[0] // BOUND_SHARE))
 
 
-def _options_cap():
-    from .._options import get_options  # noqa: PLC0415 (engines load before options)
+def _no_limit():
+    return None
 
-    lim = get_options().memory_limit
+
+#: ``() -> bytes or None``: the working-memory limit in force, which also caps what the
+#: pools keep. The engines do not read the options (they sit below them):
+#: ``ozlinalg._options`` hands its ``memory_limit`` in through :func:`set_memory_limit_source`.
+_limit_source = _no_limit
+
+
+def set_memory_limit_source(source):
+    """Make ``source()`` (bytes or None: no limit) the working-memory limit that caps the
+    free buffers a pool keeps when one comes back; returns the previous source."""
+    global _limit_source
+    previous, _limit_source = _limit_source, source
+    return previous
+
+
+def _options_cap():
+    lim = _limit_source()
     return math.inf if lim is None else int(lim)
 
 

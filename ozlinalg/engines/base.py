@@ -234,32 +234,18 @@ def register_engine(key, factory, named=None) -> None:
 _KEYS: dict = {}  # array module -> its top-level name (every product asks)
 
 
-_get_options = None
-
-
-def _ambient_engine():
-    """``ozlinalg.options(engine=...)`` in force (the options module is imported at the
-    first call: engines load before it)."""
-    global _get_options
-    if _get_options is None:
-        from .._options import get_options  # noqa: PLC0415
-
-        _get_options = get_options
-    return _get_options().engine
-
-
 def get_engine(xp, name=None) -> Engine:
     """The engine for array namespace ``xp`` (created once, then cached).
 
-    ``name`` (default: ``ozlinalg.options(engine=...)``, else the module's
-    default engine) picks one of several engines of the module (NumPy:
-    ``"onednn"``, ``"sgemm"``, ``"auto"``; see :mod:`ozlinalg.engines.select`).
+    ``name`` picks one of several engines of the module (NumPy: ``"onednn"``,
+    ``"sgemm"``, ``"auto"``; see :mod:`ozlinalg.engines.select`); ``None``: the
+    module's default engine (NumPy: the ``OZLINALG_ENGINE`` environment variable,
+    else ``"auto"``). The options in force are the callers' business: they pass
+    ``ozlinalg.get_options().engine`` (:func:`ozlinalg._options.current_engine`).
     """
     key = _KEYS.get(xp)
     if key is None:
         key = _KEYS[xp] = xp.__name__.split(".")[0]
-    if name is None:
-        name = _ambient_engine()
     if name is not None and key in _NAMED:
         return _NAMED[key](name)
     eng = _ENGINES.get(key)

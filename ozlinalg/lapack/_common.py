@@ -21,9 +21,9 @@ from scipy.linalg import lapack as _lapack
 from .._array import array_namespace
 from .._emulable import original  # native panels call the original behind a shim
 from .._exceptions import LinAlgError, LinAlgWarning
+from .._matmul import matmul_ordered as _emulated_matmul
+from .._options import current_engine as get_engine  # the engine options() names
 from .._profile import record_native_flops
-from ..engines import get_engine
-from ..ozaki.gemm import matmul_ordered as _emulated_matmul
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",

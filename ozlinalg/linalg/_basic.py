@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import lapack
 from .._array import to_numpy
-from ..ozaki.gemm import matmul
+from .._matmul import matmul
 from ..scipy_io import (
     common_dtype,
     computes_in,

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._array import array_namespace, to_numpy
 from .._emulable import emulable, original
-from ..ozaki.gemm import matmul as _emulated_matmul
+from .._matmul import matmul as _emulated_matmul
 from ._basic import _rank_cutoff
 from ._condition import gecon, norm1, numerically_singular, pocon
 from ._decomp_cholesky import _potrf

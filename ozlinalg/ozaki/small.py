@@ -61,7 +61,7 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
     lim = opts.memory_limit
     if lim is not None and 8 * (smax + 2) * ((m + p) * n + m * p) > lim:
         return None
-    engine = get_engine(xp)
+    engine = get_engine(xp, opts.engine)
     hook = getattr(engine, "small_product", None)
     if hook is None:
         return None

@@ -144,7 +144,7 @@ _engines._ON_REGISTER.append(_forget_thresholds)
 
 def _engine_for(xp_name):
     xp = np if xp_name == "numpy" else importlib.import_module(xp_name)
-    return _engines.get_engine(xp)
+    return _optmod.current_engine(xp)  # the engine options(engine=...) selects
 
 
 def _engine_crossover(xp_name, op):
