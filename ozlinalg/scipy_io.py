@@ -29,7 +29,7 @@ read-only array when asked to overwrite it; ozlinalg treats a read-only array
 as if ``overwrite_*`` were false (docs/backend.md).
 
 The rules were established by experiment against SciPy 1.17; the side-by-side
-tests in ``tests/test_fidelity.py`` re-establish them on every run.
+tests in ``tests/routing/test_fidelity.py`` re-establish them on every run.
 """
 from __future__ import annotations
 

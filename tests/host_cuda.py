@@ -623,7 +623,7 @@ def host_bindings(lt=None):
 class HostEngine(CuPyEngine):
     """CuPyEngine on the host stand-ins. The EF axpy is CuPy's ElementwiseKernel
     code generation, which has no host equivalent: the generic ``acc += a x``
-    (the kernel's own bit-identity with it is tests/test_gpu.py's job)."""
+    (the kernel's own bit-identity with it is tests/engines/test_gpu.py's job)."""
 
     axpy = Engine.axpy
 

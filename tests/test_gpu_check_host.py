@@ -198,7 +198,7 @@ def test_owed_run_fits_a_ten_minute_call(gpu_check):
 
 
 #: The Dask step's dry runs install the CuPy stand-in of host_cuda.HostGPU, which
-#: would take real CuPy's place in dask's dispatch (tests/test_dask_gpu.py).
+#: would take real CuPy's place in dask's dispatch (tests/dask/test_dask_gpu.py).
 needs_no_real_cupy = pytest.mark.skipif(cupy_or_none() is not None,
                                         reason="real CuPy present: the GPU runs the step")
 

@@ -1,11 +1,11 @@
 """Fused CUDA kernels (CuPy) for the memory-bound passes of the emulation.
 
 .. warning::
-   NOT YET RUN ON A GPU. ``tests/test_gpu.py`` compares each kernel with the
+   NOT YET RUN ON A GPU. ``tests/engines/test_gpu.py`` compares each kernel with the
    generic array code it replaces; run it first on a GPU machine. Every CI
    run compiles the RawKernel sources for the host (tests/host_cuda.py: a
    C++ shim for the grid and the ``__d*_rn`` intrinsics) and checks them
-   bit for bit against the generic code (tests/test_engine_cublaslt.py), and
+   bit for bit against the generic code (tests/engines/test_engine_cublaslt.py), and
    compiles them for sm_90 with nvcc where a CUDA toolkit is installed.
 
 * :func:`axpy_into` -- the EF accumulation: one INT32 (or int64) group product,

@@ -13,7 +13,7 @@ Safety: a buffer goes back to the pool only when no array that uses its
 memory is alive. Each lease hands out arrays made from its own ctypes object
 (:func:`numpy.frombuffer`), which every view, reshape and transpose of them
 keeps alive; a :func:`weakref.finalize` on that object returns the memory when
-the last of them is gone (tests/test_scratch.py). Contents are never relied on
+the last of them is gone (tests/engines/test_scratch.py). Contents are never relied on
 (``numpy.empty`` semantics).
 
 How much it keeps: at most ``limit`` bytes of free buffers (default 1/8 of the

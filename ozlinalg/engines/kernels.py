@@ -6,7 +6,7 @@ kernels (``ozlinalg/engines/_csrc``) compiled when ozlinalg is installed, once p
 x86-64 ISA level: ``x86-64`` (any x86-64 CPU), ``x86-64-v3`` (AVX2, FMA) and
 ``x86-64-v4`` (AVX-512). :func:`load` picks the highest level the CPU and the OS
 support; every level gives the same bits (the build never contracts into FMAs
-nor uses fast-math, and tests/test_engine_onednn.py compares each kernel with the
+nor uses fast-math, and tests/engines/test_engine_onednn.py compares each kernel with the
 generic NumPy code). Where no build exists (another platform, no compiler at
 install time) the engine runs the generic passes, with the same results.
 

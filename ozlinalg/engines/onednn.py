@@ -239,7 +239,7 @@ class OneDNNEngine(CPUEngine):
         (beside the result when there are several tiles), top groups, INT32 result and
         the FP32 estimate per output entry; for Ozaki-II also the bound operand, and one
         int8 residue per output entry and modulus instead of FP64 limbs; W as int32.
-        Fitted to the peaks of ``benchmarks/memory_bound.py`` (tests/test_matmul.py::
+        Fitted to the peaks of ``benchmarks/memory_bound.py`` (tests/ozaki/test_matmul.py::
         TestMemory checks them)."""
         if self.kernels is None:
             return None

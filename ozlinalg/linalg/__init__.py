@@ -2,7 +2,7 @@
 
 Same names, signatures, defaults, return types, memory layouts, in-place
 (``overwrite_*``) behaviour, warnings and errors as :mod:`scipy.linalg` 1.17
-(``tests/test_fidelity.py`` compares them side by side; the deliberate
+(``tests/routing/test_fidelity.py`` compares them side by side; the deliberate
 differences are listed in docs/backend.md); the factorizations call the blocked
 routines of :mod:`ozlinalg.lapack`, so their trailing updates go through the
 Ozaki-scheme GEMM (``slices`` and ``method`` from :func:`ozlinalg.get_options`;

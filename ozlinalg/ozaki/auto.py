@@ -54,7 +54,7 @@ structural, shared by every entry (an inner dimension scaled by 2**(+-30) or
 more, with ``balance=False``), and 0.85 under-picked by one slice at rho ~ 61
 and ~ 80 (max errors up to 4x native); above rho = 32 the slope is the
 model's 1, which picks the needed count or one more there
-(tests/test_matmul.py::TestAutoHugeExponentRanges).
+(tests/ozaki/test_matmul.py::TestAutoHugeExponentRanges).
 
 Small outputs need a little more: the max relative error is a maximum over
 the m p entries, and native DGEMM's is smaller when there are few of them

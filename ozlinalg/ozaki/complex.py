@@ -29,7 +29,7 @@ With ``A = Ar + i Ai`` and ``B = Br + i Bi``:
     different scale, or cancellation) its relative error grows by the ratio,
     and ``Ar + Ai``, ``Br + Bi`` are rounded in FP64 before multiplying.
 
-Why 4m is the default (measured, ``tests/test_complex.py``, 40 x 300 x 30,
+Why 4m is the default (measured, ``tests/ozaki/test_complex.py``, 40 x 300 x 30,
 phi = 1, exact reference per part): with parts of equal scale all schemes are
 at or below native ZGEMM's max error; with ``Ai = 1e-8 Ar`` and
 ``Bi = 1e-8 Br`` the imaginary part's max relative error is ~1e-5 for 3m

@@ -31,7 +31,7 @@ entry's interval either decides it or, for the few entries within that bound
 of a threshold, the entry is evaluated again on the host: first in float64
 (relative error below ``(k + 8) 2**-52``), then, if still undecided, exactly
 with Python integers. Every engine, tiling and thread count thus reaches the
-same decision (tests/test_reproducible.py perturbs the estimates within the
+same decision (tests/ozaki/test_reproducible.py perturbs the estimates within the
 bound and checks it).
 
 Ozaki-II's accurate scaling has a cheaper route to the same decision: its bound

@@ -388,7 +388,7 @@ def split_operand(xp, engine, kind, x, s, width, operand):
     scales = xp.empty((s, rows))
 
     # An engine may bring a fused split (one pass for all slices); it must give the
-    # generic split's slices bit for bit (tests/test_gpu.py, test_engine_onednn.py),
+    # generic split's slices bit for bit (tests/engines/test_gpu.py, test_engine_onednn.py),
     # and returns False where it does not apply.
     fused = engine.split_rows
 

@@ -9,7 +9,7 @@ call: the same balancing, normalization, ``slices="auto"`` decision (from
 float64 bounds of the exact magnitudes, which decide it exactly wherever they
 do not straddle a threshold), split, exact group sums, accumulation order and
 exponent step as the driver, so the result has the driver's bits
-(tests/test_small.py compares the two on many shapes and inputs), and a fixed
+(tests/ozaki/test_small.py compares the two on many shapes and inputs), and a fixed
 count below auto's warns as in the driver (:mod:`.adequacy`). Where the hook
 declines (Inf / NaN, entries left to native arithmetic, an undecided count) the
 driver runs as usual. Nothing changes for ``accuracy="faithful"``, complex

@@ -107,7 +107,7 @@ def _split_hybrid(xp, x, s, width, out, scales):
     # i.e. r rounded to nearest-even on the grid mu'' * 2**(-width*t). Working in
     # units of that grid (y = r / grid, exact), the same value is rint(y) and
     # the next residual (y - rint(y)) * 2**width: identical slices in fewer
-    # passes (tests/test_split.py checks them against the sigma formula).
+    # passes (tests/ozaki/test_split.py checks them against the sigma formula).
     base = residual_grid(xp, x, width)
     x *= (1.0 / base)[:, None]
     tmp = xp.empty_like(x)

@@ -3,7 +3,7 @@ paths (SplitFP, the BF16 estimate) and ``ozlinalg.matmul`` on CuPy arrays.
 
 Every test here is marked ``gpu``: skipped without CuPy and a CUDA device
 (tests/conftest.py). The engine's INT8 GEMM bookkeeping and the RawKernel
-sources are tested in tests/test_engine_cublaslt.py, on a host emulation in
+sources are tested in tests/engines/test_engine_cublaslt.py, on a host emulation in
 every run and with the same bodies on the GPU. NOT YET RUN ON A GPU when
 written; run with ``python -m pytest -m gpu tests -q``.
 """
@@ -92,7 +92,7 @@ def test_matmul_gpu_matches_cpu(rng, method, slices):
     c_gpu = cp.asnumpy(c_gpu)
     if method in ("hybrid-ef", "bitmask-ef", "bitmask", "rn") and slices != "auto":
         # Same IEEE operations on the same splits, exact integer products: bit-identical
-        # (tests/test_engine_cublaslt.py shows it for the engine on emulated cuBLASLt).
+        # (tests/engines/test_engine_cublaslt.py shows it for the engine on emulated cuBLASLt).
         np.testing.assert_array_equal(c_gpu, c_cpu)
         return
     scale = np.abs(a) @ np.abs(b)

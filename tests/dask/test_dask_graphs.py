@@ -28,7 +28,7 @@ dask = pytest.importorskip("dask")
 from ozlinalg import dask as ozd  # noqa: E402
 
 EAGER = {"strategy": "eager", "min_size": 0}
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ What holds, and how it is shown:
   returns CuPy-chunked dask arrays whose computed blocks are CuPy arrays
   (``TestChunksStayOnTheDevice``);
 * the results are bit-identical to the NumPy-chunk graphs' (the GPU engine
-  is bit-identical to the CPU one, tests/test_engine_cublaslt.py, and the
+  is bit-identical to the CPU one, tests/engines/test_engine_cublaslt.py, and the
   stand-in's cuSOLVER is SciPy's LAPACK: on a real GPU only the matmul is
   expected bit-identical, the factorizations' native panels differ in
   rounding);

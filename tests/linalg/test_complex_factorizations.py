@@ -1,7 +1,7 @@
 """Complex input to the blocked factorizations (ozlinalg.lapack) and to the
 SciPy / NumPy compatible layers (ozlinalg.linalg, ozlinalg.numpy_linalg).
 
-As in tests/test_lapack.py: emulation forced at every size (``crossover=0``,
+As in tests/linalg/test_lapack.py: emulation forced at every size (``crossover=0``,
 ``min_size=0``), small block sizes so that the blocking (and the complex
 emulated trailing updates) is exercised, backward errors within a factor 4 of
 LAPACK's (scipy's z routines) on the same input, results close to SciPy's.
@@ -45,7 +45,7 @@ def hpd(rng, n):
 
 def within(err, ref, a):
     """Backward error within FACTOR of LAPACK's, or of n ulps (n: the largest
-    dimension of ``a``; as in tests/test_lapack.py)."""
+    dimension of ``a``; as in tests/linalg/test_lapack.py)."""
     return err <= FACTOR * max(ref, max(np.shape(a)) * EPS)
 
 

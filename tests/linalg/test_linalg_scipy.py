@@ -279,7 +279,7 @@ def test_batched_singular_message():
 
 
 def test_extended_precision_is_rejected():
-    # complex64 / complex128 are supported (tests/test_complex_factorizations.py)
+    # complex64 / complex128 are supported (tests/linalg/test_complex_factorizations.py)
     with pytest.raises(TypeError, match="unsupported dtype"):
         ol.solve(np.eye(2, dtype=np.clongdouble), np.ones(2))
 

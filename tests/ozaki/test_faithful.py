@@ -11,7 +11,7 @@ What would fail if the guarantee stopped holding:
   that were too small fails here), and the certificate must certify nearly all
   entries at the automatic count (a vacuous bound fails here);
 * ``TestExactDots``: the recomputation path (Dot2, exact limbs, the NumPy path);
-* ``test_faithful_property``: hypothesis over tests/test_properties.py's inputs.
+* ``test_faithful_property``: hypothesis over tests/ozaki/test_properties.py's inputs.
 """
 import numpy as np
 import pytest

@@ -281,7 +281,7 @@ class TestMemoryBound:
             "print(json.dumps([_process.memory_bound(), _scratch.default_limit(), "
             "get_engine(np).memory_limit(), ok]))\n")
         env = {k: v for k, v in os.environ.items() if k != "OZLINALG_SCRATCH_CACHE"}
-        env.update(PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        env.update(PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                    OPENBLAS_NUM_THREADS="1")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=env, timeout=300)

@@ -7,7 +7,7 @@ and, marked ``gpu``, on the real engine where CuPy finds a device (the CuPy
 testing style: one body, two array modules). Tests that look inside the
 stand-in (``host_engine``) check what the engine asks of cuBLASLt (layouts,
 pointers, padding, descriptor caching) and that ``ozlinalg.matmul`` through
-the engine gives the CPU engine's results bit for bit. tests/test_gpu.py
+the engine gives the CPU engine's results bit for bit. tests/engines/test_gpu.py
 holds what only a GPU can run (CuPy's ElementwiseKernel, GemmEx paths,
 matmul on CuPy arrays).
 """

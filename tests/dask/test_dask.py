@@ -2,7 +2,7 @@
 options carried in the tasks on every scheduler, the backend route for
 unchanged dask code, and accuracy against the exact reference.
 
-Factorizations are judged as in tests/test_lapack.py: backward errors
+Factorizations are judged as in tests/linalg/test_lapack.py: backward errors
 compared with LAPACK (scipy) on the same input, within a factor 4.
 """
 from __future__ import annotations

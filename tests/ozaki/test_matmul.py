@@ -22,7 +22,7 @@ flint = pytest.importorskip("flint")
 
 from conftest import assert_dot_accurate  # noqa: E402
 
-METHODS = [m for m in ozlinalg.METHODS if not m.startswith("crt")]  # crt: tests/test_crt.py
+METHODS = [m for m in ozlinalg.METHODS if not m.startswith("crt")]  # crt: tests/ozaki/test_crt.py
 
 
 def textbook_and_emulated_errors(a, b, c):
@@ -176,7 +176,7 @@ class TestAccuracyOrdering:
     @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_groupwise_does_fewer_fp64_passes(self, rng, monkeypatch):
         # the driver's passes (small products may run in one compiled call instead,
-        # tests/test_small.py)
+        # tests/ozaki/test_small.py)
         monkeypatch.setattr(type(get_engine(np)), "small_product", None, raising=False)
         a, b = rng.standard_normal((20, 50)), rng.standard_normal((50, 20))
         passes = {}

@@ -17,7 +17,7 @@ import pytest
 import ozlinalg
 from ozlinalg.engines import _process, get_engine, kernels
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINUX = sys.platform.startswith("linux")
 
 

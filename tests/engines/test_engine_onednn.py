@@ -2,7 +2,7 @@
 SGEMM engine's results bit for bit.
 
 One test body runs over both NumPy engines where that is the point (like
-tests/test_engine_cublaslt.py does for the GPU engine and its host stand-in):
+tests/engines/test_engine_cublaslt.py does for the GPU engine and its host stand-in):
 every method, fixed and ``auto`` counts, shapes that hit the EF group limit r,
 the inner block and the output tiles, both memory orders of each operand,
 Inf/NaN and complex inputs. Everything that needs oneDNN skips (naming the
@@ -25,7 +25,7 @@ from ozlinalg.ozaki import params
 from ozlinalg.ozaki.split import normalize_rows, split_rows
 from ozlinalg.testing import random_matrix
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def onednn():
 @pytest.fixture(autouse=True)
 def driver_path(monkeypatch):
     """These tests exercise the engine's GEMMs and passes in the driver: small products'
-    one-call path (tests/test_small.py) is switched off."""
+    one-call path (tests/ozaki/test_small.py) is switched off."""
     from ozlinalg.engines.onednn import OneDNNEngine
 
     monkeypatch.setattr(OneDNNEngine, "small_product", None)
