@@ -191,7 +191,7 @@ def cmd_solve(args):
 
         return solve(args, np.asarray(a_h, dtype=float), np.asarray(b_h, dtype=float), source)
     a, b = xp.asarray(a_h, dtype=float), xp.asarray(b_h, dtype=float)
-    kw = dict(slices=args.slices, method=args.method, block_size=args.block_size, crossover=0)
+    kw = dict(slices=args.slices, method=args.method, block_size=args.block_size, min_size=0)
     with ozlinalg.profile() as prof:
         sync()
         t0 = time.perf_counter()

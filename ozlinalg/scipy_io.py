@@ -19,7 +19,7 @@ caller observes of them is mechanical, and this module states it once:
   written, else a new Fortran-ordered array (f2py's layout; ``solve`` and
   ``inv`` return C-ordered ones);
 * **what the blocked routines of** :mod:`ozlinalg.lapack` **are called with**
-  (:func:`lapack_kw`: the options in force, ``min_size`` as the crossover) and
+  (:func:`lapack_kw`: the options in force, ``min_size`` passed on) and
   **inside** (:func:`emulating`: every product of a factorization emulated).
 
 ozlinalg computes in float64 / complex128 whatever the input precision; a
@@ -195,7 +195,7 @@ def lapack_kw(n):
     """Keyword arguments for an :mod:`ozlinalg.lapack` call on order ``n``.
 
     * ``slices`` / ``method``: from :func:`ozlinalg.get_options`;
-    * ``crossover``: ``Options.min_size`` (below it the routine runs in
+    * ``min_size``: ``Options.min_size`` (below it the routine runs in
       native LAPACK; the library default 0 emulates at every size);
     * ``block_size``: ``min(128, ceil(n / 2))`` for small orders, so that every
       order from 2 up has at least one emulated update (with the lapack default
@@ -209,7 +209,7 @@ def lapack_kw(n):
     return dict(
         slices=opts.slices,
         method=opts.method,
-        crossover=int(opts.min_size if outer is None else outer),
+        min_size=int(opts.min_size if outer is None else outer),
         block_size=max(1, min(DEFAULT_BLOCK_SIZE, half)) if half < DEFAULT_BLOCK_SIZE else None,
     )
 
@@ -219,7 +219,7 @@ def emulating():
     """Run the blocked routines' GEMMs emulated whatever their inner dimension.
 
     ``Options.min_size`` is applied to the order of the user's matrix (as the
-    lapack crossover); inside a factorization every product is emulated, so
+    lapack routines' min_size); inside a factorization every product is emulated, so
     a trailing update with a panel width below ``min_size`` is not silently
     native. Inf / NaN propagate through the factorizations without
     RuntimeWarnings, as through LAPACK (``check_finite=False`` inputs).

@@ -5,9 +5,9 @@ Usage::
     python benchmarks/calibration/factorization_crossover.py [--sizes 128 192 256 384 512 768 1024]
 
 Prints a markdown table: for each n and operation, the native LAPACK time,
-the ozlinalg time with ``crossover=0`` (emulated trailing updates), their
+the ozlinalg time with ``min_size=0`` (emulated trailing updates), their
 ratio and the emulated-flop share. This is the measurement behind
-``ozlinalg.lapack.DEFAULT_CROSSOVER`` (see docs/factorizations.md).
+``ozlinalg.lapack.DEFAULT_MIN_SIZE`` (see docs/factorizations.md).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def main(argv=None):
     nb = args.block_size
     print("| n | op | native s | emulated s | ratio | emulated flop share |")
     print("|---|---|---|---|---|---|")
-    emu_kw = dict(block_size=nb, crossover=0)
+    emu_kw = dict(block_size=nb, min_size=0)
     for n in args.sizes:
         rng = np.random.default_rng(n)
         a = rng.standard_normal((n, n))

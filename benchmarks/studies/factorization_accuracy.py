@@ -1,6 +1,6 @@
 """Backward errors of ozlinalg.lapack's factorizations against LAPACK (scipy).
 
-For each matrix class and size, the emulated factorization (``crossover=0``,
+For each matrix class and size, the emulated factorization (``min_size=0``,
 so the trailing updates always go through ``ozlinalg.matmul``) and LAPACK run
 on the same input; the table lists both backward errors and their ratio
 (within 4x of LAPACK's), the slice counts that
@@ -127,8 +127,8 @@ def timed(fn):
 def case_lu(rng, n, kind, nb, kw):
     a = general(rng, n, n, kind)
     b = rng.standard_normal(n)
-    (lu, piv), p, t = run_profiled(lambda: getrf(a, block_size=nb, crossover=0, **kw))
-    x = getrs(lu, piv, b, block_size=nb, crossover=0, **kw)
+    (lu, piv), p, t = run_profiled(lambda: getrf(a, block_size=nb, min_size=0, **kw))
+    x = getrs(lu, piv, b, block_size=nb, min_size=0, **kw)
     (lu0, piv0), t0 = timed(lambda: sla.lu_factor(a))
     x0 = sla.lu_solve((lu0, piv0), b)
     return dict(op="getrf", kind=kind, shape=f"{n}x{n}",
@@ -140,8 +140,8 @@ def case_lu(rng, n, kind, nb, kw):
 def case_chol(rng, n, kind, nb, kw):
     a = spd(rng, n, kind)
     b = rng.standard_normal(n)
-    c, p, t = run_profiled(lambda: potrf(a, lower=True, block_size=nb, crossover=0, **kw))
-    x = potrs(c, b, lower=True, block_size=nb, crossover=0, **kw)
+    c, p, t = run_profiled(lambda: potrf(a, lower=True, block_size=nb, min_size=0, **kw))
+    x = potrs(c, b, lower=True, block_size=nb, min_size=0, **kw)
     c0, t0 = timed(lambda: sla.cholesky(a, lower=True))
     x0 = sla.cho_solve((c0, True), b)
     return dict(op="potrf", kind=kind, shape=f"{n}x{n}",
@@ -153,8 +153,8 @@ def case_chol(rng, n, kind, nb, kw):
 def case_qr(rng, n, kind, nb, kw, tall=False):
     m = 4 * n if tall else n
     a = general(rng, m, n, kind)
-    (qr, tau), p, t = run_profiled(lambda: geqrf(a, block_size=nb, crossover=0, **kw))
-    q = orgqr(qr, tau, block_size=nb, crossover=0, **kw)
+    (qr, tau), p, t = run_profiled(lambda: geqrf(a, block_size=nb, min_size=0, **kw))
+    q = orgqr(qr, tau, block_size=nb, min_size=0, **kw)
     r = np.triu(qr[:n])
     (q0, r0), t0 = timed(lambda: sla.qr(a, mode="economic"))
     eye = np.eye(n)
@@ -164,8 +164,8 @@ def case_qr(rng, n, kind, nb, kw, tall=False):
                prof=p, time=t, time_ref=t0)
     if not tall:
         b = rng.standard_normal(n)
-        y = ormqr(qr, tau, b, block_size=nb, crossover=0, **kw)
-        x = trsm(qr, y, lower=False, block_size=nb, crossover=0, **kw)
+        y = ormqr(qr, tau, b, block_size=nb, min_size=0, **kw)
+        x = trsm(qr, y, lower=False, block_size=nb, min_size=0, **kw)
         x0 = sla.solve_triangular(r0, q0.T @ b)
         out.update(res=resid(a, x, b), res_ref=resid(a, x0, b))
     return out
@@ -318,7 +318,7 @@ def main(argv=None):
         f"numpy {np.__version__}, block size {nb}, slices={args.slices}, method={args.method}, "
         f"inner balancing {'off' if args.no_balance else 'on'}, residual products "
         f"{'emulated with 12 slices (accurate)' if args.check == 'accurate' else 'native'}, "
-        "`crossover=0`. Norms are 1-norms; solve residual = ‖Ax−b‖/(‖A‖‖x‖+‖b‖); "
+        "`min_size=0`. Norms are 1-norms; solve residual = ‖Ax−b‖/(‖A‖‖x‖+‖b‖); "
         "ratio = ours / LAPACK (target ≤ 4).",
         "",
     ]

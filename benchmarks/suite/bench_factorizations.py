@@ -1,7 +1,7 @@
 """pytest-benchmark: blocked factorizations on the emulated GEMM vs native LAPACK.
 
 One benchmark group per operation and size; each group holds the ozlinalg run
-(``crossover=0``: trailing updates always emulated) and the native baseline
+(``min_size=0``: trailing updates always emulated) and the native baseline
 (SciPy/LAPACK on the host, cuSOLVER through CuPy on a GPU) on the same input.
 ``extra_info`` records n, slices, method, device, effective GFLOPS (the
 operation's FP64 flop count / time) and the backward error.
@@ -83,7 +83,7 @@ def _inputs(op, n, xp):
 
 
 def _emulated(op, a, b, nb):
-    kw = dict(block_size=nb, slices=SLICES, method=METHOD, crossover=0)
+    kw = dict(block_size=nb, slices=SLICES, method=METHOD, min_size=0)
     if op == "getrf":
         return lambda: getrf(a, **kw)
     if op == "potrf":

@@ -27,9 +27,12 @@ are public too: ``larft`` and ``unit_lower`` (compact-WY block reflectors),
 
 Every routine takes ``block_size`` (panel width, default
 :data:`DEFAULT_BLOCK_SIZE`), ``slices`` and ``method`` (passed to
-:func:`ozlinalg.matmul`) and ``crossover`` (below this order the whole call is
-native LAPACK, default :data:`DEFAULT_CROSSOVER`; ``crossover=0`` emulates at
-every size).
+:func:`ozlinalg.matmul`) and ``min_size`` (below this order the whole call is
+native LAPACK, default :data:`DEFAULT_MIN_SIZE`; ``min_size=0`` emulates at
+every size; the name of ``ozlinalg.options(min_size=...)``). Its former name
+``crossover=`` is still accepted, with a ``DeprecationWarning``: "crossover" now
+means only an engine's measured order from which emulation is faster
+(:meth:`ozlinalg.engines.Engine.crossover`, the backend's "performant" strategy).
 
 Real input is computed in float64, complex input (complex64 / complex128) in
 complex128: ``z`` LAPACK panels, conjugate transposes where the algorithm
@@ -38,7 +41,7 @@ built from real emulated ones (:mod:`ozlinalg.ozaki.complex`).
 """
 from ._common import (
     DEFAULT_BLOCK_SIZE,
-    DEFAULT_CROSSOVER,
+    DEFAULT_MIN_SIZE,
     Runner,
     conj_t,
     first_zero_diagonal,
@@ -60,7 +63,7 @@ __all__ = [
     "ormqr",
     "trsm",
     "DEFAULT_BLOCK_SIZE",
-    "DEFAULT_CROSSOVER",
+    "DEFAULT_MIN_SIZE",
     # helpers of blocked graphs built elsewhere (ozlinalg.dask)
     "larft",
     "unit_lower",

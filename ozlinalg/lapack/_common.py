@@ -27,7 +27,7 @@ from .._profile import record_native_flops
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
-    "DEFAULT_CROSSOVER",
+    "DEFAULT_MIN_SIZE",
 ]
 
 #: Default panel width (columns factored natively per step). With nb = 128
@@ -42,8 +42,8 @@ DEFAULT_BLOCK_SIZE = 128
 #: CPU the emulation is never faster than native DGEMM, so this value is a
 #: policy (emulate from moderately large sizes on, so that results do not
 #: change character between n = 255 and n = 257 for typical use), not a
-#: break-even point. Pass ``crossover=0`` to emulate at every size.
-DEFAULT_CROSSOVER = 256
+#: break-even point. Pass ``min_size=0`` to emulate at every size.
+DEFAULT_MIN_SIZE = 256
 
 
 # --------------------------------------------------------------------------
@@ -139,8 +139,20 @@ def check_block_size(block_size, fname, xp=None, order=None):
     return _check_int_option(block_size, default, 1, "block_size", fname)
 
 
-def check_crossover(crossover, fname):
-    return _check_int_option(crossover, DEFAULT_CROSSOVER, 0, "crossover", fname)
+def check_min_size(min_size, fname, crossover=None):
+    """``min_size`` (below this order the whole call is native LAPACK), or the default
+    :data:`DEFAULT_MIN_SIZE`. ``crossover``: its former name, still accepted with a
+    ``DeprecationWarning`` ("crossover" now means only an engine's measured order
+    from which emulation is faster, :meth:`ozlinalg.engines.Engine.crossover`)."""
+    if crossover is not None:
+        if min_size is not None:
+            raise TypeError(f"{_fname(fname)}: give min_size, not both min_size and its "
+                            "former name crossover")
+        warnings.warn(f"{_fname(fname)}: crossover= is now called min_size= (the same "
+                      "meaning: below this order the call runs in native LAPACK)",
+                      DeprecationWarning, stacklevel=3)
+        min_size = crossover
+    return _check_int_option(min_size, DEFAULT_MIN_SIZE, 0, "min_size", fname)
 
 
 def check_trans(trans, fname):
@@ -177,8 +189,8 @@ BALANCE_INNER = True
 class Runner:
     """Runs the GEMMs of a blocked algorithm: emulated, or native FP64.
 
-    ``emulate=False`` is the native path of the CuPy fallback below the
-    crossover (the NumPy fallback calls LAPACK directly); its GEMM flops are
+    ``emulate=False`` is the native path of the CuPy fallback below
+    ``min_size`` (the NumPy fallback calls LAPACK directly); its GEMM flops are
     recorded as native so that :func:`ozlinalg.profile` stays truthful.
     """
 

@@ -10,7 +10,7 @@ from ._common import (
     _lwork,
     as_float_matrix,
     check_block_size,
-    check_crossover,
+    check_min_size,
     check_side,
     conj_t,
     flops_geqrf,
@@ -24,7 +24,7 @@ __all__ = ["geqrf", "orgqr", "ormqr", "larft", "unit_lower"]
 
 
 def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
-          check_finite=True, crossover=None):
+          check_finite=True, min_size=None, crossover=None):
     """Householder QR factorization ``a = Q @ R`` in LAPACK's compact form.
 
     Parameters
@@ -48,9 +48,9 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         only).
     check_finite : bool, optional
         Check that the input contains only finite numbers.
-    crossover : int, optional
+    min_size : int, optional
         If ``min(M, N)`` is below this, the whole factorization runs in
-        native LAPACK (default :data:`ozlinalg.lapack.DEFAULT_CROSSOVER`; 0
+        native LAPACK (default :data:`ozlinalg.lapack.DEFAULT_MIN_SIZE`; 0
         always emulates the block-reflector updates).
 
     Returns
@@ -89,14 +89,14 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     >>> import numpy as np
     >>> from ozlinalg.lapack import geqrf, orgqr
     >>> a = np.random.default_rng(0).standard_normal((5, 3))
-    >>> qr, tau = geqrf(a, block_size=2, crossover=0)
-    >>> q = orgqr(qr, tau, block_size=2, crossover=0)
+    >>> qr, tau = geqrf(a, block_size=2, min_size=0)
+    >>> q = orgqr(qr, tau, block_size=2, min_size=0)
     >>> bool(np.allclose(q @ np.triu(qr[:3]), a))
     True
     """
     xp, a = as_float_matrix(a, "geqrf", check_finite=check_finite)
     nb = check_block_size(block_size, "geqrf", xp, min(a.shape))
-    cross = check_crossover(crossover, "geqrf")
+    cross = check_min_size(min_size, "geqrf", crossover)
     m, n = a.shape
     k = min(m, n)
     qr = work_copy(xp, a, overwrite_a)
@@ -105,7 +105,7 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     if k < cross or k <= nb:
         f, tau = native_geqrf(xp, qr)
         qr[...] = f
-        Runner.native(flops_geqrf(m, n), "geqrf (native: below crossover or one panel)")
+        Runner.native(flops_geqrf(m, n), "geqrf (native: below min_size or one panel)")
         return qr, tau
 
     run = Runner(xp, slices, method, accuracy=accuracy)
@@ -196,7 +196,7 @@ def _blocks(k, nb, reverse):
 
 
 def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
-          check_finite=True, crossover=None):
+          check_finite=True, min_size=None, crossover=None):
     """Form the M x N matrix Q with orthonormal (unitary) columns from :func:`geqrf` output.
 
     Parameters
@@ -208,7 +208,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
         :func:`scipy.linalg.qr` does).
     tau : (K,) array_like, K <= N
         Scalar factors from :func:`geqrf`.
-    block_size, slices, method, accuracy, crossover : optional
+    block_size, slices, method, accuracy, min_size : optional
         As in :func:`geqrf`.
     overwrite_a : bool, optional
         Allow Q to be written into `qr` (float64 / complex128 arrays only).
@@ -230,7 +230,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
     xp, qr = as_float_matrix(qr, "orgqr", "qr", check_finite=check_finite)
     _, tau = as_float_matrix(tau, "orgqr", "tau", check_finite=check_finite, ndim=(1,))
     nb = check_block_size(block_size, "orgqr", xp, min(qr.shape))
-    cross = check_crossover(crossover, "orgqr")
+    cross = check_min_size(min_size, "orgqr", crossover)
     m, n = qr.shape
     k = tau.shape[0]
     if n > m:
@@ -249,7 +249,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
         q, _, info = orgqr_(a, tau, lwork=_lwork(orgqr_, a, tau))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal orgqr")
-        Runner.native(_flops_orgqr(m, n, k), "orgqr (native: below crossover or one panel)")
+        Runner.native(_flops_orgqr(m, n, k), "orgqr (native: below min_size or one panel)")
         a[...] = q
         return a
     run = Runner(xp, slices, method, accuracy=accuracy, emulate=not (k < cross or k <= nb))
@@ -273,7 +273,7 @@ def _flops_orgqr(m, n, k):
 
 
 def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, method=None,
-          accuracy=None, overwrite_c=False, check_finite=True, crossover=None):
+          accuracy=None, overwrite_c=False, check_finite=True, min_size=None, crossover=None):
     """Multiply ``c`` by ``Q`` or ``Q^T`` (``Q^H``) from :func:`geqrf` output.
 
     Computes ``Q^T c`` (side 'L', trans 'T', the default), ``Q c`` (side 'L',
@@ -297,7 +297,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
     trans : {'N', 'T', 'C', 0, 1, 2}, optional
         Apply ``Q`` ('N') or ``Q^T`` ('T', the default; 'C' is 'T' for real
         ``Q``). For complex ``Q``: ``Q^H`` ('C'); 'T' raises ValueError.
-    block_size, slices, method, accuracy, crossover : optional
+    block_size, slices, method, accuracy, min_size : optional
         As in :func:`geqrf`.
     overwrite_c : bool, optional
         Allow the result to be written into `c` (arrays of the result's dtype
@@ -327,7 +327,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
                          "use 'C' (Q^H), as LAPACK zunmqr")
     t = tc != 0
     nb = check_block_size(block_size, "ormqr", xp, tau.shape[0])
-    cross = check_crossover(crossover, "ormqr")
+    cross = check_min_size(min_size, "ormqr", crossover)
     k = tau.shape[0]
     out = work_copy(xp, c, overwrite_c, work_dtype(xp, qr, tau, c))
     cm = out[:, None] if (out.ndim == 1 and side == "L") else (
@@ -359,7 +359,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
         rows, cols = cm.shape
         other = cols if side == "L" else rows
         Runner.native(4.0 * rows * cols * k - 2.0 * other * k * k,
-                      "ormqr (native, below crossover)")
+                      "ormqr (native, below min_size)")
         cm[...] = res
         return out
     run = Runner(xp, slices, method, accuracy=accuracy, emulate=not (k < cross or k <= nb))

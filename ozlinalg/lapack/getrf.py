@@ -10,7 +10,7 @@ from ._common import (
     Runner,
     as_float_matrix,
     check_block_size,
-    check_crossover,
+    check_min_size,
     flops_getrf,
     native_getrf,
     swap_rows,
@@ -25,7 +25,7 @@ __all__ = ["getrf", "getrs"]
 
 
 def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
-          check_finite=True, crossover=None, warn=True):
+          check_finite=True, min_size=None, crossover=None, warn=True):
     """LU factorization with partial pivoting, ``a = P @ L @ U``.
 
     Parameters
@@ -50,9 +50,9 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         arrays only).
     check_finite : bool, optional
         Check that the input contains only finite numbers.
-    crossover : int, optional
+    min_size : int, optional
         If ``min(M, N)`` is below this, the whole factorization runs in native
-        LAPACK (default :data:`ozlinalg.lapack.DEFAULT_CROSSOVER`; 0 always
+        LAPACK (default :data:`ozlinalg.lapack.DEFAULT_MIN_SIZE`; 0 always
         emulates the trailing updates).
     warn : bool, optional
         Warn (``LinAlgWarning``) on an exactly zero pivot (default). Callers
@@ -106,13 +106,13 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     >>> import numpy as np
     >>> from ozlinalg.lapack import getrf
     >>> a = np.array([[1., 2.], [3., 4.]])
-    >>> lu, piv = getrf(a, crossover=0)
+    >>> lu, piv = getrf(a, min_size=0)
     >>> piv
     array([1, 1], dtype=int32)
     """
     xp, a = as_float_matrix(a, "getrf", check_finite=check_finite)
     nb = check_block_size(block_size, "getrf", xp, min(a.shape))
-    cross = check_crossover(crossover, "getrf")
+    cross = check_min_size(min_size, "getrf", crossover)
     m, n = a.shape
     k = min(m, n)
     lu = work_copy(xp, a, overwrite_a)
@@ -123,7 +123,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         f, piv, info = native_getrf(xp, lu, overwrite=True)  # in place when lu is F-ordered
         if f is not lu:
             lu[...] = f
-        Runner.native(flops_getrf(m, n), "getrf (native: below crossover or one panel)")
+        Runner.native(flops_getrf(m, n), "getrf (native: below min_size or one panel)")
         if warn:
             _warn_singular(info)
         return lu, xp.asarray(piv)
@@ -199,7 +199,7 @@ def _warn_singular(info):
 
 
 def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, accuracy=None,
-          overwrite_b=False, check_finite=True, crossover=None):
+          overwrite_b=False, check_finite=True, min_size=None, crossover=None):
     """Solve ``a @ x = b`` (``a.T``, ``a^H``) from the output of :func:`getrf`.
 
     Parameters
@@ -213,7 +213,7 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     trans : {0, 1, 2, 'N', 'T', 'C'}, optional
         Solve ``a x = b`` (0/'N'), ``a^T x = b`` (1/'T') or ``a^H x = b``
         (2/'C', the conjugate transpose; the same as 1 for real `lu`).
-    block_size, slices, method, accuracy, crossover : optional
+    block_size, slices, method, accuracy, min_size : optional
         As in :func:`trsm` (used for both triangular solves).
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
@@ -251,7 +251,7 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     dst, src = swaps_to_rows(piv_h.astype(np.intp), 0)
     kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
               overwrite_b=True,
-              check_finite=False, crossover=crossover, check_singular=False)
+              check_finite=False, min_size=min_size, crossover=crossover, check_singular=False)
     if not t:
         if dst.size:
             x[dst] = x[src]

@@ -5,7 +5,7 @@ from ._common import (
     Runner,
     as_float_matrix,
     check_block_size,
-    check_crossover,
+    check_min_size,
     conj_t,
     flops_potrf,
     keep_triangle,
@@ -20,7 +20,7 @@ __all__ = ["potrf", "potrs"]
 
 
 def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy=None,
-          overwrite_a=False, clean=True, check_finite=True, crossover=None):
+          overwrite_a=False, clean=True, check_finite=True, min_size=None, crossover=None):
     """Cholesky factorization of a symmetric (Hermitian) positive definite matrix.
 
     Computes ``a = L @ L^H`` (`lower` True) or ``a = U^H @ U`` (default);
@@ -55,9 +55,9 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
         If False it holds the input's entries, as LAPACK leaves it.
     check_finite : bool, optional
         Check that the input contains only finite numbers.
-    crossover : int, optional
+    min_size : int, optional
         Below this order the whole factorization runs in native LAPACK
-        (default :data:`ozlinalg.lapack.DEFAULT_CROSSOVER`; 0 always
+        (default :data:`ozlinalg.lapack.DEFAULT_MIN_SIZE`; 0 always
         emulates).
 
     Returns
@@ -98,13 +98,13 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
     --------
     >>> import numpy as np
     >>> from ozlinalg.lapack import potrf
-    >>> potrf(np.array([[4., 2.], [2., 5.]]), lower=True, crossover=0)
+    >>> potrf(np.array([[4., 2.], [2., 5.]]), lower=True, min_size=0)
     array([[2., 0.],
            [1., 2.]])
     """
     xp, a = as_float_matrix(a, "potrf", check_finite=check_finite, square=True)
     nb = check_block_size(block_size, "potrf", xp, a.shape[0])
-    cross = check_crossover(crossover, "potrf")
+    cross = check_min_size(min_size, "potrf", crossover)
     n = a.shape[0]
     c = work_copy(xp, a, overwrite_a)
     if n == 0:
@@ -115,7 +115,7 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
 
     if n < cross or n <= nb:
         f, info = native_potrf(xp, c, lower)
-        Runner.native(flops_potrf(n), "potrf (native: below crossover or one panel)")
+        Runner.native(flops_potrf(n), "potrf (native: below min_size or one panel)")
         if info > 0:
             raise_not_pd(info)
         c[...] = f
@@ -161,7 +161,7 @@ def _syrk_lower(run, c, p, nb):
 
 
 def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accuracy=None,
-          overwrite_b=False, check_finite=True, crossover=None):
+          overwrite_b=False, check_finite=True, min_size=None, crossover=None):
     """Solve ``a @ x = b`` from the Cholesky factor of :func:`potrf`.
 
     Parameters
@@ -172,7 +172,7 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accur
         Right-hand sides.
     lower : bool, optional
         Whether `c` is the lower factor.
-    block_size, slices, method, accuracy, crossover : optional
+    block_size, slices, method, accuracy, min_size : optional
         As in :func:`trsm`.
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
@@ -202,7 +202,7 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accur
         return x
     kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
               overwrite_b=True,
-              check_finite=False, crossover=crossover, check_singular=False)
+              check_finite=False, min_size=min_size, crossover=crossover, check_singular=False)
     if lower:
         x = trsm(c, x, lower=True, **kw)
         return trsm(c, x, lower=True, trans=2, **kw)

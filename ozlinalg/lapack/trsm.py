@@ -6,7 +6,7 @@ from ._common import (
     Runner,
     as_float_matrix,
     check_block_size,
-    check_crossover,
+    check_min_size,
     check_side,
     first_zero_diagonal,
     flops_trsm,
@@ -21,7 +21,7 @@ __all__ = ["trsm"]
 
 def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_size=None,
          slices=None, method=None, accuracy=None, overwrite_b=False, check_finite=True,
-         crossover=None, check_singular=True):
+         min_size=None, crossover=None, check_singular=True):
     """Solve a triangular system with many right-hand sides.
 
     Solves ``op(a) @ x = b`` (``side='L'``) or ``x @ op(a) = b``
@@ -62,9 +62,9 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
         dtype only).
     check_finite : bool, optional
         Check that the inputs contain only finite numbers.
-    crossover : int, optional
+    min_size : int, optional
         Below this order of `a` the whole solve runs natively
-        (default :data:`ozlinalg.lapack.DEFAULT_CROSSOVER`; 0 always emulates).
+        (default :data:`ozlinalg.lapack.DEFAULT_MIN_SIZE`; 0 always emulates).
     check_singular : bool, optional
         Raise on a zero diagonal entry (default, as LAPACK ``trtrs``). If
         False, a zero on the diagonal gives Inf / NaN in the solution, as
@@ -104,7 +104,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     >>> import numpy as np
     >>> from ozlinalg.lapack import trsm
     >>> a = np.array([[2., 0.], [1., 4.]])
-    >>> trsm(a, np.array([2., 9.]), lower=True, crossover=0)
+    >>> trsm(a, np.array([2., 9.]), lower=True, min_size=0)
     array([1., 2.])
     """
     xp, a = as_float_matrix(a, "trsm", "a", check_finite=check_finite, square=True)
@@ -114,7 +114,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     side = check_side(side, "trsm")
     t = trans_code(trans, "trsm")
     nb = check_block_size(block_size, "trsm", xp, a.shape[0])
-    cross = check_crossover(crossover, "trsm")
+    cross = check_min_size(min_size, "trsm", crossover)
     n = a.shape[0]
     vec = b.ndim == 1
     dim = b.shape[0] if (vec or side == "L") else b.shape[1]

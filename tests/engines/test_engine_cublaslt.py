@@ -339,9 +339,9 @@ class TestMatmulThroughHostEngine:
     def test_factorization_runs_on_the_engine(self, rng, swap_engine, host_engine):
         engine = host_engine
         a = rng.standard_normal((300, 300))
-        want = ozlinalg.lapack.getrf(a, crossover=64, block_size=64)
+        want = ozlinalg.lapack.getrf(a, min_size=64, block_size=64)
         swap_engine(engine)
-        got = ozlinalg.lapack.getrf(a, crossover=64, block_size=64)
+        got = ozlinalg.lapack.getrf(a, min_size=64, block_size=64)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
         assert engine.lt.calls > 0

@@ -179,9 +179,9 @@ class TestSameBitsAsSGEMM:
         for name, x in (("getrf", a), ("potrf", spd), ("geqrf", a)):
             fn = getattr(ozlinalg.lapack, name)
             with ozlinalg.options(engine="sgemm"):
-                want = fn(x, crossover=64, block_size=64)
+                want = fn(x, min_size=64, block_size=64)
             with ozlinalg.options(engine="onednn"):
-                got = fn(x, crossover=64, block_size=64)
+                got = fn(x, min_size=64, block_size=64)
             for w, g in zip(want, got):
                 np.testing.assert_array_equal(g, w)
 

@@ -1,7 +1,7 @@
 """Complex input to the blocked factorizations (ozlinalg.lapack) and to the
 SciPy / NumPy compatible layers (ozlinalg.linalg, ozlinalg.numpy_linalg).
 
-As in tests/linalg/test_lapack.py: emulation forced at every size (``crossover=0``,
+As in tests/linalg/test_lapack.py: emulation forced at every size (``min_size=0``,
 ``min_size=0``), small block sizes so that the blocking (and the complex
 emulated trailing updates) is exercised, backward errors within a factor 4 of
 LAPACK's (scipy's z routines) on the same input, results close to SciPy's.
@@ -21,7 +21,7 @@ from ozlinalg.lapack import geqrf, getrf, getrs, orgqr, ormqr, potrf, potrs, trs
 
 EPS = np.finfo(np.float64).eps
 FACTOR = 4.0
-EMU = dict(crossover=0)
+EMU = dict(min_size=0)
 SIZES = [1, 2, 7, 33, 64, 150]
 
 

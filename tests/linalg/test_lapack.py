@@ -2,7 +2,7 @@
 
 Accuracy: backward errors (and solve residuals) within a factor 4 of LAPACK's
 (scipy) on the same input, or of n ulps where LAPACK's is smaller (``within``).
-Emulation is forced at every size (``crossover=0``) and small block sizes
+Emulation is forced at every size (``min_size=0``) and small block sizes
 exercise the blocking.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from scipy.linalg import LinAlgWarning
 
 import ozlinalg
 from ozlinalg.lapack import (
-    DEFAULT_CROSSOVER,
+    DEFAULT_MIN_SIZE,
     geqrf,
     getrf,
     getrs,
@@ -30,7 +30,7 @@ from ozlinalg.lapack import (
 
 EPS = np.finfo(np.float64).eps
 FACTOR = 4.0
-EMU = dict(crossover=0)
+EMU = dict(min_size=0)
 
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -198,14 +198,24 @@ class TestGetrf:
             getrf(np.array([[1.0, np.inf], [0.0, 1.0]]))
         with pytest.raises(ValueError, match="block_size"):
             getrf(np.eye(3), block_size=0)
-        with pytest.raises(ValueError, match="crossover"):
-            getrf(np.eye(3), crossover=-1)
+        with pytest.raises(ValueError, match="min_size"):
+            getrf(np.eye(3), min_size=-1)
         lu, _ = getrf(np.array([[1.0, np.nan], [2.0, 1.0]]), check_finite=False)
         assert np.isnan(lu).any()
 
-    def test_crossover_and_profile(self):
+    def test_min_size_former_name_crossover(self):
+        # crossover= (the keyword's former name) still works, warns, and means the same
+        a = np.random.default_rng(9).standard_normal((40, 40))
+        with pytest.warns(DeprecationWarning, match="min_size"):
+            old = getrf(a, block_size=8, crossover=0)
+        new = getrf(a, block_size=8, min_size=0)
+        assert all(np.array_equal(x, y) for x, y in zip(old, new))
+        with pytest.raises(TypeError, match="not both"):
+            getrf(a, min_size=0, crossover=0)
+
+    def test_min_size_and_profile(self):
         rng = np.random.default_rng(7)
-        n = DEFAULT_CROSSOVER // 2
+        n = DEFAULT_MIN_SIZE // 2
         a = rng.standard_normal((n, n))
         with ozlinalg.profile() as p:
             getrf(a, block_size=16)

@@ -304,14 +304,14 @@ def test_factorizations_and_solve_accept_it(rng):
     x = rng.standard_normal(n)
     spd = a @ a.T
     with ozlinalg.options(accuracy="faithful", min_size=0), ozlinalg.profile() as prof:
-        lu, piv = ozlinalg.lapack.getrf(a, block_size=16, crossover=0)
+        lu, piv = ozlinalg.lapack.getrf(a, block_size=16, min_size=0)
         sol = ozlinalg.solve(a, a @ x)
-        ozlinalg.lapack.potrf(spd, block_size=16, crossover=0)
-        ozlinalg.lapack.geqrf(a, block_size=16, crossover=0)
+        ozlinalg.lapack.potrf(spd, block_size=16, min_size=0)
+        ozlinalg.lapack.geqrf(a, block_size=16, min_size=0)
     assert prof.calls and all(r.accuracy == "faithful" for r in prof.calls)
     np.testing.assert_allclose(sol, x, rtol=1e-10)
     with ozlinalg.profile() as prof:
-        ozlinalg.lapack.getrf(a, block_size=16, crossover=0, accuracy="faithful")
+        ozlinalg.lapack.getrf(a, block_size=16, min_size=0, accuracy="faithful")
     assert prof.calls and all(r.accuracy == "faithful" for r in prof.calls)
 
 

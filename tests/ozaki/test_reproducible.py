@@ -387,9 +387,9 @@ def test_factorizations_same_bits(rng, monkeypatch, accuracy):
             eng = make_engine(name, 2)
             monkeypatch.setitem(engine_registry._ENGINES, "numpy", eng)
             with ozlinalg.options(engine=None, memory_limit=limit, accuracy=accuracy):
-                got = (ozlinalg.lapack.getrf(a, block_size=32, crossover=0)[0],
-                       ozlinalg.lapack.potrf(spd, block_size=32, crossover=0),
-                       ozlinalg.lapack.geqrf(a, block_size=32, crossover=0)[0])
+                got = (ozlinalg.lapack.getrf(a, block_size=32, min_size=0)[0],
+                       ozlinalg.lapack.potrf(spd, block_size=32, min_size=0),
+                       ozlinalg.lapack.geqrf(a, block_size=32, min_size=0)[0])
             for key, val in zip(("getrf", "potrf", "geqrf"), got):
                 if key in outs:
                     assert_array_equal(val, outs[key], err_msg=f"{key} {name} {limit}")

@@ -1016,7 +1016,7 @@ def test_lu_trailing_update_in_chunks(monkeypatch, overwrite):
     a0 = matrix(17, (96, 96), "f8")
     a = np.array(a0, order="F")
     with ozlinalg.profile() as prof:
-        lu, piv = ozlinalg.lapack.getrf(a, block_size=8, crossover=0, overwrite_a=overwrite)
+        lu, piv = ozlinalg.lapack.getrf(a, block_size=8, min_size=0, overwrite_a=overwrite)
     assert prof.emulated_gemm_calls > 11 * 11 // 2  # one product per chunk and step
     ref_lu, ref_piv = native(sl, "lu_factor")(a0)
     np.testing.assert_array_equal(piv, ref_piv)
