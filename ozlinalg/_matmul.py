@@ -34,7 +34,7 @@ def _as_float64(xp, x, name):
     return x.astype(xp.complex128 if kind == "c" else xp.float64, copy=False)
 
 
-def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
+def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None, moduli=None):
     """Matrix product ``a @ b`` in FP64 accuracy from exact INT8 products.
 
     Parameters
@@ -63,7 +63,7 @@ def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
         ``"bitmask"``, ``"rn"``, ``"splitfp"``; Ozaki scheme II: ``"crt"``
         (accurate scaling), ``"crt-fast"``; or a peer alias (``"ozimmu_h"``,
         ``"ozimmu_ef"``, ``"ozimmu"``, ``"ootomo"``, ``"gemmul8"``). For the
-        ``crt`` methods ``slices`` counts moduli.
+        ``crt`` methods ``slices`` counts moduli (``moduli=`` says so by name).
     balance : {"auto", True, False}, optional
         Exact power-of-two balancing of the inner dimension (column k of ``a``
         against row k of ``b``) before splitting; ``"auto"`` (the default, from
@@ -80,6 +80,10 @@ def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
         methods ``hybrid-ef``, ``bitmask-ef``, ``crt``, ``crt-fast``). Whatever
         the accuracy, the result has the same bits on every engine, memory
         limit and thread count (docs/guarantees.md).
+    moduli : int or "auto", optional
+        The count of the ``crt`` methods by its own name: the number of INT8
+        moduli (Ozaki scheme II), the same value as ``slices`` there. Only for
+        ``crt`` / ``crt-fast``, and not together with ``slices``.
 
     Returns
     -------
@@ -108,10 +112,11 @@ def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
     True
     """
     return matmul_ordered(a, b, slices=slices, method=method, balance=balance,
-                          accuracy=accuracy)
+                          accuracy=accuracy, moduli=moduli)
 
 
-def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=None, order="C"):
+def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=None, order="C",
+                   moduli=None):
     """:func:`matmul` with the memory order of a real 2-D result chosen: "C" (what
     :func:`matmul` returns, as NumPy does) or "F" (the blocked factorizations
     update column-major work arrays). Same values either way."""
@@ -122,6 +127,7 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
         raise ValueError("ozlinalg.matmul: operands must be at least 1-D (use * for scalars)")
     opts = get_options()
     meth = params.METHODS[params.validate_method(opts.method if method is None else method)]
+    slices = params.count_from_moduli(meth.name, slices, moduli)
     slices = opts.slices if slices is None else slices
     params.validate_slices(slices)
     min_shift = min_shift_for(opts.balance if balance is None else balance)

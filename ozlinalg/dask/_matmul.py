@@ -1,6 +1,8 @@
 """``a @ b`` on dask arrays: one emulated product per block triple, FP64 sums."""
 from __future__ import annotations
 
+from .._options import get_options
+from ..ozaki.params import count_from_moduli
 from . import _kernels as K
 from ._tasks import OzTask, capture, meta_like, task_name
 from ._validate import as_dask, check_dtype, work_dtype
@@ -8,7 +10,7 @@ from ._validate import as_dask, check_dtype, work_dtype
 __all__ = ["matmul"]
 
 
-def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
+def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None, moduli=None):
     """Lazy emulated ``a @ b`` of dask arrays (NumPy's matmul shape rules).
 
     Parameters
@@ -16,7 +18,7 @@ def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
     a, b : dask.array.Array or array_like
         Operands; NumPy arrays are wrapped with the chunks of the other
         operand's matching axis.
-    slices, method, balance, accuracy : optional
+    slices, method, balance, accuracy, moduli : optional
         As in :func:`ozlinalg.matmul`; unset ones come from
         :func:`ozlinalg.options` as in force NOW (when the graph is built).
         ``accuracy="faithful"`` makes the inner dimension one chunk: a sum of
@@ -75,6 +77,8 @@ def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None):
     if a.chunks[-1] != b.chunks[-2]:
         b = b.rechunk({b.ndim - 2: a.chunks[-1]})
 
+    slices = count_from_moduli(get_options().method if method is None else method, slices,
+                               moduli, "ozlinalg.dask.matmul")
     opts = capture(min(a.shape[-2], a.shape[-1], b.shape[-1]), slices=slices, method=method,
                    balance=balance, accuracy=accuracy)
     if opts.accuracy == "faithful" and len(a.chunks[-1]) > 1:

@@ -28,6 +28,7 @@ __all__ = [
     "validate_method",
     "validate_slices",
     "pairs_by_group",
+    "count_from_moduli",
 ]
 
 #: Inner-dimension block of the INT8 methods: ``slice_width`` stays 7 up to
@@ -159,3 +160,19 @@ def pairs_by_group(s: int):
     accumulation adds them.
     """
     return [[(i, g - i) for i in range(g + 1)] for g in range(s - 1, -1, -1)]
+
+
+def count_from_moduli(method, slices, moduli, fname="ozlinalg.matmul"):
+    """The count of a product given as ``moduli=`` (the crt methods' name for it):
+    ``slices`` unchanged when ``moduli`` is None; ``moduli`` for a crt method when
+    ``slices`` is None; ValueError otherwise (another method, or both given)."""
+    if moduli is None:
+        return slices
+    meth = METHODS[validate_method(method)]
+    if meth.split not in ("crt", "crt-fast"):
+        raise ValueError(f"{fname}: moduli= is the count of the crt methods; method "
+                         f"{meth.name!r} counts slices (use slices=)")
+    if slices is not None:
+        raise ValueError(f"{fname}: give moduli= or slices=, not both (for the crt methods "
+                         "they are the same count)")
+    return moduli

@@ -271,3 +271,38 @@ class TestSpecialInputs:
             run(a, a, moduli="many")
         with pytest.raises(ValueError, match="moduli"):
             run(a, a, moduli=0)
+
+
+class TestModuliKeyword:
+    """``moduli=`` names the crt methods' count: the same product as ``slices=``."""
+
+    @pytest.mark.parametrize("method", ["crt", "crt-fast"])
+    def test_same_bits_as_slices(self, rng, method):
+        import ozlinalg
+
+        a, b = rng.standard_normal((23, 70)), rng.standard_normal((70, 9))
+        for count in (16, "auto"):
+            want = ozlinalg.matmul(a, b, method=method, slices=count)
+            got = ozlinalg.matmul(a, b, method=method, moduli=count)
+            assert np.array_equal(got, want)
+
+    def test_dask_same_bits_as_slices(self, rng):
+        import ozlinalg
+
+        da = pytest.importorskip("dask.array")
+        a = da.from_array(rng.standard_normal((20, 30)), chunks=10)
+        b = rng.standard_normal((30, 7))
+        want = ozlinalg.matmul(a, b, method="crt", slices=16).compute(scheduler="sync")
+        got = ozlinalg.matmul(a, b, method="crt", moduli=16).compute(scheduler="sync")
+        assert np.array_equal(got, want)
+
+    def test_errors(self, rng):
+        import ozlinalg
+
+        a = rng.standard_normal((4, 5))
+        with pytest.raises(ValueError, match="moduli= is the count of the crt methods"):
+            ozlinalg.matmul(a, a.T, method="hybrid-ef", moduli=5)
+        with pytest.raises(ValueError, match="not both"):
+            ozlinalg.matmul(a, a.T, method="crt", moduli=16, slices=16)
+        with ozlinalg.options(method="bitmask"), pytest.raises(ValueError, match="counts slices"):
+            ozlinalg.matmul(a, a.T, moduli=16)
