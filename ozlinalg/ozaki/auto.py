@@ -124,7 +124,7 @@ def squared_products(xp, engine, xa, xb, a=None, b=None):
     that normalization itself flushed to zero (a subnormal in a row whose
     maximum is large) is lost, not absent.
     """
-    fused = getattr(engine, "approx_squares", None)  # squares and GEMM in fewer passes
+    fused = engine.approx_squares  # squares and GEMM in fewer passes
     q = fused(xa, xb) if fused is not None else None
     if q is None:
         q = engine.approx_matmul(xa * xa, xb * xb)

@@ -388,7 +388,7 @@ def _bound_r_min(xp, engine, w, ca, cb, num, inv_k):
     :func:`_bound_decision` and its first column (0 where ``L_ij`` has no positive
     value: no divisor in float64's normal range, or no positive ``W_ij - ca_i -
     cb_j``)."""
-    fused = getattr(engine, "bound_r_min", None)
+    fused = engine.bound_r_min
     done = fused(w, ca, cb, num, inv_k) if fused is not None else None
     if done is not None:
         return done
@@ -413,7 +413,7 @@ def _bound_operand(xp, engine, x, operand):
     """``-ceil(128 |x|)`` in the engine's slice storage, shape (1, rows, k)."""
     rows, k = x.shape
     out = slice_storage(engine, x, 1, "crt", operand)
-    fused = getattr(engine, "crt_bound", None)  # one-pass kernel where the engine has one
+    fused = engine.crt_bound  # one-pass kernel where the engine has one
 
     def block(r0, r1):
         if fused is None or not fused(x[r0:r1], out[0, r0:r1]):
@@ -427,7 +427,7 @@ def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
     """Residues of ``A' = rint|trunc(2**shift x)`` for every modulus into ``out``."""
     rows, k = x.shape
     mult = xp.ldexp(xp.ones(shift.shape), shift.astype(xp.int32))
-    fused = getattr(engine, "crt_residues", None)  # one-pass kernel where the engine has one
+    fused = engine.crt_residues  # one-pass kernel where the engine has one
 
     def block(r0, r1):
         if fused is not None and fused(x[r0:r1], mult[r0:r1], round_rows[r0:r1], mods, bits,
@@ -779,8 +779,8 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         counts["certified"] = int(ok.sum())
         if recompute:  # tile by tile: the indices of one tile at a time
             counts["recomputed"] = faithful.recompute_uncertified(
-                xp, c, ok, a, bt, tiles, threads=getattr(engine, "threads", None),
-                scratch=getattr(engine, "scratch", None))
+                xp, c, ok, a, bt, tiles, threads=engine.threads,
+                scratch=engine.scratch)
         else:
             counts["uncertified"] = tuple(to_numpy(v) for v in xp.nonzero(~ok))
         return c
@@ -877,7 +877,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
             sy = xp.concatenate([v[2] for v in parts_b]) if len(ctiles) > 1 else parts_b[0][2]
         del parts_a, parts_b
         w_tiles = []
-        planner = getattr(engine, "crt_bound_shifts", None)  # W summarized, no log2 W
+        planner = engine.crt_bound_shifts  # W summarized, no log2 W
         planner = planner(m, p) if planner is not None and scaling == "accurate" else None
     if scaling == "accurate":
         # sum_k ceil(128 |x_ik|) per row (exact integers): the slack of W against
@@ -1036,7 +1036,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
     c = out
     res_all = (xp.empty((m, p), dtype=bool if faith == "certify" else xp.float64)
                if faith else None)
-    make = getattr(engine, "crt_accumulator", None)  # fused residues + one combine pass
+    make = engine.crt_accumulator  # fused residues + one combine pass
     for i0, i1 in rtiles:
         with _timer(timers, "split"):
             xa = operand("a", i0, i1)[0]

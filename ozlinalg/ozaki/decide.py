@@ -190,7 +190,7 @@ def _fixed_sum(xp, v):
 def _fixed_sums(xp, x, square, engine):
     """:func:`_fixed_sum` of ``x**2`` or ``|x|`` per row (normalized rows), fused where the
     engine has the pass (the same floats: exact integer sums)."""
-    fused = getattr(engine, "fixed_sums", None)
+    fused = (engine.fixed_sums if engine is not None else None)
     done = fused(x, square) if fused is not None else None
     if done is not None:
         return done
@@ -252,12 +252,12 @@ def estimate(xp, engine, xa, xb):
     """``(q_est, scale)``: ``q_est / scale`` estimates ``(X**2) @ (Y**2)^T`` within
     ``EST_REL q + k EST_ABS`` (the engine's fastest form: a scaled float32 BF16 result
     on the oneDNN engine, float64 elsewhere)."""
-    est = getattr(engine, "scaled_estimate", None)
+    est = engine.scaled_estimate
     if est is not None:
         done = est(xa, xb)
         if done is not None:
             return done
-    fused = getattr(engine, "approx_squares", None)
+    fused = engine.approx_squares
     q = fused(xa, xb) if fused is not None else None
     if q is None:
         q = engine.approx_matmul(xa * xa, xb * xb)
@@ -397,7 +397,7 @@ class CountPlan:
             return
         consts = (1.0 / scale, self.ops.k * EST_ABS, (1.0 - _SLACK) / (1.0 + EST_REL),
                   (1.0 + _SLACK) / (1.0 - EST_REL), _SLACK, self.cap)
-        fused = getattr(engine, "classify_estimate", None)
+        fused = (engine.classify_estimate if engine is not None else None)
         done = fused(q, consts, num) if fused is not None else None
         if done is not None:
             codes, row_lo, row_hi = done
