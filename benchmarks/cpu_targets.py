@@ -136,7 +136,7 @@ def crt_decision_cost(eng, a, bt, xa, xb, repeat):
         return ia[I] * nb[J] + na[I] * ib[J]
 
     def decide_count():
-        plan = decide.CountPlan(np, decide.crt_thresholds("accurate", 20, log2p_ref),
+        plan = decide.CountPlan(np, crt.crt_thresholds("accurate", 20, log2p_ref),
                                 decide.Operands(np, a, bt), weights=num)
         ca = faithful.digit_sums(np, eng, ba)[0]
         cb = faithful.digit_sums(np, eng, bb)[0]

@@ -83,12 +83,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import cache
 
 from .._exceptions import AccuracyWarning
-from .decide import CountPlan, Operands, estimate, slice_thresholds
+from .decide import CountPlan, Operands, SliceRule, estimate, slice_table
 
 __all__ = ["choose_slices", "HIGH_SLOPE", "plan_auto", "plan_slices", "rho_capacity", "RHO_KNEE",
-           "RHO_SLOPE", "SAFETY_BITS", "spread_bits", "squared_products"]
+           "RHO_SLOPE", "SAFETY_BITS", "SLICE_RULE", "slice_thresholds", "spread_bits",
+           "squared_products"]
 
 #: Offset per split kind, in bits (calibrated; see module doc).
 SAFETY_BITS = {"bitmask": 3.5, "rn": 1.5, "hybrid": 1.5, "fp": 1.5}
@@ -106,6 +108,19 @@ FP64_BITS = 53
 
 #: Outputs below this count get extra bits (see module doc).
 SMALL_OUTPUT = 1 << 16
+
+#: The constants above, as :mod:`.decide` takes them.
+SLICE_RULE = SliceRule(fp64_bits=FP64_BITS, safety_bits=tuple(SAFETY_BITS.items()),
+                       rho_slope=RHO_SLOPE, rho_knee=RHO_KNEE, high_slope=HIGH_SLOPE,
+                       small_output=SMALL_OUTPUT)
+
+
+@cache
+def slice_thresholds(split, width, max_slices, outputs):
+    """``(Q_1, ..., Q_max)``: ``s`` slices serve the entries with ``q >= Q_s``
+    (:func:`choose_slices`' criterion read as a threshold on ``q = 2**(-2 rho)``;
+    ``inf`` where ``s`` slices do not serve even ``rho = 0``; :func:`.decide.slice_table`)."""
+    return slice_table(SLICE_RULE, split, width, max_slices, outputs)
 
 
 def squared_products(xp, engine, xa, xb, a=None, b=None):

@@ -123,11 +123,12 @@ from . import faithful
 from .adequacy import count_warning, q_floor, sampled_settles, share_windows
 from .decide import (
     CountPlan,
+    ModuliRule,
     Operands,
     abs_sum_upper,
-    crt_thresholds,
     dec_log2,
     estimate,
+    moduli_table,
     robust_floor,
     sq_norm_upper,
 )
@@ -147,6 +148,8 @@ __all__ = [
     "AUTO_RHO_KNEE",
     "AUTO_RHO_SLOPE",
     "CRTConstants",
+    "MODULI_RULE",
+    "crt_thresholds",
     "crt_constants",
     "crt_matmul_2d",
     "choose_moduli",
@@ -193,6 +196,10 @@ AUTO_OFFSET_BITS = {"fast": -9.0, "accurate": -8.75}
 #: the 0.7 slope fitted on phi <= 2 predicts (benchmarks/calibrate_crt_auto.py).
 AUTO_RHO_KNEE = -60.0
 AUTO_HIGH_SLOPE = 0.25
+
+#: The constants above, as :mod:`.decide` takes them.
+MODULI_RULE = ModuliRule(rho_slope=AUTO_RHO_SLOPE, rho_knee=AUTO_RHO_KNEE,
+                         high_slope=AUTO_HIGH_SLOPE, offset_bits=tuple(AUTO_OFFSET_BITS.items()))
 
 _SCALINGS = ("fast", "accurate")
 
@@ -388,7 +395,7 @@ def _bound_r_min(xp, engine, w, ca, cb, num, inv_k):
     :func:`_bound_decision` and its first column (0 where ``L_ij`` has no positive
     value: no divisor in float64's normal range, or no positive ``W_ij - ca_i -
     cb_j``)."""
-    fused = engine.bound_r_min
+    fused = engine.bound_r_min if engine is not None else None
     done = fused(w, ca, cb, num, inv_k) if fused is not None else None
     if done is not None:
         return done
@@ -565,6 +572,14 @@ def _r_floor(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling):
     num = (a1 * b1 + a2 * b2) * (1.0 + 2.0**-40)
     with fp_errstate(np, under="ignore", over="ignore"):
         return q / (num * num) * (1.0 - 2.0**-40)
+
+
+def crt_thresholds(scaling, max_moduli, log2p_ref):
+    """``(R_1, ..., R_max)``: ``N`` moduli serve the entries with ``q / num**2 >= R_N``
+    (:func:`choose_moduli` read as a threshold on ``2**(-2 rho)``;
+    :func:`.decide.moduli_table`)."""
+    products = tuple(crt_constants(n).P for n in range(1, int(max_moduli) + 1))
+    return moduli_table(MODULI_RULE, scaling, products, log2p_ref)
 
 
 def choose_moduli(rho, scaling, max_moduli, log2p_max):

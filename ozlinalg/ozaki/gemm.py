@@ -32,10 +32,9 @@ from ..engines import get_engine
 from ..engines._scratch import release_after_oom
 from . import faithful, memory, params
 from .adequacy import count_warning, q_floor, row_exponents, sampled_settles, share_windows
-from .auto import plan_auto, plan_slices
+from .auto import plan_auto, plan_slices, slice_thresholds
 from .balance import balance_inner, min_shift_for
 from .complex import complex_matmul
-from .decide import slice_thresholds
 from .native import native_entries
 from .scaling import apply_exponents, exponent_factors, log2_pow2
 from .small import small_product
