@@ -545,7 +545,8 @@ class TestFusedPassesMatchGeneric:
     @pytest.mark.parametrize("tiles", [(1, 1), (2, 1), (1, 3), (3, 2)])
     def test_crt_bound_shifts(self, rng, fused, tiles):
         # the engine's int32 summary of W gives the generic float pass's shifts
-        from ozlinalg.ozaki.crt import _accurate_shifts, crt_constants
+        from ozlinalg.ozaki.crt import crt_constants
+        from ozlinalg.ozaki.crt.shifts import _accurate_shifts
 
         m, p = 61, 47
         for spread in (0, 3, 20, 30):
@@ -591,7 +592,7 @@ class TestFusedPassesMatchGeneric:
 
     def test_bound_r_min(self, rng, fused):
         # auto's lower bounds from W: the generic row blocks' minima and columns
-        from ozlinalg.ozaki.crt import _bound_r_min
+        from ozlinalg.ozaki.crt.count import _bound_r_min
 
         m, p, k = 70, 53, 400
         w = rng.integers(0, 2**31 - 1, (m, p)).astype(np.int32)

@@ -38,7 +38,7 @@ Ozaki-II's accurate scaling has a cheaper route to the same decision: its bound
 products W give a rigorous lower bound of every ``r_ij`` with no further GEMM, and
 when that bound and float64 upper bounds of a few entries fall between the same two
 thresholds, the count is decided (:meth:`CountPlan.decide_from_lower`,
-:func:`ozlinalg.ozaki.crt._bound_decision`); otherwise the estimates decide.
+:func:`ozlinalg.ozaki.crt.count._bound_decision`); otherwise the estimates decide.
 
 The thresholds come from the calibrated rules, whose constants their callers pass
 (:class:`SliceRule` from :mod:`.auto`, :class:`ModuliRule` from :mod:`.crt`; how
@@ -546,7 +546,7 @@ class CountPlan:
         """The count index when ``low`` bounds every entry's ``r`` from below, or None.
 
         For a caller holding a rigorous lower bound of all the ``r_ij`` (the accurate
-        scaling's bound products, :func:`ozlinalg.ozaki.crt._bound_decision`) and the
+        scaling's bound products, :func:`ozlinalg.ozaki.crt.count._bound_decision`) and the
         entries ``(rows, cols)`` most likely to hold the smallest: ``low >= cap``
         leaves no entry native and none a structural zero, and the float64 bounds of
         those entries give ``min r <= H``; the threshold interval holding both ``low``
