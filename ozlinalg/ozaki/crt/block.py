@@ -35,6 +35,7 @@ class _Null:
 
 
 def _timer(timers, key):
+    """The driver's timer ``key`` (a context manager), or one that does nothing."""
     return timers.get(key) or _Null()
 
 
@@ -278,6 +279,20 @@ def _integer_plan(blk, rows, mu, nu):
     return _Integers(mu, nu, ra, rb, bits_a, bits_b, ea, eb)
 
 
+def _residues(blk, which, r0, r1, ints, consts, nmod):
+    """The residues of the integerized rows r0:r1 of A ("a") or B^T ("b") for the
+    first ``nmod`` moduli, in the engine's layout for products: on the GPU they are
+    stored padded once, so no modulus's GEMM copies them."""
+    x = blk.operand(which, r0, r1)[0]
+    out = slice_storage(blk.engine, x, nmod, "crt", which)
+    if which == "a":
+        shift, rnd, bits = ints.mu[r0:r1], ints.ra[r0:r1], ints.bits_a
+    else:
+        shift, rnd, bits = ints.nu[r0:r1], ints.rb[r0:r1], ints.bits_b
+    _integerize_into(blk.xp, blk.engine, x, shift, rnd, consts.moduli, bits, out)
+    return out
+
+
 def _accumulate(blk, da, db, consts, nmod, tile_shape):
     """The accumulator of one output tile after the exact products of its residues
     ``da``, ``db`` for each of the ``nmod`` moduli (the engine's fused one where it has
@@ -351,20 +366,10 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
                if faith else None)
     for i0, i1 in blk.rtiles:
         with _timer(timers, "split"):
-            xa = blk.operand("a", i0, i1)[0]
-            # The engine's layout for products ("a"/"b"): on the GPU the residues are
-            # stored padded once, so no modulus's GEMM copies them.
-            da = slice_storage(engine, xa, nmod, "crt", "a")
-            _integerize_into(xp, engine, xa, mu[i0:i1], ints.ra[i0:i1], consts.moduli,
-                             ints.bits_a, da)
-            del xa
+            da = _residues(blk, "a", i0, i1, ints, consts, nmod)
         for j0, j1 in blk.ctiles:
             with _timer(timers, "split"):
-                xb = blk.operand("b", j0, j1)[0]
-                db = slice_storage(engine, xb, nmod, "crt", "b")
-                _integerize_into(xp, engine, xb, nu[j0:j1], ints.rb[j0:j1], consts.moduli,
-                                 ints.bits_b, db)
-                del xb
+                db = _residues(blk, "b", j0, j1, ints, consts, nmod)
                 blk.kept.clear()
             acc = _accumulate(blk, da, db, consts, nmod, (i1 - i0, j1 - j0))
             del db

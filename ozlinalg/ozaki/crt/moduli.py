@@ -90,6 +90,7 @@ class CRTConstants:
 
 
 def _limbs(v, count):
+    """``v`` cut into ``count`` ``LIMB_BITS``-bit limbs, lowest first (exact floats)."""
     mask = (1 << LIMB_BITS) - 1
     return tuple(float((v >> (LIMB_BITS * l)) & mask) for l in range(count))
 
@@ -115,6 +116,7 @@ def crt_constants(n_moduli: int) -> CRTConstants:
 
 
 def _ratio(w, P):
+    """``w / P`` rounded once to float64."""
     from fractions import Fraction
 
     return float(Fraction(w, P))

@@ -23,6 +23,7 @@ class CRTAccumulator:
         self.limbs = None
 
     def add(self, t, prod):
+        """Accumulate the exact product ``prod`` of the residues for modulus ``t``."""
         xp, consts = self.xp, self.consts
         c = symmetric_mod(xp, prod, consts.moduli[t])
         if self.quot is None:
@@ -75,6 +76,7 @@ class CRTAccumulator:
         return r2, xp.abs(e2) + (2.0**-53 * (1.0 + 2.0**-20)) * eb
 
     def result(self):
+        """C' rebuilt from its limbs, top limb first."""
         limbs = self._limbs_balanced()
         nl = len(limbs)
         unit = 2.0**LIMB_BITS

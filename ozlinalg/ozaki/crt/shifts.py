@@ -12,10 +12,13 @@ __all__ = ["block_shifts"]
 
 
 def _quiet(xp):
+    """Floating-point warnings off (the bounds handle zeros and infinities)."""
     return fp_errstate(xp, divide="ignore", invalid="ignore", over="ignore", under="ignore")
 
 
 def _fast_shifts(xp, na, nb, log2P):
+    """Shifts of the fast scaling (Cauchy-Schwarz): ``floor(H - log2 ||x_i||)`` with
+    ``H = (log2(P / 2) - margin) / 2``, 0 for zero rows."""
     h = (log2P - 1.0 - MARGIN_BITS) / 2.0
     mu = xp.where(na > 0, robust_floor(xp, h, xp.where(na > 0, na, 1.0)), 0.0)
     nu = xp.where(nb > 0, robust_floor(xp, h, xp.where(nb > 0, nb, 1.0)), 0.0)
