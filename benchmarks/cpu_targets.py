@@ -124,8 +124,8 @@ def crt_decision_cost(eng, a, bt, xa, xb, repeat):
 
     m, k = xa.shape
     p = xb.shape[0]
-    ba = crt_shifts._bound_operand(np, eng, xa, "a")
-    bb = crt_shifts._bound_operand(np, eng, xb, "b")
+    ba = crt_shifts.bound_operand(np, eng, xa, "a")
+    bb = crt_shifts.bound_operand(np, eng, xb, "b")
     w, _ = eng.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=eng.workspace(m, p))
     planner = eng.crt_bound_shifts(m, p)
     planner.add(0, m, 0, p, w)

@@ -1,6 +1,6 @@
 """Ozaki scheme II's block product: one inner block over all output tiles, in phases.
 
-:func:`_crt_block` runs them in order: the rows' exponents and norms
+:func:`crt_block` runs them in order: the rows' exponents and norms
 (:func:`_row_vectors`), the accurate scaling's bound products W
 (:func:`_bound_products`), the count (:func:`.count.decide_auto` or the caller's,
 :func:`_all_native` when no entry is left to the emulation), the shifts and
@@ -23,7 +23,7 @@ from .certify import certify_tile
 from .count import check_fixed, decide_auto
 from .moduli import MAX_MODULI, crt_constants
 from .reconstruct import CRTAccumulator
-from .shifts import _bound_operand, _integerize_into, _Recomputed, block_shifts
+from .shifts import RecomputedBounds, block_shifts, bound_operand, integerize_into
 
 
 class _Null:
@@ -44,7 +44,7 @@ class _Block:
     """One inner block's operands and what its phases share: the output tiles, the
     normalized operands of a single tile (kept through all phases), the workspaces
     per tile shape, the profile counts and timers. ``faith``: False, "certify" or
-    "bound" (:func:`_crt_block`)."""
+    "bound" (:func:`crt_block`)."""
 
     xp: object
     engine: object
@@ -116,7 +116,7 @@ class _Rows:
 @dataclass
 class _Bounds:
     """The accurate scaling's bound products W: ``tiles`` (a list of kept tiles, or a
-    :class:`.shifts._Recomputed`), ``planner`` (the engine's summary, or None) and the
+    :class:`.shifts.RecomputedBounds`), ``planner`` (the engine's summary, or None) and the
     digit sums ``ca``, ``cb`` (``moduli="auto"``)."""
 
     tiles: object
@@ -176,12 +176,12 @@ def _bound_gemms(blk, ca, cb, first=False, own=False):
     xp, engine, timers, counts = blk.xp, blk.engine, blk.timers, blk.counts
     for i0, i1 in blk.rtiles:
         with _timer(timers, "split"):
-            ba = _bound_operand(xp, engine, blk.operand("a", i0, i1)[0], "a")
+            ba = bound_operand(xp, engine, blk.operand("a", i0, i1)[0], "a")
             if first and blk.moduli == "auto":
                 ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
         for j0, j1 in blk.ctiles:
             with _timer(timers, "split"):
-                bb = _bound_operand(xp, engine, blk.operand("b", j0, j1)[0], "b")
+                bb = bound_operand(xp, engine, blk.operand("b", j0, j1)[0], "b")
                 if first and blk.moduli == "auto" and i0 == 0:
                     cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
             with _timer(timers, "int8"):
@@ -200,7 +200,7 @@ def _bound_gemms(blk, ca, cb, first=False, own=False):
 def _bound_products(blk, keep_bounds):
     """The :class:`_Bounds` of the block (empty for the fast scaling). ``keep_bounds``:
     W kept for the whole output until the shifts are known, else recomputed per pass
-    (:class:`.shifts._Recomputed`)."""
+    (:class:`.shifts.RecomputedBounds`)."""
     xp, engine, timers = blk.xp, blk.engine, blk.timers
     with _timer(timers, "split"):
         planner = engine.crt_bound_shifts  # W summarized, no log2 W
@@ -232,14 +232,14 @@ def _bound_products(blk, keep_bounds):
             del tile
     elif blk.moduli == "auto":
         for i0, i1 in blk.rtiles:
-            ba = _bound_operand(xp, engine, blk.operand("a", i0, i1)[0], "a")
+            ba = bound_operand(xp, engine, blk.operand("a", i0, i1)[0], "a")
             ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
             del ba
         for j0, j1 in blk.ctiles:
-            bb = _bound_operand(xp, engine, blk.operand("b", j0, j1)[0], "b")
+            bb = bound_operand(xp, engine, blk.operand("b", j0, j1)[0], "b")
             cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
             del bb
-    bounds.tiles = _Recomputed(partial(_bound_gemms, blk, ca, cb))
+    bounds.tiles = RecomputedBounds(partial(_bound_gemms, blk, ca, cb))
     if planner is not None:
         planner.stream(bounds.tiles)
     return bounds
@@ -289,7 +289,7 @@ def _residues(blk, which, r0, r1, ints, consts, nmod):
         shift, rnd, bits = ints.mu[r0:r1], ints.ra[r0:r1], ints.bits_a
     else:
         shift, rnd, bits = ints.nu[r0:r1], ints.rb[r0:r1], ints.bits_b
-    _integerize_into(blk.xp, blk.engine, x, shift, rnd, consts.moduli, bits, out)
+    integerize_into(blk.xp, blk.engine, x, shift, rnd, consts.moduli, bits, out)
     return out
 
 
@@ -317,7 +317,7 @@ def _accumulate(blk, da, db, consts, nmod, tile_shape):
     return acc
 
 
-def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
+def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
                out=None, faith=False, verdicts=None, keep_bounds=True):
     """One inner block over all output tiles; returns the block's product, or adds it
     to ``out`` (a previous block's result) tile by tile. Faithful mode (``faith``
@@ -326,7 +326,7 @@ def _crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, t
     ``verdicts``: a list, for a fixed ``moduli``, to which ``(need, natives)`` is
     appended when the count falls short of auto's (:func:`.count._fixed_short`).
     ``keep_bounds`` (accurate scaling): W kept for the whole output while the plan is
-    made (False: recomputed per pass, :class:`.shifts._Recomputed`; the memory plan's
+    made (False: recomputed per pass, :class:`.shifts.RecomputedBounds`; the memory plan's
     choice)."""
     m, k = a.shape
     p = bt.shape[0]

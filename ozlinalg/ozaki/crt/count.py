@@ -13,7 +13,7 @@ from ..._array import fp_errstate, row_blocks, to_numpy
 from ..adequacy import count_warning, q_floor, sampled_settles, share_windows
 from ..decide import CountPlan, Operands, estimate, moduli_table
 from .moduli import AUTO_REF_MODULI, MARGIN_BITS, MODULI_RULE, crt_constants
-from .shifts import _quiet, block_shifts
+from .shifts import block_shifts, quiet_fp
 
 __all__ = ["check_fixed", "crt_thresholds", "decide_auto"]
 
@@ -130,7 +130,7 @@ def _bound_r_min(xp, engine, w, ca, cb, num, inv_k):
     rmin = xp.empty(rows)
     rarg = xp.empty(rows, dtype=xp.int64)
     for r0, r1 in row_blocks(*w.shape):
-        with _quiet(xp):
+        with quiet_fp(xp):
             d = w[r0:r1].astype(xp.float64) - ca[r0:r1, None] - cb[None, :]
             n = ia[r0:r1, None] * nb[None, :] + na[r0:r1, None] * ib[None, :]
             nn = n * n
@@ -286,7 +286,7 @@ def _r_floor(xp, a, bt, ea, eb, na, nb, mu, nu, log2p, scaling):
 
 
 
-def _warn_short(verdicts, moduli, max_moduli, entries, scaling):
+def warn_short(verdicts, moduli, max_moduli, entries, scaling):
     """One warning for the inner blocks whose check found ``moduli`` short:
     ``verdicts`` holds ``(need, natives)`` per such block (``need`` None: every entry
     native)."""

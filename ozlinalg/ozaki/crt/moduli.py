@@ -60,7 +60,7 @@ AUTO_HIGH_SLOPE = 0.25
 MODULI_RULE = ModuliRule(rho_slope=AUTO_RHO_SLOPE, rho_knee=AUTO_RHO_KNEE,
                          high_slope=AUTO_HIGH_SLOPE, offset_bits=tuple(AUTO_OFFSET_BITS.items()))
 
-_SCALINGS = ("fast", "accurate")
+SCALINGS = ("fast", "accurate")
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 """Ozaki scheme II's driver: :func:`crt_matmul_2d` cuts the inner dimension into blocks
-of at most :data:`CRT_INNER_BLOCK` and runs :func:`.block._crt_block` on each (faithful
+of at most :data:`CRT_INNER_BLOCK` and runs :func:`.block.crt_block` on each (faithful
 mode: certifies the sum of the blocks, recomputing the entries left uncertified)."""
 from __future__ import annotations
 
 from ..._array import to_numpy
 from .. import faithful
-from .block import _crt_block
-from .count import _warn_short
-from .moduli import _SCALINGS, CRT_INNER_BLOCK, MAX_MODULI
+from .block import crt_block
+from .count import warn_short
+from .moduli import CRT_INNER_BLOCK, MAX_MODULI, SCALINGS
 
 __all__ = ["CRT_INNER_BLOCK", "crt_matmul_2d"]
 
@@ -67,7 +67,7 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
     -------
     c : array float64 (m, p)
     """
-    if scaling not in _SCALINGS:
+    if scaling not in SCALINGS:
         raise ValueError(f"ozlinalg: scaling must be 'fast' or 'accurate', got {scaling!r}")
     if isinstance(moduli, str):
         if moduli != "auto":
@@ -94,7 +94,7 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         parts = faithful.combine(xp) if nblocks > 1 else None
         for k0 in range(0, n, step):
             k1 = min(n, k0 + step)
-            c, res = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
+            c, res = crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
                                 max_moduli, counts, timers, tiles, None,
                                 "certify" if parts is None else "bound",
                                 keep_bounds=keep_bounds)
@@ -116,12 +116,12 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
     verdicts = [] if check and moduli != "auto" else None
     for k0 in range(0, n, step):
         k1 = min(n, k0 + step)
-        part = _crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
+        part = crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
                           max_moduli, counts, timers, tiles, c, verdicts=verdicts,
                           keep_bounds=keep_bounds)
         if c is None:
             c = part
     if verdicts:
-        _warn_short(verdicts, moduli, max_moduli, m * p, scaling)
+        warn_short(verdicts, moduli, max_moduli, m * p, scaling)
     return c
 

@@ -11,7 +11,7 @@ from .moduli import MARGIN_BITS, residues_into
 __all__ = ["block_shifts"]
 
 
-def _quiet(xp):
+def quiet_fp(xp):
     """Floating-point warnings off (the bounds handle zeros and infinities)."""
     return fp_errstate(xp, divide="ignore", invalid="ignore", over="ignore", under="ignore")
 
@@ -58,7 +58,7 @@ def _accurate_shifts(xp, w_tiles, log2P, m, p, planner=None):
 
 
 
-def _bound_operand(xp, engine, x, operand):
+def bound_operand(xp, engine, x, operand):
     """``-ceil(128 |x|)`` in the engine's slice storage, shape (1, rows, k)."""
     rows, k = x.shape
     out = slice_storage(engine, x, 1, "crt", operand)
@@ -72,7 +72,7 @@ def _bound_operand(xp, engine, x, operand):
     return out
 
 
-def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
+def integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
     """Residues of ``A' = rint|trunc(2**shift x)`` for every modulus into ``out``."""
     rows, k = x.shape
     mult = xp.ldexp(xp.ones(shift.shape), shift.astype(xp.int32))
@@ -90,7 +90,7 @@ def _integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
 
 
 
-class _Recomputed:
+class RecomputedBounds:
     """Ozaki-II's bound products W as an iterable of output tiles ``(i0, i1, j0, j1,
     w)`` that recomputes them on each pass (``make()``: a fresh generator of the bound
     GEMMs): what the planning passes read when W for the whole output does not fit
