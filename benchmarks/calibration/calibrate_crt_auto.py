@@ -1,4 +1,4 @@
-"""Calibration data for ``moduli="auto"`` of Ozaki scheme II (see ozlinalg/ozaki/crt.py).
+"""Calibration data for ``moduli="auto"`` of Ozaki scheme II (see ozlinalg/ozaki/crt/).
 
 For each case (shape, phi, seed, scaling) it records the predicted spread rho
 (with the reference count ``P_ref`` of 20 moduli, the default cap), the count

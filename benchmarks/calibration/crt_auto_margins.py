@@ -2,7 +2,7 @@
 rows of ``benchmarks/calibration/calibrate_crt_auto.py --json``.
 
 For each case the margin is ``log2 P_pick - required`` (bits; the rule of
-ozlinalg/ozaki/crt.py picks the smallest count with a margin >= 0). It prints the
+ozlinalg/ozaki/crt/moduli.py picks the smallest count with a margin >= 0). It prints the
 under-picks with their margins, and for raised offsets (bits added to
 ``AUTO_OFFSET_BITS`` of one scaling) how many picks would change, how many
 under-picks that fixes and how many new over-picks it makes.
@@ -28,7 +28,7 @@ from ozlinalg.ozaki.crt import (
 
 
 def required(rho, scaling):
-    """log2 P the rule asks for at spread ``rho`` (crt.py's module doc)."""
+    """log2 P the rule asks for at spread ``rho`` (the ozlinalg.ozaki.crt package doc)."""
     ref = crt_constants(AUTO_REF_MODULI).log2P
     return ref + 2 * (AUTO_RHO_SLOPE * (rho + 53) + AUTO_OFFSET_BITS[scaling]
                       + AUTO_HIGH_SLOPE * max(0.0, rho - AUTO_RHO_KNEE))

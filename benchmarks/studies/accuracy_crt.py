@@ -76,7 +76,7 @@ def markdown(rows, m, n, p, seed, elapsed, moduli_range):
         "",
         f"Inputs `(U(0,1) - 0.5) * exp(phi * N(0,1))`, seed {seed}; errors are elementwise "
         "`|C - C_exact| / |C_exact|` against the EXACT product (python-flint integers). "
-        "Code: `ozlinalg/ozaki/crt.py` (`crt_matmul_2d`), CPU engine (exact INT8 products on "
+        "Code: `ozlinalg/ozaki/crt/` (`crt_matmul_2d`), CPU engine (exact INT8 products on "
         "SGEMM), moduli 256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, "
         "197, 193, 191, 181, 179, 173 (the first N are used).",
         f"Reproduce: `python benchmarks/studies/accuracy_crt.py --m {m} --n {n} --p {p} "

@@ -118,17 +118,19 @@ def crt_decision_cost(eng, a, bt, xa, xb, repeat):
     row/column slack sums, the lower bounds of r from W, the float64 probes and, when
     W does not decide, the estimate (BF16 squares) and its exact reading."""
     from ozlinalg.ozaki import crt, decide, faithful
+    from ozlinalg.ozaki.crt import count as crt_count
+    from ozlinalg.ozaki.crt import shifts as crt_shifts
     from ozlinalg.ozaki.decide import sq_norm_upper
 
     m, k = xa.shape
     p = xb.shape[0]
-    ba = crt._bound_operand(np, eng, xa, "a")
-    bb = crt._bound_operand(np, eng, xb, "b")
+    ba = crt_shifts.bound_operand(np, eng, xa, "a")
+    bb = crt_shifts.bound_operand(np, eng, xb, "b")
     w, _ = eng.int_matmul_sum(ba, bb, [(0, 0)], 128, 128, ws=eng.workspace(m, p))
     planner = eng.crt_bound_shifts(m, p)
     planner.add(0, m, 0, p, w)
     log2p_ref = crt.crt_constants(crt.AUTO_REF_MODULI).log2P
-    mu, nu = crt._accurate_shifts(np, [], log2p_ref, m, p, planner)
+    mu, nu = crt_shifts._accurate_shifts(np, [], log2p_ref, m, p, planner)
     na, nb = sq_norm_upper(np, xa, eng), sq_norm_upper(np, xb, eng)
     ia, ib = np.ldexp(1.0, (-mu).astype(np.int32)), np.ldexp(1.0, (-nu).astype(np.int32))
 
@@ -136,11 +138,11 @@ def crt_decision_cost(eng, a, bt, xa, xb, repeat):
         return ia[I] * nb[J] + na[I] * ib[J]
 
     def decide_count():
-        plan = decide.CountPlan(np, decide.crt_thresholds("accurate", 20, log2p_ref),
+        plan = decide.CountPlan(np, crt.crt_thresholds("accurate", 20, log2p_ref),
                                 decide.Operands(np, a, bt), weights=num)
         ca = faithful.digit_sums(np, eng, ba)[0]
         cb = faithful.digit_sums(np, eng, bb)[0]
-        got = crt._bound_decision(np, eng, plan, planner.tiles, ca, cb, (ia, nb, na, ib), k)
+        got = crt_count._bound_decision(np, eng, plan, planner.tiles, ca, cb, (ia, nb, na, ib), k)
         if got is None:
             q, scale = decide.estimate(np, eng, xa, xb)
             plan.add_tile((0, 0), 0, 0, q, scale, engine=eng, num=(ia, nb, na, ib))

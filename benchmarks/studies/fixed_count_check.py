@@ -3,7 +3,7 @@
 For n x n x n products of the papers' inputs (phi = 0.5) with a fixed count that is
 enough (the check's common case: its bound settles it, no GEMM), it times, inside
 real ``ozlinalg.matmul`` calls, the time spent in the check (the driver's
-``_check_fixed_count`` for the Ozaki-I methods, ``crt._fixed_short`` for the CRT
+``_check_fixed_count`` for the Ozaki-I methods, ``crt.count._fixed_short`` for the CRT
 ones) and the whole call, best of ``--repeat`` each, and reports their ratio; native
 DGEMM on the same inputs in the same run. ``--forced`` also times the check when
 its GEMM-free bounds are made to fail (the estimate over a sixteenth of the inner
@@ -34,8 +34,9 @@ import numpy as np
 
 import ozlinalg
 from ozlinalg.engines import get_engine
-from ozlinalg.ozaki import adequacy, crt
+from ozlinalg.ozaki import adequacy
 from ozlinalg.ozaki import tiling as gemm
+from ozlinalg.ozaki.crt import count as crt
 from ozlinalg.testing import random_matrix
 
 

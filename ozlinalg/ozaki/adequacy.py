@@ -18,8 +18,8 @@ What decides it
 ``r_ij = q_ij / num_ij**2``): a count ``s`` serves the entries with
 ``q_ij >= Q_s``. The fixed count ``s`` falls short exactly when some entry that
 is not a structural zero has ``q_ij < Q_s``. Deciding that exactly costs the
-estimate GEMM of ``auto`` (3-13 % of a fixed-count product on the CPU engines,
-``benchmarks/fixed_count_check.py --forced``). Rigorous lower bounds settle the
+estimate GEMM of ``auto`` (its measured cost: docs/calibration.md). Rigorous
+lower bounds settle the
 common case, a count that is enough, for less, cheapest first:
 
 1. :func:`q_floor`, no GEMM: a lower bound of ``min q_ij`` from
@@ -41,13 +41,13 @@ common case, a count that is enough, for less, cheapest first:
      ``frexp`` and a sort of small integers per operand).
 
    It must assume the worst alignment of small entries against large ones, so it
-   settles counts from about one (exponent ranges of the papers' phi <= 1) to four
-   (phi = 4) slices above auto's. The CRT methods also try the accurate scaling's bound
-   products W (:func:`ozlinalg.ozaki.crt._w_floor`, a pass over W).
+   settles only counts some slices above auto's. The CRT methods also try the
+   accurate scaling's bound products W (:func:`ozlinalg.ozaki.crt.count._w_floor`, a
+   pass over W).
 2. :func:`sampled_settles`: an estimate GEMM over one inner index in ``SHARE``
    (1/16 of auto's GEMM, inner blocks of at least ``SHARE_MIN``), entry by entry,
-   with the estimate's error bound: it settles counts from auto's own or one above
-   for phi <= 2, two or three above at phi = 4 (CRT: one above for phi <= 2).
+   with the estimate's error bound (which counts each bound settles, measured:
+   docs/calibration.md).
 3. Otherwise the exact decision runs: ``auto``'s own plan
    (:func:`ozlinalg.ozaki.auto.plan_auto`, or the ``moduli="auto"`` decision of
    :mod:`.crt`) with the cap raised to the fixed count if it is above

@@ -40,30 +40,16 @@ The count chosen is the smallest s with
 
     w s - 0.5 log2(s) >= 53 + c_method + 0.85 * rho + 0.15 * max(0, rho - 32)
 
-The slope and the offsets ``c_method`` (1.5 bits for the round-to-nearest
-splits, 3.5 for truncation, which wastes leading bits) were calibrated with
-the exact reference over n = 64 .. 16384, phi = 0.5 .. 4 and two seeds each so
-that the chosen count is never below the smallest count whose max elementwise
-relative error is at or below native DGEMM's (``benchmarks/calibrate_auto.py``
-reproduces the data; docs/accuracy.md shows the result). The slope is below
-the model's 1 because the entry with the worst spread is rarely the entry
-with the worst cancellation, which decides the max relative error; 0.75 fitted
-the large cases but under-picked a small (32 x 24) output, 0.85 does not.
-Beyond the papers' inputs (phi = 4 reaches rho ~ 30) the spread is
-structural, shared by every entry (an inner dimension scaled by 2**(+-30) or
-more, with ``balance=False``), and 0.85 under-picked by one slice at rho ~ 61
-and ~ 80 (max errors up to 4x native); above rho = 32 the slope is the
-model's 1, which picks the needed count or one more there
-(tests/ozaki/test_matmul.py::TestAutoHugeExponentRanges).
-
-Small outputs need a little more: the max relative error is a maximum over
-the m p entries, and native DGEMM's is smaller when there are few of them
-(fewer chances of a badly cancelling entry). Outputs of fewer than 2**16
-entries get ``0.5 log2(2**16 / (m p))`` extra bits (5 bits for 8 x 8, 8 bits
-for 1 x 1): one more slice at most, cheap because small outputs are cheap. In
-120 small cases (m p from 12 to 1200, phi 0.5 .. 4, six seeds) this removed
-the one under-pick the rule had without it; ``calibrate_auto.py --small``
-(150 cases, every Ozaki-I method) finds none.
+with the offsets ``c_method`` (1.5 bits for the round-to-nearest splits, 3.5 for
+truncation, which wastes leading bits) and the slope 0.85, below the model's 1
+because the entry with the worst spread is rarely the entry with the worst
+cancellation, which decides the max relative error. Above ``rho = 32`` (beyond the
+papers' inputs: such spreads are structural, shared by every entry) the slope is
+the model's 1. Small outputs need a little more: the max relative error is a
+maximum over the m p entries, and native DGEMM's is smaller when there are few of
+them, so outputs of fewer than 2**16 entries get ``0.5 log2(2**16 / (m p))`` extra
+bits (5 bits for 8 x 8, 8 bits for 1 x 1): one more slice at most. The constants
+are measured: what measured each, and the runs, are in docs/calibration.md.
 
 What it guarantees
 ------------------
@@ -83,17 +69,19 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import cache
 
 from .._exceptions import AccuracyWarning
-from .decide import CountPlan, Operands, estimate, slice_thresholds
+from .decide import CountPlan, Operands, SliceRule, estimate, slice_table
 
 __all__ = ["choose_slices", "HIGH_SLOPE", "plan_auto", "plan_slices", "rho_capacity", "RHO_KNEE",
-           "RHO_SLOPE", "SAFETY_BITS", "spread_bits", "squared_products"]
+           "RHO_SLOPE", "SAFETY_BITS", "SLICE_RULE", "slice_thresholds", "spread_bits",
+           "squared_products"]
 
-#: Offset per split kind, in bits (calibrated; see module doc).
+#: Offset per split kind, in bits (measured: docs/calibration.md).
 SAFETY_BITS = {"bitmask": 3.5, "rn": 1.5, "hybrid": 1.5, "fp": 1.5}
 
-#: Weight of the exponent spread rho (calibrated; see module doc).
+#: Weight of the exponent spread rho (measured: docs/calibration.md).
 RHO_SLOPE = 0.85
 
 #: Above this spread (beyond the papers' inputs: phi = 4 reaches ~30 bits) the
@@ -106,6 +94,19 @@ FP64_BITS = 53
 
 #: Outputs below this count get extra bits (see module doc).
 SMALL_OUTPUT = 1 << 16
+
+#: The constants above, as :mod:`.decide` takes them.
+SLICE_RULE = SliceRule(fp64_bits=FP64_BITS, safety_bits=tuple(SAFETY_BITS.items()),
+                       rho_slope=RHO_SLOPE, rho_knee=RHO_KNEE, high_slope=HIGH_SLOPE,
+                       small_output=SMALL_OUTPUT)
+
+
+@cache
+def slice_thresholds(split, width, max_slices, outputs):
+    """``(Q_1, ..., Q_max)``: ``s`` slices serve the entries with ``q >= Q_s``
+    (:func:`choose_slices`' criterion read as a threshold on ``q = 2**(-2 rho)``;
+    ``inf`` where ``s`` slices do not serve even ``rho = 0``; :func:`.decide.slice_table`)."""
+    return slice_table(SLICE_RULE, split, width, max_slices, outputs)
 
 
 def squared_products(xp, engine, xa, xb, a=None, b=None):
@@ -124,7 +125,7 @@ def squared_products(xp, engine, xa, xb, a=None, b=None):
     that normalization itself flushed to zero (a subnormal in a row whose
     maximum is large) is lost, not absent.
     """
-    fused = getattr(engine, "approx_squares", None)  # squares and GEMM in fewer passes
+    fused = engine.approx_squares  # squares and GEMM in fewer passes
     q = fused(xa, xb) if fused is not None else None
     if q is None:
         q = engine.approx_matmul(xa * xa, xb * xb)

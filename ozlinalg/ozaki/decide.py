@@ -38,15 +38,18 @@ Ozaki-II's accurate scaling has a cheaper route to the same decision: its bound
 products W give a rigorous lower bound of every ``r_ij`` with no further GEMM, and
 when that bound and float64 upper bounds of a few entries fall between the same two
 thresholds, the count is decided (:meth:`CountPlan.decide_from_lower`,
-:func:`ozlinalg.ozaki.crt._bound_decision`); otherwise the estimates decide.
+:func:`ozlinalg.ozaki.crt.count._bound_decision`); otherwise the estimates decide.
 
-The thresholds come from the calibrated rules (:mod:`.auto`, :mod:`.crt`) and
-are computed in decimal arithmetic (``decimal``: correctly rounded logarithms
-and exponentials), so they are the same floats on every machine.
+The thresholds come from the calibrated rules, whose constants their callers pass
+(:class:`SliceRule` from :mod:`.auto`, :class:`ModuliRule` from :mod:`.crt`; how
+each was measured: docs/calibration.md), and are computed in decimal arithmetic
+(``decimal``: correctly rounded logarithms and exponentials), so they are the same
+floats on every machine.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from functools import cache
@@ -56,8 +59,9 @@ import numpy as np
 from .._array import fp_errstate, row_blocks, to_numpy
 from .split import normalize_rows
 
-__all__ = ["EST_ABS", "EST_REL", "CountPlan", "Operands", "abs_sum_upper", "crt_thresholds",
-           "dec_log2", "estimate", "robust_floor", "slice_thresholds", "sq_norm_upper"]
+__all__ = ["EST_ABS", "EST_REL", "CountPlan", "ModuliRule", "Operands", "SliceRule",
+           "abs_sum_upper", "dec_log2", "estimate", "moduli_table", "robust_floor",
+           "slice_table", "sq_norm_upper"]
 
 #: Relative error bound of every engine's magnitude estimate (see module doc).
 EST_REL = 2.0**-4
@@ -130,22 +134,65 @@ def _pow2(x: Decimal) -> float:
         return float((x * Decimal(2).ln()).exp())
 
 
-@cache
-def slice_thresholds(split, width, max_slices, outputs):
-    """``(Q_1, ..., Q_max)``: ``s`` slices serve the entries with ``q >= Q_s``
-    (:func:`ozlinalg.ozaki.auto.choose_slices`' criterion read as a threshold on
-    ``q = 2**(-2 rho)``; ``inf`` where ``s`` slices do not serve even ``rho = 0``)."""
-    from .auto import FP64_BITS, HIGH_SLOPE, RHO_KNEE, RHO_SLOPE, SAFETY_BITS, SMALL_OUTPUT
+@dataclass(frozen=True)
+class SliceRule:
+    """The constants of ``slices="auto"``'s count rule (Ozaki-I), owned by its caller
+    (:data:`ozlinalg.ozaki.auto.SLICE_RULE`): ``s`` slices of ``w`` bits serve a spread
+    ``rho`` when ``w s - log2(s) / 2 - fp64_bits - safety - small >= rho_slope rho +
+    high_slope max(0, rho - rho_knee)``, ``small`` the extra bits of outputs below
+    ``small_output`` entries.
 
+    Attributes
+    ----------
+    fp64_bits : int
+    safety_bits : tuple of (str, float)
+        The offset per split kind (pairs, so the rule is hashable).
+    rho_slope, rho_knee, high_slope : float
+    small_output : int
+    """
+
+    fp64_bits: int
+    safety_bits: tuple
+    rho_slope: float
+    rho_knee: float
+    high_slope: float
+    small_output: int
+
+
+@dataclass(frozen=True)
+class ModuliRule:
+    """The constants of ``moduli="auto"``'s count rule (Ozaki-II), owned by its caller
+    (:data:`ozlinalg.ozaki.crt.MODULI_RULE`): ``N`` moduli of product ``P_N`` serve a
+    spread ``rho`` when ``(log2 P_N - log2 P_ref) / 2 - offset >= rho_slope (rho + 53) +
+    high_slope max(0, rho - rho_knee)``.
+
+    Attributes
+    ----------
+    rho_slope, rho_knee, high_slope : float
+    offset_bits : tuple of (str, float)
+        The offset per scaling (pairs, so the rule is hashable).
+    """
+
+    rho_slope: float
+    rho_knee: float
+    high_slope: float
+    offset_bits: tuple
+
+
+@cache
+def slice_table(rule, split, width, max_slices, outputs):
+    """``(Q_1, ..., Q_max)``: ``s`` slices serve the entries with ``q >= Q_s``
+    (the criterion of ``rule``, a :class:`SliceRule`, read as a threshold on
+    ``q = 2**(-2 rho)``; ``inf`` where ``s`` slices do not serve even ``rho = 0``)."""
     with localcontext() as ctx:
         ctx.prec = 60
-        small = max(Decimal(0), dec_log2(Decimal(SMALL_OUTPUT) / max(int(outputs), 1)) / 2)
-        slope, high = Decimal(repr(RHO_SLOPE)), Decimal(repr(HIGH_SLOPE))
-        knee = Decimal(repr(RHO_KNEE))
+        small = max(Decimal(0), dec_log2(Decimal(rule.small_output) / max(int(outputs), 1)) / 2)
+        slope, high = Decimal(repr(rule.rho_slope)), Decimal(repr(rule.high_slope))
+        knee = Decimal(repr(rule.rho_knee))
+        safety = Decimal(repr(dict(rule.safety_bits)[split]))
         out = []
         for s in range(1, int(max_slices) + 1):
-            avail = (Decimal(width * s) - dec_log2(s) / 2 - FP64_BITS
-                     - Decimal(repr(SAFETY_BITS[split])) - small)
+            avail = (Decimal(width * s) - dec_log2(s) / 2 - rule.fp64_bits - safety - small)
             if avail < 0:
                 out.append(math.inf)
                 continue
@@ -156,21 +203,19 @@ def slice_thresholds(split, width, max_slices, outputs):
 
 
 @cache
-def crt_thresholds(scaling, max_moduli, log2p_ref):
+def moduli_table(rule, scaling, products, log2p_ref):
     """``(R_1, ..., R_max)``: ``N`` moduli serve the entries with ``q / num**2 >= R_N``
-    (:func:`ozlinalg.ozaki.crt.choose_moduli` read as a threshold on
-    ``2**(-2 rho)``)."""
-    from .crt import AUTO_HIGH_SLOPE, AUTO_OFFSET_BITS, AUTO_RHO_KNEE, AUTO_RHO_SLOPE, crt_constants
-
+    (the criterion of ``rule``, a :class:`ModuliRule`, read as a threshold on
+    ``2**(-2 rho)``); ``products``: the moduli products ``P_1, ..., P_max`` (ints)."""
     with localcontext() as ctx:
         ctx.prec = 60
-        slope, high = Decimal(repr(AUTO_RHO_SLOPE)), Decimal(repr(AUTO_HIGH_SLOPE))
-        knee = Decimal(repr(AUTO_RHO_KNEE))
-        off = Decimal(repr(AUTO_OFFSET_BITS[scaling]))
+        slope, high = Decimal(repr(rule.rho_slope)), Decimal(repr(rule.high_slope))
+        knee = Decimal(repr(rule.rho_knee))
+        off = Decimal(repr(dict(rule.offset_bits)[scaling]))
         ref = Decimal(repr(float(log2p_ref)))
         out = []
-        for n in range(1, int(max_moduli) + 1):
-            d = (dec_log2(crt_constants(n).P) - ref) / 2 - off
+        for prod in products:
+            d = (dec_log2(prod) - ref) / 2 - off
             kslope = slope * (knee + 53)
             cap = d / slope - 53 if d <= kslope else knee + (d - kslope) / (slope + high)
             out.append(_pow2(-2 * cap))
@@ -190,7 +235,7 @@ def _fixed_sum(xp, v):
 def _fixed_sums(xp, x, square, engine):
     """:func:`_fixed_sum` of ``x**2`` or ``|x|`` per row (normalized rows), fused where the
     engine has the pass (the same floats: exact integer sums)."""
-    fused = getattr(engine, "fixed_sums", None)
+    fused = (engine.fixed_sums if engine is not None else None)
     done = fused(x, square) if fused is not None else None
     if done is not None:
         return done
@@ -252,12 +297,12 @@ def estimate(xp, engine, xa, xb):
     """``(q_est, scale)``: ``q_est / scale`` estimates ``(X**2) @ (Y**2)^T`` within
     ``EST_REL q + k EST_ABS`` (the engine's fastest form: a scaled float32 BF16 result
     on the oneDNN engine, float64 elsewhere)."""
-    est = getattr(engine, "scaled_estimate", None)
+    est = engine.scaled_estimate
     if est is not None:
         done = est(xa, xb)
         if done is not None:
             return done
-    fused = getattr(engine, "approx_squares", None)
+    fused = engine.approx_squares
     q = fused(xa, xb) if fused is not None else None
     if q is None:
         q = engine.approx_matmul(xa * xa, xb * xb)
@@ -397,7 +442,7 @@ class CountPlan:
             return
         consts = (1.0 / scale, self.ops.k * EST_ABS, (1.0 - _SLACK) / (1.0 + EST_REL),
                   (1.0 + _SLACK) / (1.0 - EST_REL), _SLACK, self.cap)
-        fused = getattr(engine, "classify_estimate", None)
+        fused = (engine.classify_estimate if engine is not None else None)
         done = fused(q, consts, num) if fused is not None else None
         if done is not None:
             codes, row_lo, row_hi = done
@@ -501,7 +546,7 @@ class CountPlan:
         """The count index when ``low`` bounds every entry's ``r`` from below, or None.
 
         For a caller holding a rigorous lower bound of all the ``r_ij`` (the accurate
-        scaling's bound products, :func:`ozlinalg.ozaki.crt._bound_decision`) and the
+        scaling's bound products, :func:`ozlinalg.ozaki.crt.count._bound_decision`) and the
         entries ``(rows, cols)`` most likely to hold the smallest: ``low >= cap``
         leaves no entry native and none a structural zero, and the float64 bounds of
         those entries give ``min r <= H``; the threshold interval holding both ``low``

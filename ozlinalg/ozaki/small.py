@@ -26,7 +26,7 @@ from .._profile import CallRecord, active_profiles, record_call
 from ..engines import get_engine
 from . import params
 from .adequacy import count_warning
-from .decide import slice_thresholds
+from .auto import slice_thresholds
 
 __all__ = ["SMALL_OPERANDS", "SMALL_WORK", "small_product"]
 

@@ -28,10 +28,9 @@ from ..engines import get_engine
 from ..engines._scratch import release_after_oom
 from . import faithful, memory, params
 from .adequacy import count_warning, q_floor, row_exponents, sampled_settles, share_windows
-from .auto import plan_auto
+from .auto import plan_auto, slice_thresholds
 from .balance import balance_inner
 from .complex import complex_matmul
-from .decide import slice_thresholds
 from .gemm import ProductPlan, block_width, emulate_block, faithful_block
 from .small import small_product
 from .split import normalize_rows

@@ -8,6 +8,7 @@ import pytest
 from ozlinalg import AccuracyWarning
 from ozlinalg.engines import get_engine
 from ozlinalg.ozaki import crt
+from ozlinalg.ozaki.crt import product as crt_product
 from ozlinalg.testing import ExactReference, error_stats, random_matrix, textbook_matmul
 
 flint = pytest.importorskip("flint")
@@ -196,7 +197,7 @@ class TestAccuracy:
             np.testing.assert_array_equal(c, a @ b)
 
     def test_inner_blocking(self, rng, monkeypatch):
-        monkeypatch.setattr(crt, "CRT_INNER_BLOCK", 100)
+        monkeypatch.setattr(crt_product, "CRT_INNER_BLOCK", 100)
         a = random_matrix(rng, 12, 250, 1.0)
         b = random_matrix(rng, 250, 9, 1.0)
         c, counts = run(a, b, moduli=18, scaling="accurate")

@@ -18,8 +18,9 @@ from conftest import cpu_engine_or_skip
 import ozlinalg
 from ozlinalg import AccuracyWarning
 from ozlinalg.engines import get_engine
-from ozlinalg.ozaki import adequacy, crt, small
+from ozlinalg.ozaki import adequacy, small
 from ozlinalg.ozaki import tiling as gemm
+from ozlinalg.ozaki.crt import count as crt
 from ozlinalg.ozaki.split import normalize_rows
 from ozlinalg.testing import ExactReference, error_stats, random_matrix
 

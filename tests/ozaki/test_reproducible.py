@@ -24,6 +24,7 @@ import ozlinalg
 from ozlinalg.engines import base as engine_registry
 from ozlinalg.engines.cpu import CPUEngine
 from ozlinalg.ozaki import auto, crt, decide
+from ozlinalg.ozaki.crt import count as crt_count
 from ozlinalg.testing import random_matrix
 
 INT8_METHODS = ["hybrid-ef", "bitmask-ef", "rn", "bitmask", "crt", "crt-fast"]
@@ -265,7 +266,7 @@ class TestDecisions:
         n = p0.slices[0] - 1
         for near in (float(rmin) * (1 + 1e-3), float(rmin) * (1 - 1e-3)):
             thr = tuple(list(real[:n]) + [near] + list(real[n + 1:]))
-            monkeypatch.setattr(crt, "crt_thresholds", lambda *args, t=thr: t)
+            monkeypatch.setattr(crt_count, "crt_thresholds", lambda *args, t=thr: t)
             want = next(i + 1 for i, t in enumerate(thr) if t < math.inf and rmin >= Fraction(t))
             for f in FACTORS:
                 _, prof = run(monkeypatch, PerturbedEngine(f), a, b, method=method)
@@ -273,7 +274,7 @@ class TestDecisions:
 
     @pytest.mark.parametrize("phi", [0.1, 0.5, 1.0, 4.0])
     def test_bound_products_bound_r_from_below(self, rng, phi):
-        # crt._bound_decision's L_ij <= r_ij = q_ij / num_ij**2, against the exact q
+        # crt.count._bound_decision's L_ij <= r_ij = q_ij / num_ij**2, against the exact q
         from ozlinalg.ozaki.split import normalize_rows
 
         m, k, p = 9, 70, 7
@@ -289,7 +290,7 @@ class TestDecisions:
         inv_k = 2.0**-28 / k * (1.0 - 2.0**-40)
         q = exact_q(xa, xb)
         for i in range(m):
-            lows = [crt._bound_r_min(np, None, w[i:i + 1, j:j + 1], ia_.sum(1)[i:i + 1],
+            lows = [crt_count._bound_r_min(np, None, w[i:i + 1, j:j + 1], ia_.sum(1)[i:i + 1],
                                      ib_.sum(1)[j:j + 1], [num[0][i:i + 1], num[1][j:j + 1],
                                      num[2][i:i + 1], num[3][j:j + 1]], inv_k)[0][0]
                     for j in range(p)]
@@ -328,13 +329,13 @@ class TestDecisions:
         middle = math.sqrt(seen["low"] * float(rmin))
         for near in (float(rmin) * (1 + 1e-3), float(rmin) * (1 - 1e-3), middle):
             thr = tuple(list(real[:n]) + [near] + list(real[n + 1:]))
-            monkeypatch.setattr(crt, "crt_thresholds", lambda *args, t=thr: t)
+            monkeypatch.setattr(crt_count, "crt_thresholds", lambda *args, t=thr: t)
             want = next(i + 1 for i, t in enumerate(thr) if t < math.inf and rmin >= Fraction(t))
             picks = set()
             for f in FACTORS:
                 _, prof = run(monkeypatch, PerturbedEngine(f), a, b, method="crt")
                 picks.add(prof.slices[0])
-            monkeypatch.setattr(crt, "_bound_decision", lambda *args: None)
+            monkeypatch.setattr(crt_count, "_bound_decision", lambda *args: None)
             _, prof = run(monkeypatch, PerturbedEngine(1.0), a, b, method="crt")
             monkeypatch.undo()
             monkeypatch.setattr(decide.CountPlan, "decide_from_lower", spy)
