@@ -43,7 +43,7 @@ divides each) and the plan cache is keyed on it.
 
 EF groups as ONE GEMM: the slices of a product's operands live in a
 zero-padded ``(rows_pad, s, k_pad)`` array (slice index in the middle, B's
-slices in reverse order; :meth:`CuPyEngine.empty_slices`), so the slices
+slices in reverse order; :meth:`CublasLtEngine.empty_slices`), so the slices
 ``A_i, A_{i+1}, ...`` of one row lie side by side, as do ``B_{g-i}, B_{g-i-1},
 ...``: the group sum ``sum_i A_i B_{g-i}^T`` is a single GEMM with inner length
 ``count * k_pad`` and leading dimension ``s * k_pad`` in both operands, one
@@ -66,7 +66,7 @@ import numpy as np
 
 from .base import APPROX_PRESCALE, Engine, group_runs, register_engine
 
-__all__ = ["CuPyEngine", "INT32_EXACT", "pad_to"]
+__all__ = ["CublasLtEngine", "INT32_EXACT", "pad_to"]
 
 #: Largest magnitude an INT32 run may reach.
 INT32_EXACT = (1 << 31) - 1
@@ -186,8 +186,14 @@ class _LtPlan:
             self.desc = None
 
 
-class CuPyEngine(Engine):
+class CublasLtEngine(Engine):
     """Exact INT8 GEMMs on cuBLASLt for ``cupy`` arrays (one per device and process).
+
+    Named, like its module and its ``name`` ("cupy-cublaslt"), after the library
+    that computes the exact products, as :class:`~ozlinalg.engines.sgemm.SGEMMEngine`
+    and :class:`~ozlinalg.engines.onednn.OneDNNEngine` are: CuPy only holds the
+    arrays, and another GPU engine for CuPy arrays (on another library) would be
+    told apart by that name.
 
     NOT YET RUN ON A GPU (see the module docstring).
     """
@@ -534,4 +540,4 @@ def _load_bindings():
 
 # Lazy: the factory runs (and imports CuPy / nvmath) only when a cupy array
 # reaches the emulation, i.e. only where CuPy is importable.
-register_engine("cupy", CuPyEngine)
+register_engine("cupy", CublasLtEngine)

@@ -44,7 +44,7 @@ from . import _dnnl, kernels
 from ._process import BlasThreadLimit, at_fork_child, native_threads
 from ._scratch import ScratchPool, release_after_oom
 from .base import APPROX_PRESCALE, group_runs
-from .cpu import CPUEngine
+from .sgemm import SGEMMEngine
 
 __all__ = ["EngineUnavailable", "OneDNNEngine", "INT32_EXACT", "self_test"]
 
@@ -88,7 +88,7 @@ def _load_kernels():
 _WARNED: list = []
 
 
-class OneDNNEngine(CPUEngine):
+class OneDNNEngine(SGEMMEngine):
     """Exact INT8 GEMMs on oneDNN (``dnnl_gemm_s8s8s32``) for NumPy arrays.
 
     Raises :class:`EngineUnavailable` (with the reason) where oneDNN does not
