@@ -37,6 +37,9 @@ class SGEMMEngine(Engine):
     #: at every order measured, 128..2048 (``python benchmarks/crossover.py``;
     #: the table is in docs/backend.md).
     crossovers: dict = {}
+    #: Why "auto" chose this engine (and the verdict that made it), set by
+    #: :func:`ozlinalg.engines.select.cpu_engine` on its fallback; None otherwise.
+    selection_reason = selection_verdict = None
 
     def __init__(self, threads: int | None = None):
         self.threads = threads or cpu_threads()
@@ -128,5 +131,5 @@ class SGEMMEngine(Engine):
             f.result()
 
     def describe(self):
-        why = getattr(self, "selection_reason", None)
+        why = self.selection_reason
         return f"{self.name} (BLAS SGEMM on float32 slices{'; ' + why if why else ''})"
