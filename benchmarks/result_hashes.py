@@ -168,7 +168,9 @@ def main(argv=None):
     keys = sorted(set(before) | set(hashes))
     bad = [k for k in keys if before.get(k) != hashes.get(k)]
     for k in bad:
-        print(f"differs: {k} ({'missing before' if k not in before else 'missing now' if k not in hashes else 'other bits'})")
+        why = ("missing before" if k not in before else "missing now" if k not in hashes
+               else "other bits")
+        print(f"differs: {k} ({why})")
     print(f"{len(keys) - len(bad)} of {len(keys)} calls give the same bits")
     return 1 if bad else 0
 
