@@ -1,7 +1,7 @@
 """A host emulation of the CUDA pieces the GPU engine uses, for CPU-only test runs.
 
 Not a simulator of performance, a checker of contracts. It lets
-``ozlinalg.engines.cublaslt.CuPyEngine`` run, unchanged, on a machine without
+``ozlinalg.engines.cublaslt.CublasLtEngine`` run, unchanged, on a machine without
 CUDA, so its bookkeeping (the TN layout derivation, padding, pointer offsets
 of inner-dimension pieces, leading dimensions, descriptor and heuristic
 caching, the int64 spill of long runs) is tested in every CI run, not only on
@@ -59,7 +59,7 @@ import types
 import numpy as np
 
 from ozlinalg.engines.base import Engine
-from ozlinalg.engines.cublaslt import CuPyEngine
+from ozlinalg.engines.cublaslt import CublasLtEngine
 from ozlinalg.ozaki.split import split_rows
 
 __all__ = ["HostCublasLt", "HostDeviceArray", "HostEngine", "HostGPU", "NotSupported",
@@ -609,7 +609,7 @@ class _Enum(types.SimpleNamespace):
 
 
 def host_bindings(lt=None):
-    """A ``bindings`` callable for ``CuPyEngine``: (cuBLASLt, cuBLAS enums, CudaDataType)."""
+    """A ``bindings`` callable for ``CublasLtEngine``: (cuBLASLt, cuBLAS enums, CudaDataType)."""
     lt = lt or HostCublasLt()
     cublas = _Enum(ComputeType=_Enum(COMPUTE_32I=COMPUTE_32I),
                    Operation=_Enum(N=OP_N, T=OP_T))
@@ -620,8 +620,8 @@ def host_bindings(lt=None):
 # -- the GPU engine on the stand-ins ----------------------------------------------------
 
 
-class HostEngine(CuPyEngine):
-    """CuPyEngine on the host stand-ins. The EF axpy is CuPy's ElementwiseKernel
+class HostEngine(CublasLtEngine):
+    """CublasLtEngine on the host stand-ins. The EF axpy is CuPy's ElementwiseKernel
     code generation, which has no host equivalent: the generic ``acc += a x``
     (the kernel's own bit-identity with it is tests/engines/test_gpu.py's job)."""
 

@@ -43,7 +43,8 @@ need not give the generic bits: only rigorous bounds, see
 ``crt_accumulator``, ``normalize_rows_sumsq`` (row norms in the normalization
 pass, NumPy's summation order), ``crt_bound_shifts`` (the accurate scaling's
 exact maxima of the bound products kept as int32), ``scale_outer``,
-``finish_ef``.
+``finish_ef``, and the faithful mode's ``axpy_twosum``, ``finish_twosum``,
+``certify_ef`` / ``certify_crt`` (:mod:`ozlinalg.ozaki.faithful`).
 
 ``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``
 (views; with ``empty_slices_like`` the rows may be the contiguous axis).
@@ -101,8 +102,9 @@ class Engine:
     digit_sums = fixed_sums = bound_r_min = None
     #: crt's residues, bound and accumulation
     crt_residues = crt_bound = crt_bound_shifts = crt_accumulator = None
-    #: accumulation and the faithful mode's compensated sums
+    #: accumulation and the faithful mode's compensated sums and certificates
     scale_outer = finish_ef = finish_twosum = axpy_twosum = axpy_outer = None
+    certify_ef = certify_crt = None
     #: the one-call path for small products (compiled kernels)
     small_product = None
     #: threads of the engine's compiled passes and its scratch pool (None: none)

@@ -39,11 +39,11 @@ passes slice ``i`` of the grouped storage at ``base + i * k_pad`` and inner
 pieces at ``+ k0``: 16-byte aligned only, unless ``k_pad`` is a multiple of
 256 (k = 200 -> 208, 1000 -> 1008 are not). So every GEMM declares the
 alignment of its actual pointers (the largest power of two up to 256 that
-divides each) and the plan cache is keyed on it.
+divides each) and the plan cache is keyed on it (:mod:`._cublaslt_plan`).
 
 EF groups as ONE GEMM: the slices of a product's operands live in a
 zero-padded ``(rows_pad, s, k_pad)`` array (slice index in the middle, B's
-slices in reverse order; :meth:`CuPyEngine.empty_slices`), so the slices
+slices in reverse order; :meth:`CublasLtEngine.empty_slices`), so the slices
 ``A_i, A_{i+1}, ...`` of one row lie side by side, as do ``B_{g-i}, B_{g-i-1},
 ...``: the group sum ``sum_i A_i B_{g-i}^T`` is a single GEMM with inner length
 ``count * k_pad`` and leading dimension ``s * k_pad`` in both operands, one
@@ -64,9 +64,26 @@ import threading
 
 import numpy as np
 
+from ._cublaslt_plan import (
+    _COMPUTE_32F,
+    _COMPUTE_32F_FAST_16BF,
+    _COMPUTE_32I,
+    _CUDA_R_8I,
+    _CUDA_R_16F,
+    _CUDA_R_32F,
+    _CUDA_R_32I,
+    _GEMM_DEFAULT,
+    _OP_N,
+    _OP_T,
+    WORKSPACE_BYTES,
+    _enum,
+    _load_bindings,
+    _LtPlan,
+    pointer_alignment,
+)
 from .base import APPROX_PRESCALE, Engine, group_runs, register_engine
 
-__all__ = ["CuPyEngine", "INT32_EXACT", "pad_to"]
+__all__ = ["CublasLtEngine", "INT32_EXACT", "pad_to"]
 
 #: Largest magnitude an INT32 run may reach.
 INT32_EXACT = (1 << 31) - 1
@@ -76,26 +93,6 @@ K_ALIGN = 16
 #: Padding of cuBLASLt's M (our p) and of the result's leading dimension.
 P_ALIGN = 4
 
-#: cuBLASLt workspace (32 MiB: the size NVIDIA recommends for Hopper).
-WORKSPACE_BYTES = 32 * 1024 * 1024
-
-#: cuBLASLt's alignment assumption (bytes) for A, B, C and D when the preference
-#: does not declare one (cublasLt.h); also the largest alignment worth declaring.
-DEFAULT_ALIGNMENT = 256
-
-
-# cublasComputeType_t / cudaDataType_t / cublasOperation_t values (cublas_api.h,
-# library_types.h), used only if nvmath's enums lack a name.
-_COMPUTE_32I = 72
-_COMPUTE_32F = 68
-_COMPUTE_32F_FAST_16BF = 75
-_CUDA_R_8I = 3
-_CUDA_R_32I = 10
-_CUDA_R_16F = 2
-_CUDA_R_32F = 0
-_OP_N = 0
-_OP_T = 1
-_GEMM_DEFAULT = -1
 
 _SLICE_DTYPES = {"fp": "float16"}  # every other kind holds INT8 values
 
@@ -105,89 +102,14 @@ def pad_to(n, align):
     return -(-int(n) // align) * align
 
 
-def pointer_alignment(ptr):
-    """The largest power of two, at most :data:`DEFAULT_ALIGNMENT`, dividing ``ptr``."""
-    ptr = int(ptr)
-    return DEFAULT_ALIGNMENT if ptr % DEFAULT_ALIGNMENT == 0 else ptr & -ptr
-
-
-def _enum(mod, cls, name, fallback):
-    try:
-        return int(getattr(getattr(mod, cls), name))
-    except Exception:
-        return fallback
-
-
-class _LtPlan:
-    """Descriptor, layouts and heuristic for (M, N, K) = (p_pad, m, inner length) with
-    leading dimensions ``ld_l`` (our B slices) and ``ld_r`` (our A slices), for
-    pointers with the alignments ``align`` = (L, R, C, D) in bytes (cuBLASLt's A,
-    B, C, D): the heuristic only returns algorithms that work with them."""
-
-    def __init__(self, eng, M, N, K, ld_l, ld_r, align):
-        lt = eng._lt
-        self.lt = lt
-        self.desc = lt.matmul_desc_create(eng._compute_32i, eng._r_32i)
-        self.layouts = []
-        try:
-            eng._set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype,
-                          self.desc, lt.MatmulDescAttribute.TRANSA, eng._op_t)
-            eng._set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype,
-                          self.desc, lt.MatmulDescAttribute.TRANSB, eng._op_n)
-            # Column-major (the default order): L is K x p (ld_l), R is K x m (ld_r),
-            # C = D is p x m (ld M).
-            self.l_layout = lt.matrix_layout_create(eng._r_8i, K, M, ld_l)
-            self.layouts.append(self.l_layout)
-            self.r_layout = lt.matrix_layout_create(eng._r_8i, K, N, ld_r)
-            self.layouts.append(self.r_layout)
-            self.c_layout = lt.matrix_layout_create(eng._r_32i, M, N, M)
-            self.layouts.append(self.c_layout)
-            pref = lt.matmul_preference_create()
-            try:
-                eng._set_attr(lt.matmul_preference_set_attribute,
-                              lt.get_matmul_preference_attribute_dtype, pref,
-                              lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, WORKSPACE_BYTES)
-                attrs = lt.MatmulPreferenceAttribute
-                for attr, nbytes in zip((attrs.MIN_ALIGNMENT_A_BYTES, attrs.MIN_ALIGNMENT_B_BYTES,
-                                         attrs.MIN_ALIGNMENT_C_BYTES, attrs.MIN_ALIGNMENT_D_BYTES),
-                                        align):
-                    eng._set_attr(lt.matmul_preference_set_attribute,
-                                  lt.get_matmul_preference_attribute_dtype, pref, attr, nbytes)
-                self.heur = lt.MatmulHeuristicResult(4)
-                count = np.zeros(1, dtype=np.int32)
-                lt.matmul_algo_get_heuristic(
-                    eng.handle, self.desc, self.l_layout, self.r_layout, self.c_layout,
-                    self.c_layout, pref, 4, self.heur.ptr, count.ctypes.data)
-            finally:
-                lt.matmul_preference_destroy(pref)
-            if int(count[0]) < 1:
-                raise RuntimeError(
-                    f"ozlinalg: cuBLASLt found no INT8 (IMMA) algorithm for M={M}, N={N}, K={K}, "
-                    f"pointer alignments {align} bytes")
-            # The algo struct is the first member of cublasLtMatmulHeuristicResult_t.
-            self.algo_ptr = int(self.heur.ptr) + eng._algo_offset
-        except Exception:
-            self.destroy()
-            raise
-
-    def destroy(self):
-        lt = self.lt
-        for lay in self.layouts:
-            try:
-                lt.matrix_layout_destroy(lay)
-            except Exception:
-                pass
-        self.layouts = []
-        if self.desc is not None:
-            try:
-                lt.matmul_desc_destroy(self.desc)
-            except Exception:
-                pass
-            self.desc = None
-
-
-class CuPyEngine(Engine):
+class CublasLtEngine(Engine):
     """Exact INT8 GEMMs on cuBLASLt for ``cupy`` arrays (one per device and process).
+
+    Named, like its module and its ``name`` ("cupy-cublaslt"), after the library
+    that computes the exact products, as :class:`~ozlinalg.engines.sgemm.SGEMMEngine`
+    and :class:`~ozlinalg.engines.onednn.OneDNNEngine` are: CuPy only holds the
+    arrays, and another GPU engine for CuPy arrays (on another library) would be
+    told apart by that name.
 
     NOT YET RUN ON A GPU (see the module docstring).
     """
@@ -514,24 +436,7 @@ class CuPyEngine(Engine):
         self.xp.cuda.get_current_stream().synchronize()
 
 
-def _load_bindings():
-    """nvmath-python's cuBLASLt and cuBLAS bindings and its CudaDataType enum."""
-    try:
-        from nvmath.bindings import cublas  # noqa: PLC0415
-        from nvmath.bindings import cublasLt as lt  # noqa: PLC0415
-    except Exception as exc:  # pragma: no cover - needs nvmath
-        raise ImportError(
-            "ozlinalg: the GPU engine needs nvmath-python (>= 1.0) for the exact INT8 "
-            "GEMM through cuBLASLt (pip install nvmath-python[cu13]); CuPy's int8 "
-            "matmul is not exact (it wraps modulo 256)"
-        ) from exc
-    try:
-        from nvmath import CudaDataType  # noqa: PLC0415
-    except Exception:  # pragma: no cover
-        CudaDataType = None
-    return lt, cublas, CudaDataType
-
 
 # Lazy: the factory runs (and imports CuPy / nvmath) only when a cupy array
 # reaches the emulation, i.e. only where CuPy is importable.
-register_engine("cupy", CuPyEngine)
+register_engine("cupy", CublasLtEngine)

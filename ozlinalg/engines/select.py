@@ -2,7 +2,7 @@
 
 ``"auto"`` (the default) takes the oneDNN engine (:mod:`.onednn`) when
 ``libdnnl.so.3`` loads and its INT8 GEMM passes the one-time exactness
-self-test at the extreme values, and the SGEMM engine (:mod:`.cpu`)
+self-test at the extreme values, and the SGEMM engine (:mod:`.sgemm`)
 otherwise; the reason is kept on the engine (``engine.describe()``, shown by
 ``ozlinalg.profile()`` and ``python -m ozlinalg compare``).
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 from .._env import env_text, invalid
 from ._process import fork_safe_lock
 from .base import register_engine
-from .cpu import CPUEngine
+from .sgemm import SGEMMEngine
 
 __all__ = ["ENGINE_CHOICES", "ENV_ENGINE", "check_environment", "cpu_engine",
            "default_cpu_engine", "validate_engine"]
@@ -62,7 +62,7 @@ def _make(name):
         if name not in _CACHE:
             check_environment()  # whichever engine: a bad variable raises, never demotes
             if name == "sgemm":
-                _CACHE[name] = CPUEngine()
+                _CACHE[name] = SGEMMEngine()
             else:
                 from .onednn import EngineUnavailable, OneDNNEngine  # noqa: PLC0415
 
@@ -83,7 +83,7 @@ def _fallback(verdict):
     with _LOCK:
         eng = _CACHE.get("sgemm-fallback")
         if eng is None or eng.selection_verdict is not verdict:
-            eng = CPUEngine()
+            eng = SGEMMEngine()
             eng.selection_verdict = verdict
             eng.selection_reason = f"oneDNN engine not used: {verdict}"
             _CACHE["sgemm-fallback"] = eng

@@ -245,7 +245,7 @@ def _tile_settles(xp, engine, q, consts, num, nz_a, nz_b):
     """No entry of an estimate tile outside the zero rows and columns has a lower
     bound below the threshold (``consts[-1]``; the engine's fused classification, 0 =
     kept, where it has one)."""
-    fused = getattr(engine, "classify_estimate", None)
+    fused = engine.classify_estimate
     done = fused(q, consts, num) if fused is not None else None
     if done is not None:
         bad = done[0] != 0

@@ -83,7 +83,7 @@ def _abs_max(xp, x, axis, engine=None):
     at n = 4096; NaN propagates alike, and a zero's sign does not matter here). An
     engine's fused ``abs_max`` (one parallel pass) may give Inf for NaN: only finite
     maxima are used."""
-    fused = getattr(engine, "abs_max", None)
+    fused = None if engine is None else engine.abs_max
     done = fused(x, axis) if fused is not None else None
     if done is not None:
         return done

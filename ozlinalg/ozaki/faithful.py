@@ -113,7 +113,7 @@ def check_method(meth):
 
 def digit_sums(xp, engine, d):
     """``D[t, i] = sum_k |d[t, i, k]|`` (float64, exact) of slices ``d`` (s, rows, k)."""
-    fused = getattr(engine, "digit_sums", None)
+    fused = engine.digit_sums
     if fused is not None:
         done = fused(d)
         if done is not None:
@@ -169,7 +169,7 @@ def ef_bound(xp, engine, da, db, kind, width, s, k, dmax, n_updates):
 def add_compensated(xp, engine, alpha, x, acc, comp):
     """``acc + comp += alpha * x`` with TwoSum (``alpha * x`` exact: integers times a
     power of two)."""
-    fused = getattr(engine, "axpy_twosum", None)
+    fused = engine.axpy_twosum
     if fused is not None and fused(alpha, x, acc, comp):
         return
     two_sum_into(xp, acc, comp, x * alpha if x.dtype == xp.float64 else
@@ -188,7 +188,7 @@ def two_sum_into(xp, acc, comp, x):
 def finish(xp, engine, acc, comp, top, alpha):
     """``acc + comp + alpha * top`` as ``c`` (into ``acc``) and the slop ``|e2| + u |e|``
     (returned; module doc)."""
-    fused = getattr(engine, "finish_twosum", None)
+    fused = engine.finish_twosum
     if fused is not None:
         slop = fused(acc, comp, top, alpha)
         if slop is not None:
@@ -252,10 +252,9 @@ def ef_bound_block(xp, vec, slop, sl):
     return (slop[sl] + vec.block(xp, sl)) * (1.0 + _SLACK)
 
 
-def _certify_tile(xp, engine, r, slop, vec, ea, eb, fused_name):
-    """:func:`certify_core` of a tile with the bound ``vec.bound`` (one fused pass where
-    the engine has ``fused_name``)."""
-    fused = getattr(engine, fused_name, None)
+def _certify_tile(xp, fused, r, slop, vec, ea, eb):
+    """:func:`certify_core` of a tile with the bound ``vec.bound`` (one pass of the
+    engine's ``fused``, where it offers one: not None)."""
     if fused is not None:
         done = fused(r, slop, vec, ea, eb, _SLACK)
         if done is not None:
@@ -268,7 +267,7 @@ def _certify_tile(xp, engine, r, slop, vec, ea, eb, fused_name):
 
 def ef_certify(xp, engine, r, slop, vec, ea, eb):
     """:func:`certify_core` of an EF block."""
-    return _certify_tile(xp, engine, r, slop, vec, ea, eb, "certify_ef")
+    return _certify_tile(xp, engine.certify_ef, r, slop, vec, ea, eb)
 
 
 class CRTBound:
@@ -294,7 +293,7 @@ class CRTBound:
 
 def crt_certify(xp, engine, r, slop, vec, ea, eb):
     """:func:`certify_core` of an Ozaki-II tile."""
-    return _certify_tile(xp, engine, r, slop, vec, ea, eb, "certify_crt")
+    return _certify_tile(xp, engine.certify_crt, r, slop, vec, ea, eb)
 
 
 def scaled_bound(xp, bound, ea, eb):

@@ -51,7 +51,7 @@ def apply_exponents(xp, acc, ea, eb, lo, hi, engine=None):
     factors = exponent_factors(xp, ea, eb, lo, hi)
     if factors is not None:
         fa, fb = factors
-        fused = getattr(engine, "scale_outer", None)
+        fused = None if engine is None else engine.scale_outer
         if fused is None or not fused(acc, fa, fb):
             acc *= fa[:, None]
             acc *= fb[None, :]

@@ -62,7 +62,7 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
     if lim is not None and 8 * (smax + 2) * ((m + p) * n + m * p) > lim:
         return None
     engine = get_engine(xp, opts.engine)
-    hook = getattr(engine, "small_product", None)
+    hook = engine.small_product
     if hook is None:
         return None
     width = params.slice_width(n)

@@ -37,7 +37,7 @@ def normalize_rows(xp, a, engine=None):
     underflow; they lie far below any slice. ``engine``: an engine whose fused
     ``normalize_rows`` (same values, one pass) runs instead where it has one.
     """
-    fused = getattr(engine, "normalize_rows", None)
+    fused = None if engine is None else engine.normalize_rows
     if fused is not None:
         done = fused(a)
         if done is not None:
@@ -65,7 +65,7 @@ def slice_storage(engine, x, s, kind, operand=None):
     otherwise ``engine.empty_slices``. ``operand`` ("a" / "b") lets the engine
     group the slices for its products.
     """
-    like = getattr(engine, "empty_slices_like", None)
+    like = engine.empty_slices_like
     if like is not None:
         return like(x, s, kind, operand)
     return engine.empty_slices(s, x.shape[0], x.shape[1], kind, operand)

@@ -2,7 +2,7 @@
 
 No GPU here: :class:`host_cuda.HostGPU` makes ``import cupy`` give a host
 stand-in whose arrays are ``cupy.ndarray`` to ozlinalg and to dask (and refuse
-NumPy arrays as CuPy does), with ozlinalg's GPU engine (``CuPyEngine`` on the
+NumPy arrays as CuPy does), with ozlinalg's GPU engine (``CublasLtEngine`` on the
 emulated cuBLASLt) behind them and ozlinalg's CPU engine made to raise. So a
 graph that left a helper block on the host, returned a NumPy chunk, or ran a
 block product on the CPU engine fails here, as it would fail (or silently

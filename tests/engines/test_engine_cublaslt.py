@@ -1,4 +1,4 @@
-"""The cuBLASLt engine (``CuPyEngine``): on a host emulation always, on a GPU where one exists.
+"""The cuBLASLt engine (``CublasLtEngine``): on a host emulation always, on a GPU where one exists.
 
 Every test taking the ``engine`` fixture runs twice: on :mod:`host_cuda`
 (NumPy arrays with device-like pointers, a cuBLASLt stand-in enforcing the
@@ -691,7 +691,7 @@ class TestFlushToZero:
     @pytest.mark.parametrize("split", ["hybrid", "bitmask", "rn"])
     def test_auto_counts_match_cpu(self, engine, split):
         # Before the fix the host stand-in picked 18 slices here, the CPU 17.
-        from ozlinalg.engines.cpu import CPUEngine
+        from ozlinalg.engines.sgemm import SGEMMEngine
         from ozlinalg.ozaki.auto import plan_slices, squared_products
         from ozlinalg.ozaki.params import slice_width
 
@@ -703,10 +703,10 @@ class TestFlushToZero:
         width = slice_width(a.shape[1])
         cp = engine.xp
         dev = [cp.asarray(v) for v in (xa, xb, a, bt)]
-        cpu = plan_slices(np, CPUEngine(threads=1), split, width, xa, xb, a, bt, 20, 48)
+        cpu = plan_slices(np, SGEMMEngine(threads=1), split, width, xa, xb, a, bt, 20, 48)
         gpu = plan_slices(cp, engine, split, width, *dev, 20, 48)
         assert cpu == gpu == (17, None)  # 3 bits from either neighbour: BF16 cannot tip it
-        q_cpu, _ = squared_products(np, CPUEngine(threads=1), xa, xb)
+        q_cpu, _ = squared_products(np, SGEMMEngine(threads=1), xa, xb)
         q_gpu, _ = squared_products(cp, engine, dev[0], dev[1])
         if isinstance(engine, HostEngine):  # the same FP32 numbers through the same SGEMM
             np.testing.assert_array_equal(to_numpy(q_gpu), q_cpu)

@@ -22,10 +22,10 @@ cp = cupy_or_none()
 
 def _engine():
     from ozlinalg.engines import get_engine
-    from ozlinalg.engines.cublaslt import CuPyEngine
+    from ozlinalg.engines.cublaslt import CublasLtEngine
 
     eng = get_engine(cp)
-    assert isinstance(eng, CuPyEngine)
+    assert isinstance(eng, CublasLtEngine)
     return eng
 
 

@@ -22,7 +22,7 @@ from numpy.testing import assert_array_equal
 
 import ozlinalg
 from ozlinalg.engines import base as engine_registry
-from ozlinalg.engines.cpu import CPUEngine
+from ozlinalg.engines.sgemm import SGEMMEngine
 from ozlinalg.ozaki import auto, crt, decide
 from ozlinalg.ozaki.crt import count as crt_count
 from ozlinalg.testing import random_matrix
@@ -36,7 +36,7 @@ LIMITS = [None, 1 << 20, "min"]
 def make_engine(name, threads):
     """A fresh engine ``name`` ("sgemm", "onednn", "host-gpu") with ``threads`` threads."""
     if name == "sgemm":
-        return CPUEngine(threads=threads)
+        return SGEMMEngine(threads=threads)
     if name == "onednn":
         cpu_engine_or_skip("onednn")
         from ozlinalg.engines.onednn import OneDNNEngine
@@ -171,7 +171,7 @@ class TestSubsets:
         assert_array_equal(fixed, whole[:9, :5])
 
 
-class PerturbedEngine(CPUEngine):
+class PerturbedEngine(SGEMMEngine):
     """The SGEMM engine with its magnitude estimates moved by ``factor`` (inside the
     bound :data:`ozlinalg.ozaki.decide.EST_REL` every engine's estimate obeys)."""
 
@@ -248,7 +248,7 @@ class TestDecisions:
         a = random_matrix(rng, 10, 50, 1.0)
         b = random_matrix(rng, 50, 8, 1.0)
         method = "crt" if scaling == "accurate" else "crt-fast"
-        c0, p0 = run(monkeypatch, CPUEngine(threads=1), a, b, method=method)
+        c0, p0 = run(monkeypatch, SGEMMEngine(threads=1), a, b, method=method)
         # the smallest r = q / num**2, exactly, from the decision's own pieces
         seen = {}
         orig = decide.CountPlan.__init__
@@ -258,7 +258,7 @@ class TestDecisions:
             seen["plan"] = plan
 
         monkeypatch.setattr(decide.CountPlan, "__init__", spy)
-        run(monkeypatch, CPUEngine(threads=1), a, b, method=method)
+        run(monkeypatch, SGEMMEngine(threads=1), a, b, method=method)
         plan = seen["plan"]
         rows, cols = np.meshgrid(np.arange(10), np.arange(8), indexing="ij")
         rmin = min(plan._r_exact(rows.ravel(), cols.ravel()))
@@ -315,7 +315,7 @@ class TestDecisions:
             return orig(plan, low, rows, cols)
 
         monkeypatch.setattr(decide.CountPlan, "decide_from_lower", spy)
-        c0, p0 = run(monkeypatch, CPUEngine(threads=1), a, b, method="crt")
+        c0, p0 = run(monkeypatch, SGEMMEngine(threads=1), a, b, method="crt")
         plan = seen["plan"]
         rows, cols = np.meshgrid(np.arange(12), np.arange(10), indexing="ij")
         rmin = min(plan._r_exact(rows.ravel(), cols.ravel()))
@@ -324,7 +324,7 @@ class TestDecisions:
         n = p0.slices[0] - 1
         assert real[n] <= rmin < (real[n - 1] if n else math.inf)
         counts = {}
-        crt.crt_matmul_2d(np, CPUEngine(threads=1), a, b, profile_counts=counts)
+        crt.crt_matmul_2d(np, SGEMMEngine(threads=1), a, b, profile_counts=counts)
         assert counts["bound_decided"] == 1 and counts["float_gemms"] == 0
         middle = math.sqrt(seen["low"] * float(rmin))
         for near in (float(rmin) * (1 + 1e-3), float(rmin) * (1 - 1e-3), middle):

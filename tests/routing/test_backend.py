@@ -14,7 +14,7 @@ from conftest import assert_dot_accurate, assert_solve_accurate
 
 import ozlinalg
 from ozlinalg.engines.base import CROSSOVER_OPS, Engine, get_engine, register_engine
-from ozlinalg.engines.cpu import CPUEngine
+from ozlinalg.engines.sgemm import SGEMMEngine
 from ozlinalg.routing import ROUTES
 
 EAGER = dict(strategy="eager", min_size=0, native_order=0)
@@ -39,7 +39,7 @@ def cpu_crossovers():
     saved = get_engine(np)
 
     def use(crossovers):
-        eng = CPUEngine()
+        eng = SGEMMEngine()
         eng.crossovers = dict(crossovers)
         register_engine("numpy", eng)
         return eng
@@ -238,7 +238,7 @@ class TestStrategy:
     def test_sgemm_engine_never_pays(self):
         """The committed table for the CPU SGEMM engine: no crossover for any
         operation (benchmarks/calibration/crossover.py; docs/backend.md)."""
-        eng = CPUEngine()
+        eng = SGEMMEngine()
         assert [eng.crossover(op) for op in CROSSOVER_OPS] == [None] * 4
         with pytest.raises(ValueError, match="unknown operation"):
             eng.crossover("svd")

@@ -1,4 +1,4 @@
-"""CPU engine: exact INT8 products on BLAS SGEMM.
+"""The SGEMM engine: exact INT8 products on BLAS SGEMM (the CPU reference engine).
 
 Integer ``np.matmul`` is a plain triple loop (about 1 GOP/s); float BLAS is
 exact on integer-valued operands as long as no partial sum leaves the range of
@@ -20,13 +20,16 @@ from scipy.linalg import blas as _blas
 from ._process import at_fork_child, cpu_threads, fork_safe_lock
 from .base import Engine
 
-__all__ = ["CPUEngine", "FP32_EXACT"]
+__all__ = ["SGEMMEngine", "FP32_EXACT"]
 
 #: Integers up to this magnitude are all representable in float32.
 FP32_EXACT = 1 << 24
 
 
-class CPUEngine(Engine):
+class SGEMMEngine(Engine):
+    """Exact INT8 products on BLAS SGEMM for NumPy arrays (module docstring): the
+    reference engine, and the fallback wherever the oneDNN engine cannot run."""
+
     name = "cpu-sgemm"
     device = "cpu"
     xp = np
@@ -34,12 +37,15 @@ class CPUEngine(Engine):
     #: at every order measured, 128..2048 (``python benchmarks/crossover.py``;
     #: the table is in docs/backend.md).
     crossovers: dict = {}
+    #: Why "auto" chose this engine (and the verdict that made it), set by
+    #: :func:`ozlinalg.engines.select.cpu_engine` on its fallback; None otherwise.
+    selection_reason = selection_verdict = None
 
     def __init__(self, threads: int | None = None):
         self.threads = threads or cpu_threads()
         self._pool = None  # a ThreadPoolExecutor, started on first use
         self._pool_lock = fork_safe_lock()
-        at_fork_child(CPUEngine._after_fork, self)
+        at_fork_child(SGEMMEngine._after_fork, self)
 
     def _after_fork(self):
         # The parent's pool threads do not exist in a forked child: a fresh pool.
@@ -125,5 +131,5 @@ class CPUEngine(Engine):
             f.result()
 
     def describe(self):
-        why = getattr(self, "selection_reason", None)
+        why = self.selection_reason
         return f"{self.name} (BLAS SGEMM on float32 slices{'; ' + why if why else ''})"

@@ -1,0 +1,39 @@
+/* Helpers of the Ozaki-II kernels (k_crt_residues.c: the inputs' residues;
+ * k_crt_combine.c: the INT32 products' residues and the rebuild).
+ *
+ * Residues are unique (the symmetric residue of an integer is the one integer in
+ * [-h, p - 1 - h], h = floor(p / 2)), so any exact route gives the generic
+ * symmetric_mod's value. The route here has no branch and no division, so every
+ * inner loop vectorizes:
+ *
+ * - odd p, integer a with |a| < 2**51: a - rint(a * fl(1/p)) * p. The product is
+ *   within |a / p| 2**-52 < 1 / (2 p) of a / p, which is at least 1 / (2 p) away from
+ *   every half-integer (2 (a mod p) - p is odd), so rint gives the nearest integer to
+ *   a / p and the difference (exact) lies in [-(p - 1) / 2, (p - 1) / 2];
+ * - p a power of two: a - floor((a + h) / p) * p (every step exact).
+ */
+#ifndef OZK_KCRT_H
+#define OZK_KCRT_H
+#include "kcommon.h"
+
+/* int8 of an integer-valued double in [-128, 127] (a symmetric residue or a bound). */
+OZ_INLINE int8_t
+to_i8(double x)
+{
+    return (int8_t)x;
+}
+
+/* a * b + c where the product a * b is exact (integers below 2**53, powers of two):
+ * one rounding either way, so an FMA, where the ISA has one, gives the same value in
+ * one instruction (numba's helpers for these steps allow the contraction). */
+OZ_INLINE double
+xfma(double a, double b, double c)
+{
+#if defined(__FMA__)
+    return fma(a, b, c);
+#else
+    return a * b + c;
+#endif
+}
+
+#endif

@@ -1,0 +1,307 @@
+"""The oneDNN engine's class: creation (library, kernels, self-test), slice storage and
+the exact INT8 GEMMs; its fused passes come from the pass-family mixins (see
+:mod:`ozlinalg.engines.onednn`)."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+
+import numpy as np
+
+from ..._exceptions import PerformanceWarning
+from .. import _dnnl, kernels
+from .._process import BlasThreadLimit, at_fork_child, native_threads
+from .._scratch import ScratchPool, release_after_oom
+from ..base import group_runs
+from ..sgemm import SGEMMEngine
+from ._common import GEMM_PARALLEL_MIN, EngineUnavailable, _is_cols
+from .accumulate import AccumulatePasses
+from .crt import CRTPasses
+from .estimate import EstimatePasses
+from .faithful import FaithfulPasses
+from .normalize import NormalizePasses
+from .selftest import self_test
+from .small import SmallPasses
+from .split import SplitPasses
+
+__all__ = ["ENV_FUSED", "INT32_EXACT", "OneDNNEngine"]
+
+#: Largest magnitude an INT32 run may reach.
+INT32_EXACT = (1 << 31) - 1
+
+ENV_FUSED = kernels.ENV_FUSED
+
+
+def _load_kernels():
+    """The compiled kernel module (:mod:`ozlinalg.engines.kernels`), or ``(None, reason)``;
+    warns once per process (:class:`ozlinalg.PerformanceWarning`) where the kernels are
+    missing without the user having asked for that (``OZLINALG_FUSED=0``)."""
+    mod, reason = kernels.load()
+    if mod is None and not reason.startswith(ENV_FUSED) and not _WARNED:
+        _WARNED.append(True)
+        warnings.warn(f"ozlinalg: the CPU INT8 engine runs its passes as NumPy code ({reason});"
+                      " the results are the same, 1.5-2x slower. Reinstall ozlinalg where a C "
+                      "compiler with OpenMP is available to build its kernels.",
+                      PerformanceWarning, stacklevel=2)
+    return mod, reason
+
+
+_WARNED: list = []
+
+
+class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, AccumulatePasses,
+                   FaithfulPasses, SmallPasses, SGEMMEngine):
+    """Exact INT8 GEMMs on oneDNN (``dnnl_gemm_s8s8s32``) for NumPy arrays.
+
+    Raises :class:`EngineUnavailable` (with the reason) where oneDNN does not
+    load or its INT8 GEMM fails the exactness self-test.
+    """
+
+    name = "cpu-onednn"
+    device = "cpu"
+    slice_bytes = 1
+
+    def __init__(self, threads: int | None = None, lib=None, fused: bool | None = None):
+        # OpenMP threads (oneDNN's and the kernels'): one in a forked child
+        super().__init__(threads or native_threads())
+        at_fork_child(OneDNNEngine._after_fork_onednn, self)
+        if lib is None:
+            lib, reason = _dnnl.load()
+            if lib is None:
+                raise EngineUnavailable(reason)
+        self.lib = lib
+        if fused is False:
+            self.kernels, self.kernels_reason = None, "disabled"
+        else:
+            self.kernels, self.kernels_reason = _load_kernels()
+        self.launches = 0
+        BlasThreadLimit.prepare()  # find the BLAS libraries now, not inside a product
+        # The pool reads OZLINALG_SCRATCH_CACHE: a bad value must raise here, not
+        # inside the self-test, which would take it for an inexact GEMM.
+        self.scratch  # noqa: B018
+        ok, detail = self._run_self_test()
+        self.self_test = detail
+        if not ok:
+            raise EngineUnavailable(
+                f"oneDNN {self.version} (ISA {lib.isa_name}) failed the INT8 exactness "
+                f"self-test: {detail}")
+
+    def _run_self_test(self):
+        """:func:`self_test`, where running out of memory is no verdict.
+
+        A MemoryError (a busy machine, a tight container) says nothing about the
+        GEMM's exactness: it propagates, with the pool's buffers released, and
+        as no engine was made, nothing is cached (:mod:`ozlinalg.engines.select`), so the next
+        call tests again. A KeyboardInterrupt propagates as it is. Only a wrong
+        answer, or another failing call, is an :class:`EngineUnavailable`.
+        """
+        try:
+            return self_test(self)
+        except MemoryError as exc:
+            release_after_oom()
+            raise MemoryError(
+                "ozlinalg: out of memory during the oneDNN engine's one-time exactness "
+                "self-test (a few MiB); nothing was cached, the next call tries again"
+            ) from exc
+
+    @functools.cached_property
+    def scratch(self):
+        """Large temporaries kept between products (no page faults; see
+        :mod:`ozlinalg.engines._scratch`)."""
+        return ScratchPool()
+
+    # -- what ran ---------------------------------------------------------------------
+
+    @property
+    def version(self):
+        return ".".join(map(str, self.lib.version))
+
+    @property
+    def isa(self):
+        return self.lib.isa_name
+
+    #: BLAS threads for the native calls between emulated products (factorization
+    #: panels, see :meth:`native_blas`); None leaves BLAS alone.
+    native_blas_threads = 1
+
+    def native_blas(self):
+        """One BLAS thread for the native calls between emulated products.
+
+        OpenBLAS's worker threads keep spinning for a while after each call
+        (``OPENBLAS_THREAD_TIMEOUT``, 2**28 cycles by default) and take the cores
+        from the next oneDNN GEMM (2x slower on the 2-core box; the panel of a
+        factorization is followed by its trailing update every step). With one
+        BLAS thread the workers stay asleep; the panels are a small share of the
+        flops. Measured: ``benchmarks/cpu_threads.py``, docs/performance.md. The
+        limit is reference-counted across threads and restores what it found
+        (:class:`ozlinalg.engines._process.BlasThreadLimit`).
+        """
+        if self.native_blas_threads is None:
+            return contextlib.nullcontext()
+        return BlasThreadLimit(self.native_blas_threads)
+
+    def _after_fork_onednn(self):
+        # libgomp's pool does not survive fork: OpenMP work on one thread in the child
+        self.threads = 1
+
+    def describe(self):
+        why = self.kernels_reason
+        passes = f"fused ({why})" if self.kernels else f"NumPy: {why}"
+        return (f"{self.name} (oneDNN {self.version}, ISA {self.isa}, int8 self-test passed, "
+                f"passes: {passes})")
+
+    # -- storage ----------------------------------------------------------------------
+
+    def empty_slices(self, s, rows, k, kind, operand=None):
+        """int8 slices ``(s, rows, k)``, rows contiguous; for a product's operand
+        ("a" / "b") grouped as in the module doc. SplitFP's slices (kind "fp") are
+        float32 for SGEMM."""
+        empty = self.scratch.empty
+        if kind == "fp":
+            return empty((s, rows, k), np.float32)
+        if operand not in ("a", "b"):
+            return empty((s, rows, k), np.int8)
+        full = empty((rows, s, k), np.int8)
+        view = full[:, ::-1, :] if _reversed(kind, operand) else full
+        return view.transpose(1, 0, 2)
+
+    def empty_slices_like(self, x, s, kind, operand=None):
+        """Slices of ``x`` (rows x k) laid out in ``x``'s own memory order.
+
+        Rows of B^T are columns of a row-major B (and a Fortran-ordered A has
+        contiguous columns): their slices are stored as ``(s, k, rows)``
+        (``[:, ::-1]`` for "b": slices reversed), so splitting never transposes and
+        the GEMM reads them with ``trans = 'N'`` / ``'T'``; an EF group's slices are
+        still stacked along the inner dimension (one GEMM). Ozaki II's residues
+        ("crt") are never grouped, so B's stay in order: slot t first in memory,
+        where :class:`.crt._FusedCRT` reuses the slots of finished products.
+        """
+        rows, k = x.shape
+        if kind == "fp" or not _is_cols(x):
+            return self.empty_slices(s, rows, k, kind, operand)
+        full = self.scratch.empty((s, k, rows), np.int8)
+        view = full[::-1] if _reversed(kind, operand) else full
+        return view.transpose(0, 2, 1)
+
+    output_orders = ("C", "F")
+    #: Never: on the 2-core AVX-512 VNNI machine this was measured on, emulation
+    #: (default method, ``slices="auto"``) took 3.2-4.6x native DGEMM / LAPACK at
+    #: n = 1024 .. 4096 (``OZLINALG_ENGINE=onednn python benchmarks/crossover.py
+    #: --sizes 1024 2048 4096 --reps 2``, 2026-12-01, 2 threads;
+    #: benchmarks/results/crossover-cpu-onednn-2026-12-01.json). The INT8 units are
+    #: 15-16x DGEMM's rate there and a DGEMM-level product needs 36-45 INT8 GEMMs;
+    #: on AMX machines (2048 INT8 ops per cycle per core) re-measure.
+    crossovers: dict = {}
+
+    @property
+    def memory_model(self):
+        """``ozaki.memory.plan_bytes`` coefficients of the fused passes (the generic ones,
+        ``ozaki.memory.MEMORY_MODEL``, for any key missing here): one normalized float64
+        copy (none for fixed counts) and BF16 squares per input entry; FP64 accumulator
+        (beside the result when there are several tiles), top groups, INT32 result and
+        the FP32 estimate per output entry; for Ozaki-II also the bound operand, and one
+        int8 residue per output entry and modulus instead of FP64 limbs; W as int32.
+        Fitted to the peaks of ``benchmarks/memory_bound.py`` (tests/test_matmul.py::
+        TestMemory checks them)."""
+        if self.kernels is None:
+            return None
+        return {"input": 12, "output": 32, "product_output": 72, "crt_input": 16,
+                "crt_output": 32, "crt_output_per_modulus": 1, "bounds": 4}
+    #: Panel width of the factorizations: at INT8 speed the passes over each trailing
+    #: update's output (estimate, one per EF group, scaling) weigh against its
+    #: k = block_size inner dimension. Measured on 2 threads, getrf / potrf / geqrf
+    #: against LAPACK at n = 4096: 5.3 / 4.9 / 3.1x with 256, 4.4 / 4.2 / 3.0x with 384,
+    #: 3.8 / 3.6 / 3.3x with 512; 512 was also the best at n = 1024 and 2048
+    #: (docs/performance.md, "Factorizations").
+    block_size = 512
+
+    def workspace(self, m, p, order="C"):
+        """The INT32 result buffer, in the memory order the caller accumulates in."""
+        return {"out": self.scratch.empty((m, p), np.int32, order=order)}
+
+    # -- products ---------------------------------------------------------------------
+
+    @staticmethod
+    def _layout(x):
+        """``(x, trans, ld, kstep)`` of int8 slices ``x`` (s, rows, k): ``trans`` False
+        when the k entries of a row are contiguous (stored rows x k, row stride ld),
+        True when the rows are (stored k x rows, ld = kstep = stride along k)."""
+        if x.dtype != np.int8:
+            raise TypeError(f"ozlinalg: the oneDNN engine multiplies int8 slices, got {x.dtype}")
+        _, rows, k = x.shape
+        if (x.strides[2] == 1 or k <= 1) and x.strides[1] >= max(k, 1):
+            return x, False, max(x.strides[1], k, 1), 1
+        if (x.strides[1] == 1 or rows <= 1) and x.strides[2] >= max(rows, 1):
+            return x, True, max(x.strides[2], rows, 1), max(x.strides[2], rows, 1)
+        x = np.ascontiguousarray(x)
+        return x, False, max(k, 1), 1
+
+    def gemm(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, m, p, k, beta):
+        """``c (m x p, int32, row-major) (+)= A @ B^T`` for int8 ``A`` (m x k) and ``B``
+        (p x k), each stored either way (``trans*``: stored transposed)."""
+        # (a one-row c may carry any row stride: oneDNN wants ldc >= p)
+        self.lib.gemm_s8s8s32(b"T" if transa else b"N", b"N" if transb else b"T", m, p, k,
+                              a_ptr, lda, b_ptr, ldb, c.ctypes.data,
+                              max(c.strides[0] // 4, p, 1), beta,
+                              self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
+        self.launches += 1
+
+    def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
+        """Exact ``sum((i, j) in pairs) a[i] @ b[j].T`` as int32 (int64 when a sum could
+        pass INT32), a buffer of ``ws``; runs of pairs adjacent in the grouped storage
+        are one GEMM each."""
+        _, m, k = a.shape
+        p = b.shape[1]
+        a, ta, lda, ka = self._layout(a)
+        b, tb, ldb, kb = self._layout(b)
+        ws = ws if ws is not None else self.workspace(m, p)
+        out = ws["out"]
+        if m == 0 or p == 0:
+            return out, 0
+        if k == 0 or not pairs:
+            out.fill(0)
+            return out, 0
+        per_elem = max(1, int(bound_a) * int(bound_b))
+        one = k * per_elem  # worst case of one product
+        joinable = (a.strides[0] == k * ka and b.strides[0] == -k * kb and one <= INT32_EXACT)
+        runs = group_runs(pairs, joinable, max(1, INT32_EXACT // one))
+        kc = max(1, INT32_EXACT // per_elem)  # pieces of a single product past INT32
+        a0, b0 = a.ctypes.data, b.ctypes.data
+        sa, sb = a.strides[0], b.strides[0]
+        # A column-major result is the row-major C^T = B A^T: the operands swap roles.
+        colmajor = not out.flags.c_contiguous and out.flags.f_contiguous
+        acc64 = None
+        cur = 0
+        calls = 0
+        for i, j, count in runs:
+            pieces = [(0, count * k)] if one <= INT32_EXACT else [
+                (k0, min(k, k0 + kc)) for k0 in range(0, k, kc)]
+            for k0, k1 in pieces:
+                w = (k1 - k0) * per_elem
+                if cur and cur + w > INT32_EXACT:
+                    acc64 = out.astype(np.int64, order="K") if acc64 is None else acc64 + out
+                    cur = 0
+                pa, pb = a0 + i * sa + k0 * ka, b0 + j * sb + k0 * kb
+                if colmajor:
+                    self.gemm(tb, pb, ldb, ta, pa, lda, out.T, p, m, k1 - k0, 1 if cur else 0)
+                else:
+                    self.gemm(ta, pa, lda, tb, pb, ldb, out, m, p, k1 - k0, 1 if cur else 0)
+                calls += 1
+                cur += w
+        if acc64 is not None:
+            acc64 += out
+            return acc64, calls
+        return out, calls
+
+    def map_rows(self, fn, rows, k):
+        if self.kernels is not None:
+            fn(0, rows)  # the fused kernels are row-parallel themselves
+        else:
+            super().map_rows(fn, rows, k)
+
+
+def _reversed(kind, operand):
+    """Whether an operand's slices are stored in reverse order: B's slices for the EF
+    groups (``A_i B_{g-i}`` adjacent); Ozaki II pairs residues of one modulus only."""
+    return operand == "b" and kind != "crt"

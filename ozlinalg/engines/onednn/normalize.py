@@ -1,0 +1,61 @@
+"""The oneDNN engine's normalization passes (kernels: ``k_normalize.c``; generic code:
+:func:`ozlinalg.ozaki.split.normalize_rows`, ``ozlinalg.ozaki.balance._abs_max``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import KernelPasses, _is_cols
+
+__all__ = ["NormalizePasses"]
+
+
+class NormalizePasses(KernelPasses):
+    """``normalize_rows``, ``normalize_rows_sumsq``, ``abs_max``: the generic bits."""
+
+    def normalize_rows(self, a):
+        """Fused :func:`ozlinalg.ozaki.split.normalize_rows` (one pass, row-parallel);
+        the result follows ``a``'s memory order (column-contiguous stays so)."""
+        done = self._normalize(a, False)
+        return None if done is None else done[:2]
+
+    def normalize_rows_sumsq(self, a):
+        """``(x, exps, ss)``: :meth:`normalize_rows` and ``ss = (x * x).sum(axis=1)``, with
+        NumPy's summation order for ``x``'s memory order (pairwise along contiguous
+        rows, one column at a time for column-contiguous ones), in the same pass and
+        without the squared temporary; None: generic code."""
+        return self._normalize(a, True)
+
+    def _normalize(self, a, sumsq):
+        ker = self.kernels
+        if ker is None or a.dtype != np.float64 or a.ndim != 2:
+            return None
+        rows, k = a.shape
+        e = np.empty(rows, np.int32)
+        ss = np.empty(rows if sumsq else 0)
+        ker = self._k(a.size)
+        if _is_cols(a):
+            xt = self.scratch.empty((k, rows), np.float64)
+            if sumsq:
+                ker.normalize_cols_sumsq(a.T, xt, e, ss, max(1, min(ker.threads(), rows // 64)))
+            else:
+                ker.normalize_cols(a.T, xt, e)
+            return xt.T, e, ss
+        x = self.scratch.empty((rows, k), np.float64)
+        ker.normalize_rows(a, x, e, ss)
+        return x, e, ss
+
+    def abs_max(self, x, axis):
+        """``max |x|`` along ``axis`` of a float64 2-D array in one parallel pass
+        (``ozlinalg.ozaki.balance._abs_max``: Inf where a line holds Inf or NaN); None:
+        generic."""
+        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
+            return None
+        c, f = x.flags.c_contiguous, x.flags.f_contiguous
+        if not (c or f):
+            return None
+        rows = (axis == 1) == c  # the lines reduced are contiguous
+        xx = x if c else x.T
+        out = np.empty(xx.shape[0] if rows else xx.shape[1])
+        ker = self._k(x.size)
+        (ker.abs_max_rows if rows else ker.abs_max_cols)(xx, out)
+        return out
