@@ -8,9 +8,9 @@ relative error of native DGEMM, of every method at every slice count, and of
 each method's max error is at or below native DGEMM's is the "DGEMM-level"
 column, to compare with ozIMMU_EF's published counts (docs/peers.md: 9, 9, 10, 11-12).
 
-Usage (``benchmarks/accuracy.py`` and ``python -m ozlinalg accuracy`` run this)::
+Usage (``benchmarks/studies/accuracy.py`` and ``python -m ozlinalg accuracy`` run this)::
 
-    python benchmarks/accuracy.py                      # m = p = 256, n = 4096
+    python benchmarks/studies/accuracy.py                      # m = p = 256, n = 4096
     python -m ozlinalg accuracy --n 1024 --phis 0.5 4 --out /tmp/acc.md --no-plot
 
 Needs python-flint (exact reference); matplotlib for the plot.
@@ -87,7 +87,7 @@ def markdown(rows, m, n, p, methods, seed, elapsed):
         "",
         f"Inputs `(U(0,1) - 0.5) * exp(phi * N(0,1))`, seed {seed}; errors are elementwise "
         "`|C - C_exact| / |C_exact|` against the EXACT product (python-flint integers).",
-        f"Reproduce: `python benchmarks/accuracy.py --m {m} --n {n} --p {p} --seed {seed}` "
+        f"Reproduce: `python benchmarks/studies/accuracy.py --m {m} --n {n} --p {p} --seed {seed}` "
         f"({elapsed:.0f} s on the machine that wrote this).",
         "",
         "## Slices needed for DGEMM-level accuracy (max error <= native DGEMM's)",
@@ -169,7 +169,7 @@ def main(argv=None, prog=None):
     ap.add_argument("--p", type=int, default=None)
     ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
     ap.add_argument("--methods", nargs="+", default=OZAKI_I,
-                    help="default: the Ozaki-I methods (crt: benchmarks/accuracy_crt.py)")
+                    help="default: the Ozaki-I methods (crt: benchmarks/studies/accuracy_crt.py)")
     ap.add_argument("--slices", type=int, nargs=2, default=[3, 14], metavar=("LO", "HI"))
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--out", default="accuracy-table.md", help="markdown table to write")

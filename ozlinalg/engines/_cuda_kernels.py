@@ -149,7 +149,7 @@ def hybrid_split_fused(x, s, width, out, scales, xp=None):
 #
 # * ozlinalg_crt_residues: one read of a normalized row block, all N residues
 #   of A' = rint|trunc(2**mu x) written as int8 (the digits of A' as in
-#   ozaki/crt.py::residues_into, reduced with an exact reciprocal-and-correct
+#   ozaki/crt/moduli.py::residues_into, reduced with an exact reciprocal-and-correct
 #   step instead of a division);
 # * ozlinalg_crt_reduce: the INT32 product of modulus t -> its symmetric
 #   residue, stored as int8 (5 bytes moved per entry instead of ~100);
@@ -273,7 +273,7 @@ def _grid(total, threads=256):
 
 
 def crt_residues_fused(x, mult, round_rows, mods, bits, out, xp=None):
-    """Fused :func:`ozlinalg.ozaki.crt._integerize_into` for one row block.
+    """Fused :func:`ozlinalg.ozaki.crt.shifts.integerize_into` for one row block.
 
     ``out[t] = symmetric residue of rint|trunc(x * mult[:, None]) mod mods[t]``
     (int8), one pass over ``x``; ``out`` may have strided slices and rows (the

@@ -2,7 +2,7 @@
 
 .. warning::
    Written and CPU-checked only (imports, registration). NOT YET RUN ON A GPU:
-   ``benchmarks/gpu_check.py`` and ``tests/engines/test_gpu.py`` are the first checks.
+   ``benchmarks/gpu/gpu_check.py`` and ``tests/engines/test_gpu.py`` are the first checks.
 
 The exact INT8 x INT8 -> INT32 product goes through ``nvmath.bindings.cublasLt``
 (nvmath-python's high-level ``matmul`` rejects int8, and CuPy's ``int8 @ int8``

@@ -34,7 +34,7 @@ class SGEMMEngine(Engine):
     device = "cpu"
     xp = np
     #: No crossover: emulation was slower than native FP64 for every operation
-    #: at every order measured, 128..2048 (``python benchmarks/crossover.py``;
+    #: at every order measured, 128..2048 (``python benchmarks/calibration/crossover.py``;
     #: the table is in docs/backend.md).
     crossovers: dict = {}
     #: Why "auto" chose this engine (and the verdict that made it), set by

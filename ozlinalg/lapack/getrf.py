@@ -169,7 +169,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
 #: splitting and planning): measured on a 4096 x 128 x 4096 update, chunks of
 #: 512 columns took 0.7x the time of one product, of 256 1.0x, of 128 2x; at
 #: 1024 rows, chunks of 512 1.1x, of 256 2.3x (2 loaded cores).
-#: ``python benchmarks/lu_inplace_memory.py`` measures the peak.
+#: ``python benchmarks/studies/lu_inplace_memory.py`` measures the peak.
 TRAILING_CHUNKS = 16
 MIN_CHUNK_COLUMNS = 2048
 MIN_CHUNK_COLUMNS_IN_PLACE = 256

@@ -40,7 +40,7 @@ The plan, :func:`plan_bytes`, is linear in four measures of the product::
 
 The coefficients are per engine (``Engine.memory_model``, falling back to
 :data:`MEMORY_MODEL` key by key) and were fitted so that the plan bounds the
-measured peak (``benchmarks/memory_bound.py``: tracemalloc, which sees
+measured peak (``benchmarks/studies/memory_bound.py``: tracemalloc, which sees
 NumPy's buffers and the scratch pool's, and the process's resident-set peak,
 which also sees what oneDNN and the compiled kernels allocate natively).
 

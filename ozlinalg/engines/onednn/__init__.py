@@ -43,7 +43,7 @@ module              kernels (``_csrc/``)        generic code (same bits)
 :mod:`.normalize`   ``k_normalize.c``           ``ozaki/split.py``, ``ozaki/balance.py``
 :mod:`.split`       ``k_split.c``               ``ozaki/split.py``
 :mod:`.estimate`    ``k_estimate.c``            ``ozaki/decide.py``, ``ozaki/adequacy.py``
-:mod:`.crt`         ``k_crt*.c``                ``ozaki/crt.py``
+:mod:`.crt`         ``k_crt*.c``                ``ozaki/crt/``
 :mod:`.accumulate`  ``k_accumulate.c``          ``ozaki/gemm.py``, ``ozaki/scaling.py``
 :mod:`.faithful`    ``k_faithful.c``            ``ozaki/faithful.py``, ``ozaki/decide.py``
 :mod:`.small`       ``k_small.c``               ``ozaki/small.py``

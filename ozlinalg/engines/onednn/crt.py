@@ -57,7 +57,7 @@ class CRTPasses(KernelPasses):
         return True
 
     def bound_r_min(self, w, ca, cb, num, inv_k):
-        """``ozlinalg.ozaki.crt._bound_r_min`` in one pass; None: generic."""
+        """``ozlinalg.ozaki.crt.count._bound_r_min`` in one pass; None: generic."""
         if self.kernels is None or w.dtype != np.int32 or w.ndim != 2 or \
                 not w.flags.c_contiguous:
             return None
@@ -178,7 +178,7 @@ def _combine_constants(consts):
 
 
 class _BoundShifts:
-    """The accurate scaling's exact maxima (``ozlinalg.ozaki.crt._accurate_shifts``) from
+    """The accurate scaling's exact maxima (``ozlinalg.ozaki.crt.shifts._accurate_shifts``) from
     the bound products W kept as int32 (half of a float64 copy): per row ``max_j W_ij``
     as the tiles arrive, per column ``max_i W_ij 2**mu_i`` as the maxima over the rows
     of each shift value g (a few groups) of ``M_gj 2**g``, one integer pass over W. The

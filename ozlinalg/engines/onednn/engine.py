@@ -133,7 +133,7 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
         from the next oneDNN GEMM (2x slower on the 2-core box; the panel of a
         factorization is followed by its trailing update every step). With one
         BLAS thread the workers stay asleep; the panels are a small share of the
-        flops. Measured: ``benchmarks/cpu_threads.py``, docs/performance.md. The
+        flops. Measured: ``benchmarks/studies/cpu_threads.py``, docs/performance.md. The
         limit is reference-counted across threads and restores what it found
         (:class:`ozlinalg.engines._process.BlasThreadLimit`).
         """
@@ -187,9 +187,9 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
     output_orders = ("C", "F")
     #: Never: on the 2-core AVX-512 VNNI machine this was measured on, emulation
     #: (default method, ``slices="auto"``) took 3.2-4.6x native DGEMM / LAPACK at
-    #: n = 1024 .. 4096 (``OZLINALG_ENGINE=onednn python benchmarks/crossover.py
+    #: n = 1024 .. 4096 (``OZLINALG_ENGINE=onednn python benchmarks/calibration/crossover.py
     #: --sizes 1024 2048 4096 --reps 2``, 2026-12-01, 2 threads;
-    #: benchmarks/results/crossover-cpu-onednn-2026-12-01.json). The INT8 units are
+    #: benchmarks/results/crossover-onednn-zen5-2026-12-01.json). The INT8 units are
     #: 15-16x DGEMM's rate there and a DGEMM-level product needs 36-45 INT8 GEMMs;
     #: on AMX machines (2048 INT8 ops per cycle per core) re-measure.
     crossovers: dict = {}
@@ -202,7 +202,7 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
         (beside the result when there are several tiles), top groups, INT32 result and
         the FP32 estimate per output entry; for Ozaki-II also the bound operand, and one
         int8 residue per output entry and modulus instead of FP64 limbs; W as int32.
-        Fitted to the peaks of ``benchmarks/memory_bound.py`` (tests/test_matmul.py::
+        Fitted to the peaks of ``benchmarks/studies/memory_bound.py`` (tests/ozaki/test_matmul.py::
         TestMemory checks them)."""
         if self.kernels is None:
             return None

@@ -52,7 +52,7 @@ AUTO_REF_MODULI = 20
 AUTO_RHO_SLOPE = 0.7
 AUTO_OFFSET_BITS = {"fast": -9.0, "accurate": -8.75}
 #: Extra slope above the knee: wide exponent ranges (phi >= 4) need more than
-#: the 0.7 slope fitted on phi <= 2 predicts (benchmarks/calibrate_crt_auto.py).
+#: the 0.7 slope fitted on phi <= 2 predicts (benchmarks/calibration/calibrate_crt_auto.py).
 AUTO_RHO_KNEE = -60.0
 AUTO_HIGH_SLOPE = 0.25
 
