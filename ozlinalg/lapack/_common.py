@@ -1,7 +1,7 @@
 """Shared plumbing of the blocked factorizations: validation, defaults, the
 GEMM runner (emulated or native), and the thin native-panel layer.
 
-Everything above :class:`_Runner` is written once against the array namespace
+Everything above :class:`Runner` is written once against the array namespace
 ``xp`` (NumPy or CuPy). The functions named ``native_*`` are the only
 device-specific code: on NumPy they call :mod:`scipy.linalg.lapack`; on CuPy
 they call cuSOLVER through ``cupy.linalg`` / ``cupyx.scipy.linalg`` (the CuPy
