@@ -1,16 +1,24 @@
-"""The INT8 peak of this CPU, measured: core clock and AVX-512 VNNI throughput.
+"""The INT8 peak of this CPU, measured: core clock, AVX-512 VNNI and AMX throughput.
 
-Two micro-benchmarks, compiled with the system C compiler (``cc``):
+Micro-benchmarks compiled with the system C compiler (``cc``), each run only where
+``/proc/cpuinfo`` lists the instructions it needs:
 
-* the core clock: a chain of dependent integer adds (one per cycle on every
-  x86-64 core) for 2e9 iterations; ``/proc/cpuinfo`` shows only the TSC rate;
+* the core clock: a chain of dependent 64-bit ``imul`` (latency 3 cycles on every
+  x86-64 core since Nehalem and Zen; ``/proc/cpuinfo`` shows only the TSC rate).
+  A chain of dependent adds is no clock: recent Intel cores (Golden Cove and
+  later) retire about four ``addq $1`` of one chain per cycle, which read as a
+  14.65 GHz clock on a Xeon;
 * ``vpdpbusd`` on 512-bit registers (64 u8 x s8 multiply-adds = 128 INT8
-  operations each) over 12 independent accumulators: instructions per cycle.
+  operations each) over 12 independent accumulators: instructions per cycle;
+* AMX (``amx_int8``): ``tdpbssd`` on full 16 x 64 tiles (16 x 16 x 64 = 16384
+  multiply-adds = 32768 INT8 operations each) into four independent accumulator
+  tiles: tile products per second and per cycle (the tile peak: 2048 ops per
+  cycle per core where one ``tdpbssd`` issues every 16 cycles).
 
-Peak = cores x clock x IPC x 128 INT8 ops. On AMX machines the tile units do
-2048 INT8 ops per cycle per core instead (not measured here). Both loops time
-the process's CPU time (``CLOCK_PROCESS_CPUTIME_ID``), so other processes on a
-shared machine do not lower the figures. Usage::
+Peak = cores x clock x ops per cycle per core. The loops time the process's CPU
+time (``CLOCK_PROCESS_CPUTIME_ID``) on one thread, so other processes on a shared
+machine do not lower the figures; the multi-core peak assumes every core sustains
+the single-core rate. Usage::
 
     python benchmarks/studies/cpu_peak.py
 """
@@ -20,16 +28,20 @@ import os
 import subprocess
 import tempfile
 
+#: Latency of a 64-bit register ``imul`` in cycles (Intel since Nehalem, AMD since Zen).
+IMUL_LATENCY = 3
+
 CLOCK_C = r"""
 #include <stdio.h>
 #include <time.h>
 int main(void) {
-  struct timespec a, b; long n = 2000000000L, x = 0;
+  struct timespec a, b; long n = 400000000L, x = 7, y = 3;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
-  __asm__ volatile("1: addq $1, %0\n\t addq $1, %0\n\t addq $1, %0\n\t addq $1, %0\n\t"
-                   "subq $4, %1\n\t jnz 1b" : "+r"(x), "+r"(n));
+  __asm__ volatile("1: imulq %2, %0\n\t imulq %2, %0\n\t imulq %2, %0\n\t imulq %2, %0\n\t"
+                   "subq $4, %1\n\t jnz 1b" : "+r"(x), "+r"(n) : "r"(y));
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
-  printf("%f\n", 2e9 / ((b.tv_sec - a.tv_sec) + 1e-9 * (b.tv_nsec - a.tv_nsec)) / 1e9);
+  printf("%f %ld\n", 4e8 / ((b.tv_sec - a.tv_sec) + 1e-9 * (b.tv_nsec - a.tv_nsec)) / 1e9,
+         x & 1);
   return 0;
 }
 """
@@ -59,6 +71,60 @@ int main(void) {
 """
 
 
+AMX_C = r"""
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+typedef struct { uint8_t palette, start; uint8_t pad[14]; uint16_t colsb[16];
+                 uint8_t rows[16]; } tilecfg;
+int main(void) {
+  if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) {
+    printf("nan 0\n"); return 0;  /* the kernel refuses AMX state to this process */
+  }
+  tilecfg cfg; memset(&cfg, 0, sizeof cfg); cfg.palette = 1;
+  for (int t = 0; t < 8; t++) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
+  _tile_loadconfig(&cfg);
+  static int8_t buf[16 * 64]; for (int i = 0; i < 16 * 64; i++) buf[i] = (int8_t)(i % 7 - 3);
+  static int32_t out[16 * 16];
+  _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64);
+  _tile_loadd(7, buf, 64);
+  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  struct timespec a, b; long iters = 20000000L;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  for (long i = 0; i < iters; i++) {
+    _tile_dpbssd(0, 4, 6); _tile_dpbssd(1, 4, 7); _tile_dpbssd(2, 5, 6); _tile_dpbssd(3, 5, 7);
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  _tile_stored(0, out, 64); _tile_release();
+  printf("%f %d\n", 4.0 * iters / ((b.tv_sec - a.tv_sec) + 1e-9 * (b.tv_nsec - a.tv_nsec)) / 1e9,
+         out[0] & 1);
+  return 0;
+}
+"""
+
+#: INT8 operations of one instruction: vpdpbusd on zmm, tdpbssd on full tiles.
+OPS_VNNI = 128
+OPS_TILE = 2 * 16 * 16 * 64
+
+
+def cpu_flags():
+    """The instruction-set flags of ``/proc/cpuinfo`` (empty where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
 def run_c(src, flags=()):
     with tempfile.TemporaryDirectory() as d:
         c, exe = os.path.join(d, "m.c"), os.path.join(d, "m")
@@ -71,14 +137,28 @@ def run_c(src, flags=()):
 
 def main():
     cores = os.cpu_count()
-    ghz = max(run_c(CLOCK_C) for _ in range(3))
-    gips = max(run_c(VNNI_C, ["-mavx512f", "-mavx512bw", "-mavx512vnni"]) for _ in range(2))
-    ipc = gips / ghz
-    peak = cores * ghz * ipc * 128 / 1e3
-    print(f"core clock {ghz:.2f} GHz (dependent adds), vpdpbusd zmm {gips:.2f} G/s per core "
-          f"= {ipc:.2f} per cycle -> {ipc * 128:.0f} INT8 ops/cycle/core")
-    print(f"peak: {cores} cores x {ghz:.2f} GHz x {round(ipc) * 128} = "
-          f"{cores * ghz * round(ipc) * 128 / 1e3:.2f} TOPS (measured IPC: {peak:.2f})")
+    flags = cpu_flags()
+    ghz = IMUL_LATENCY * max(run_c(CLOCK_C) for _ in range(3))
+    print(f"core clock {ghz:.2f} GHz (a chain of dependent imul, {IMUL_LATENCY} cycles each)")
+    if {"avx512_vnni", "avx512bw"} <= flags:
+        gips = max(run_c(VNNI_C, ["-mavx512f", "-mavx512bw", "-mavx512vnni"])
+                   for _ in range(2))
+        ipc = gips / ghz
+        print(f"vpdpbusd zmm {gips:.2f} G/s per core = {ipc:.2f} per cycle -> "
+              f"{ipc * OPS_VNNI:.0f} INT8 ops/cycle/core; peak {cores} cores x {ghz:.2f} GHz x "
+              f"{ipc * OPS_VNNI:.0f} = {cores * gips * OPS_VNNI / 1e3:.2f} TOPS")
+    else:
+        print("vpdpbusd zmm: not measured (no avx512_vnni / avx512bw in /proc/cpuinfo)")
+    if {"amx_tile", "amx_int8"} <= flags:
+        gtps = max(run_c(AMX_C, ["-mamx-tile", "-mamx-int8"]) for _ in range(2))
+        if gtps != gtps:
+            print("tdpbssd: not measured (the kernel refused AMX tile state, arch_prctl)")
+        else:
+            per_cycle = gtps / ghz * OPS_TILE
+            print(f"tdpbssd {gtps:.3f} G tiles/s per core = {per_cycle:.0f} INT8 ops/cycle/core; "
+                  f"tile peak {cores} cores = {cores * gtps * OPS_TILE / 1e3:.2f} TOPS")
+    else:
+        print("tdpbssd (AMX): not measured (no amx_tile / amx_int8 in /proc/cpuinfo)")
 
 
 if __name__ == "__main__":
