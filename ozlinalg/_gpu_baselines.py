@@ -9,7 +9,8 @@ import os
 import tempfile
 import time
 
-__all__ = ["CublasEmulation", "classify_emulation", "emulation_probe", "raw_int8_tops", "_timed"]
+__all__ = ["CublasEmulation", "classify_emulation", "emulation_probe", "raw_int8_tops",
+           "timed"]
 
 
 class CublasEmulation:
@@ -160,7 +161,7 @@ def raw_int8_tops(cp, n, reps=3, group=4):
     return group * 2.0 * n**3 / best / 1e12
 
 
-def _timed(cp, fn, reps):
+def timed(cp, fn, reps):
     """(best time, last result) of ``reps`` synchronized runs after one warm-up."""
     c = fn()
     cp.cuda.Device().synchronize()

@@ -53,14 +53,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ._gpu_baselines import (  # noqa: F401 - the check's names, as tests use them
-    CublasEmulation,
-    _ListHandler,
-    _timed,
-    classify_emulation,
-    emulation_probe,
-    raw_int8_tops,
-)
+from ._gpu_baselines import classify_emulation, emulation_probe, raw_int8_tops, timed
 
 #: The checkout this package is in: the GPU tests run there (``pytest -m gpu tests``).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -404,7 +397,7 @@ def part_bench(rep, sizes, methods, budget_s, emu):
             try:
                 if name == "native":
                     row["method"] = "native DGEMM (cupy)"
-                    row["time"], c = _timed(cp, lambda a=a, b=b: cp.matmul(a, b), reps)
+                    row["time"], c = timed(cp, lambda a=a, b=b: cp.matmul(a, b), reps)
                     native_row = row
                 elif name == "cublas-emu":
                     _emulation_row(cp, emu, a, b, reps, row, ref, ri, ci, native_row)
@@ -414,7 +407,7 @@ def part_bench(rep, sizes, methods, budget_s, emu):
                         return ozlinalg.matmul(a, b, method=mm, slices="auto")
 
                     with ozlinalg.options(memory_limit=limit):
-                        row["time"], c = _timed(cp, ours, reps)
+                        row["time"], c = timed(cp, ours, reps)
                 if c is not None:
                     row["max_err"], row["med_err"] = ref.errors(cp.asnumpy(c[ri][:, ci]))
                     c = None
@@ -461,10 +454,10 @@ def _emulation_row(cp, emu, a, b, reps, row, ref, ri, ci, native_row):
     mm, info = emu.plan(a, b)
     nat = None
     try:
-        row["time"], c = _timed(cp, mm.execute, reps)
+        row["time"], c = timed(cp, mm.execute, reps)
         row["max_err"], row["med_err"] = ref.errors(cp.asnumpy(c[ri][:, ci]))
         nat, nat_info = emu.plan(a, b, native=True)
-        t_lt, c_nat = _timed(cp, nat.execute, 1)
+        t_lt, c_nat = timed(cp, nat.execute, 1)
         lines = emu.lt_lines(info["log_offset"], nat_info["log_offset"])
         label, evidence = classify_emulation(
             c, c_nat, row["time"], (native_row or {}).get("time"), row["max_err"],
