@@ -1,0 +1,155 @@
+"""Where an emulated factorization's time goes: products, panels, triangular solves,
+row swaps, the rest; with native LAPACK timed in the same run.
+
+    python benchmarks/studies/factorization_split.py [--n 2048 4096] [--ops getrf potrf geqrf]
+        [--method crt]
+
+Each factorization (``ozlinalg.lapack.getrf`` / ``potrf`` / ``geqrf`` with the
+default options: method, count, block size and ``min_size`` of the strategy) runs
+once to warm up, then once under :mod:`cProfile`, whose per-function own time is
+sorted into parts by the ozlinalg function it was spent under (time in NumPy,
+SciPy or a C extension goes to the ozlinalg caller that called it, in proportion
+to each caller's share):
+
+* ``products``: the emulated GEMMs (:mod:`ozlinalg.ozaki`, :mod:`ozlinalg.engines`,
+  the front door);
+* ``panels``: the native LAPACK panels (``lapack/_common.py``'s ``native_*``);
+* ``trsm``: the blocked triangular solves' own work (their products are
+  ``products``);
+* ``swaps``: row interchanges (``swap_rows``);
+* ``other``: everything else of the routine (copies, validation, set-up).
+
+The wall time of the profiled run is larger than an unprofiled one (cProfile's
+per-call cost); the shares are what this script reports, the best of ``--repeat``
+unprofiled runs is the time. Native: SciPy's ``lu_factor`` / ``cholesky`` /
+``qr(mode="raw")`` on the same matrix, best of ``--repeat``.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import time
+
+import numpy as np
+import scipy.linalg
+
+import ozlinalg
+from ozlinalg import lapack
+
+PARTS = ("products", "panels", "trsm", "swaps", "other")
+_PKG = os.path.dirname(os.path.abspath(ozlinalg.__file__))
+
+
+def _part_of_own(func):
+    """The part of an ozlinalg function's own time, or None for code outside ozlinalg."""
+    path, _, name = func
+    if not path.startswith(_PKG):
+        return None
+    rel = os.path.relpath(path, _PKG)
+    if rel.startswith(("ozaki", "engines")) or rel == "_matmul.py":
+        return "products"
+    if rel == os.path.join("lapack", "_common.py"):
+        if name.startswith("native_"):
+            return "panels"
+        if name == "swap_rows":
+            return "swaps"
+    if rel == os.path.join("lapack", "trsm.py"):
+        return "trsm"
+    return "other"
+
+
+def split(stats):
+    """``{part: seconds}`` from a :class:`pstats.Stats` (own times, attributed upward)."""
+    raw = stats.stats  # func -> (cc, nc, tt, ct, callers)
+    memo = {}
+
+    def shares(func, depth=0):
+        """``{part: fraction}`` of ``func``'s own time."""
+        if func in memo:
+            return memo[func]
+        own = _part_of_own(func)
+        if own is not None:
+            memo[func] = {own: 1.0}
+            return memo[func]
+        memo[func] = {"other": 1.0}  # cycles and uncalled roots
+        callers = raw[func][4] if func in raw else {}
+        total = sum(v[2] for v in callers.values())
+        if depth > 40 or not callers or total <= 0:
+            return memo[func]
+        out = dict.fromkeys(PARTS, 0.0)
+        for caller, v in callers.items():
+            for part, f in shares(caller, depth + 1).items():
+                out[part] += f * v[2] / total
+        memo[func] = out
+        return out
+
+    out = dict.fromkeys(PARTS, 0.0)
+    for func, (_, _, tt, _, _) in raw.items():
+        for part, f in shares(func).items():
+            out[part] += tt * f
+    return out
+
+
+def _best(fn, repeat):
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def run(op, n, repeat, rng):
+    a = rng.standard_normal((n, n))
+    if op == "potrf":
+        a = a @ a.T + n * np.eye(n)
+        emu = lambda: lapack.potrf(a, lower=True)  # noqa: E731
+        nat = lambda: scipy.linalg.cholesky(a, lower=True)  # noqa: E731
+    elif op == "getrf":
+        emu = lambda: lapack.getrf(a)  # noqa: E731
+        nat = lambda: scipy.linalg.lu_factor(a)  # noqa: E731
+    else:
+        emu = lambda: lapack.geqrf(a)  # noqa: E731
+        nat = lambda: scipy.linalg.qr(a, mode="raw")  # noqa: E731
+    emu()
+    nat()
+    t_emu = _best(emu, repeat)
+    t_nat = _best(nat, repeat)
+    prof = cProfile.Profile()
+    prof.enable()
+    emu()
+    prof.disable()
+    parts = split(pstats.Stats(prof))
+    total = sum(parts.values())
+    return dict(op=op, n=n, native=t_nat, emulated=t_emu, ratio=t_emu / t_nat,
+                shares={k: v / total for k, v in parts.items()})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[2048])
+    ap.add_argument("--ops", nargs="+", default=["getrf", "potrf", "geqrf"])
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--method", default=None, help="the products' method (default: the options')")
+    args = ap.parse_args(argv)
+    if args.method:
+        ozlinalg.options(method=args.method).__enter__()  # for the whole run
+    rng = np.random.default_rng(2026)
+    opts = ozlinalg.get_options()
+    print(f"engine: {ozlinalg._options.current_engine(np).describe()}; method {opts.method}, "
+          f"slices {opts.slices}; load {os.getloadavg()[0]:.2f}")
+    head = "| op | n | native [s] | emulated [s] | x native | " + " | ".join(PARTS) + " |"
+    print(head)
+    print("|" + "---|" * (5 + len(PARTS)))
+    for n in args.n:
+        for op in args.ops:
+            r = run(op, n, args.repeat, rng)
+            cells = " | ".join(f"{100 * r['shares'][p]:.0f} %" for p in PARTS)
+            print(f"| {op} | {n} | {r['native']:.3f} | {r['emulated']:.3f} | "
+                  f"{r['ratio']:.2f} | {cells} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
