@@ -341,7 +341,7 @@ def part_smoke(rep):
         want = qa @ qb.T
         res["approx_matmul (BF16)"] = {
             "max rel err": float(np.max(np.abs(q - want) / want)),
-            "fallbacks": dict(getattr(eng, "fallbacks", {})) or "none"}
+            "fallbacks": dict(eng.fallbacks) or "none"}
     except Exception as exc:
         res["approx_matmul (BF16)"] = f"raised {exc!r}"
     rep.data["smoke"] = res
@@ -534,8 +534,8 @@ def run_part(args, rep):
         from ozlinalg.engines import get_engine
 
         eng = get_engine(cp)
-        rep.data["env"]["engine_fallbacks"] = dict(getattr(eng, "fallbacks", {}))
-        rep.data["env"]["padded_copy_bytes"] = getattr(eng, "padded_copy_bytes", None)
+        rep.data["env"]["engine_fallbacks"] = dict(eng.fallbacks)
+        rep.data["env"]["padded_copy_bytes"] = eng.padded_copy_bytes
         rep.add("Engine fallbacks (fast paths that failed)",
                 "\n".join(f"- {k}: {v}" for k, v in rep.data["env"]["engine_fallbacks"].items())
                 or "- none")

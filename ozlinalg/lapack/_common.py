@@ -133,7 +133,7 @@ def check_block_size(block_size, fname, xp=None, order=None):
     else :data:`DEFAULT_BLOCK_SIZE`."""
     default = DEFAULT_BLOCK_SIZE
     if block_size is None and xp is not None:
-        nb = getattr(get_engine(xp), "block_size", None)
+        nb = get_engine(xp).block_size
         if nb:
             default = nb if order is None else min(nb, max(DEFAULT_BLOCK_SIZE, order // 4))
     return _check_int_option(block_size, default, 1, "block_size", fname)
