@@ -30,10 +30,10 @@ import argparse
 import cProfile
 import os
 import pstats
-import time
 
 import numpy as np
 import scipy.linalg
+from cpu_timing import best  # the studies' shared timer (this folder)
 
 import ozlinalg
 from ozlinalg import lapack
@@ -92,15 +92,6 @@ def split(stats):
     return out
 
 
-def _best(fn, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def run(op, n, repeat, rng):
     a = rng.standard_normal((n, n))
     if op == "potrf":
@@ -115,8 +106,8 @@ def run(op, n, repeat, rng):
         nat = lambda: scipy.linalg.qr(a, mode="raw")  # noqa: E731
     emu()
     nat()
-    t_emu = _best(emu, repeat)
-    t_nat = _best(nat, repeat)
+    t_emu = best(emu, repeat)[0]
+    t_nat = best(nat, repeat)[0]
     prof = cProfile.Profile()
     prof.enable()
     emu()

@@ -251,7 +251,8 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     dst, src = swaps_to_rows(piv_h.astype(np.intp), 0)
     kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
               overwrite_b=True,
-              check_finite=False, min_size=min_size, crossover=crossover, check_singular=False)
+              check_finite=False, min_size=check_min_size(min_size, "getrs", crossover),
+              check_singular=False)
     if not t:
         if dst.size:
             x[dst] = x[src]

@@ -202,7 +202,8 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accur
         return x
     kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
               overwrite_b=True,
-              check_finite=False, min_size=min_size, crossover=crossover, check_singular=False)
+              check_finite=False, min_size=check_min_size(min_size, "potrs", crossover),
+              check_singular=False)
     if lower:
         x = trsm(c, x, lower=True, **kw)
         return trsm(c, x, lower=True, trans=2, **kw)

@@ -212,6 +212,14 @@ class TestGetrf:
         assert all(np.array_equal(x, y) for x, y in zip(old, new))
         with pytest.raises(TypeError, match="not both"):
             getrf(a, min_size=0, crossover=0)
+        # a solve warns once, at the caller's line, whatever trsm calls it makes
+        lu, piv = new
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            x_old = getrs(lu, piv, np.ones(40), block_size=8, crossover=0)
+        assert [w.category for w in seen] == [DeprecationWarning]
+        assert seen[0].filename == __file__
+        assert np.array_equal(x_old, getrs(lu, piv, np.ones(40), block_size=8, min_size=0))
 
     def test_min_size_and_profile(self):
         rng = np.random.default_rng(7)
