@@ -25,7 +25,29 @@ from .routing import backend, dask_aware, install, make_dask_aware, uninstall
 # linalg's public functions take dask arrays too (ozlinalg.dask, imported on first use):
 # wrapped here, at the top, since linalg may not import the routing above it
 make_dask_aware(linalg)
-solve = linalg.solve
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+          assume_a=None, transposed=False, *, refine="auto"):
+    """Solve ``a @ x = b``: :func:`ozlinalg.linalg.solve` with ``refine="auto"``.
+
+    The fastest FP64-accurate answer: where a refined solve can pay (see
+    :func:`ozlinalg.linalg.solve`'s `refine`), the LU / Cholesky is factored at a
+    reduced count on the INT8 units and the solution refined in FP64 to LAPACK-level
+    backward error; ``refine=False`` gives the DGEMM-level solve. Every other argument,
+    the result and the errors are :func:`scipy.linalg.solve`'s. Dask arrays give a lazy
+    DGEMM-level solve (:func:`ozlinalg.dask.solve`).
+
+    Examples
+    --------
+    >>> import numpy as np, ozlinalg
+    >>> ozlinalg.solve(np.array([[3., 2.], [1., -1.]]), np.array([2., 4.]))
+    array([ 2., -2.])
+    """
+    return linalg.solve(a, b, lower=lower, overwrite_a=overwrite_a, overwrite_b=overwrite_b,
+                        check_finite=check_finite, assume_a=assume_a, transposed=transposed,
+                        refine=refine)
+
 
 # Dask arrays in, dask arrays out for the product too: the public face dispatches; the
 # front door and the Ozaki layer know nothing of dask

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 __all__ = ["Profile", "profile", "active_profiles", "record_native_flops", "Route",
-           "record_route"]
+           "record_route", "RefineRecord", "record_refine"]
 
 _ACTIVE: contextvars.ContextVar[tuple] = contextvars.ContextVar(
     "ozlinalg_profiles", default=()
@@ -40,6 +40,23 @@ class CallRecord:
     accuracy: str = "dgemm"
     certified: int = 0  # faithful mode: entries certified by the bound
     recomputed: int = 0  # faithful mode: entries recomputed exactly
+
+
+@dataclass
+class RefineRecord:
+    """One system solved by a refined solve (:mod:`ozlinalg.linalg._refine`)."""
+
+    shape: tuple  # (n, nrhs)
+    method: str
+    counts: tuple  # the count of each factorization tried, in order ("auto": DGEMM level)
+    count: object  # the count of the factorization the answer was refined from
+    iterations: int  # classical refinement steps
+    gmres_steps: int  # GMRES-IR inner steps (0: classical refinement sufficed)
+    fell_back: bool  # refinement failed at DGEMM level too: the plain DGEMM-level solve
+    failed: bool  # no factorization at all (singular): the unrefined path decided
+    backward_error: float  # max normwise backward error over the right-hand sides
+    rcond: object  # the factors' reciprocal condition estimate (None on a device)
+    time: float
 
 
 class Route(NamedTuple):
@@ -94,6 +111,10 @@ class Profile:
     engines : collections.Counter
         Calls per engine, each named by its ``describe()`` line (engine, library,
         ISA, and why it was chosen).
+    refined : list of RefineRecord
+        One record per system solved by a refined solve (``refine=`` of
+        :func:`ozlinalg.solve`): the counts tried, the refinement's iterations, GMRES
+        steps, whether it fell back to the DGEMM-level solve, its backward error.
     entries_certified, entries_recomputed : int
         ``accuracy="faithful"``: output entries the bound certified, and entries
         recomputed exactly (the rest of the finite entries).
@@ -116,6 +137,7 @@ class Profile:
     routing: Counter = field(default_factory=Counter)
     entries_certified: int = 0
     entries_recomputed: int = 0
+    refined: list = field(default_factory=list)
 
     @property
     def routed_emulated(self) -> int:
@@ -187,6 +209,15 @@ class Profile:
                 lines.append(f"  {c:>7} x {r.function} (order {r.order}, {r.op} on "
                              f"{r.engine}): {'emulated' if r.emulated else 'native'}, "
                              f"{r.reason}")
+        for r in self.refined:
+            how = ("fell back to the DGEMM-level solve" if r.fell_back else
+                   "singular: unrefined path" if r.failed else
+                   f"{r.iterations} iterations" + (f", {r.gmres_steps} GMRES steps"
+                                                   if r.gmres_steps else ""))
+            rc = "" if r.rcond is None else f", rcond {r.rcond:.1e}"
+            lines.append(f"refined solve       : n={r.shape[0]} nrhs={r.shape[1]} {r.method} "
+                         f"counts {list(r.counts)}: {how}, backward error "
+                         f"{r.backward_error:.1e}{rc}")
         if self.native_flops:
             lines.append(
                 f"emulated flop share : {100 * self.emulated_flop_share:.1f}% "
@@ -249,6 +280,12 @@ def record_route(route: Route) -> None:
     """Count one routing decision of :func:`ozlinalg.backend`."""
     for p in _ACTIVE.get():
         p.routing[route] += 1
+
+
+def record_refine(rec: RefineRecord) -> None:
+    """Add a refined solve's record to every active profile."""
+    for p in _ACTIVE.get():
+        p.refined.append(rec)
 
 
 def record_native_flops(flops: float, what: str = "native") -> None:

@@ -28,7 +28,7 @@ _KINDS = _LU_KINDS | {"pos", "positive definite", "upper triangular", "lower tri
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
-          assume_a=None, transposed=False):
+          assume_a=None, transposed=False, *, refine=False):
     """Solve ``a x = b`` for dask arrays (:func:`scipy.linalg.solve`'s API).
 
     ``assume_a``: ``'pos'`` uses the blocked Cholesky, the triangular kinds
@@ -39,9 +39,18 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     A singular matrix (an exactly zero pivot) raises ``LinAlgError`` when the
     failing task runs; no condition estimate is made (no ill-conditioning
     warning). `overwrite_a` / `overwrite_b` are ignored (dask arrays are
-    immutable).
+    immutable). ``refine``: ``False`` and ``"auto"`` give the DGEMM-level blocked
+    solve (the graph has no refined form: its residual steps would each be a pass
+    over the whole distributed matrix); ``True`` raises ``NotImplementedError``.
     """
     from dask.base import tokenize
+
+    if refine is True:
+        raise NotImplementedError(
+            "ozlinalg.dask.solve: refine=True is not available for dask arrays (the "
+            "blocked graph solves at DGEMM level); pass refine=False or 'auto'")
+    if refine not in (False, "auto"):
+        raise ValueError(f"refine must be True, False or 'auto', got {refine!r}")
 
     a, b = as_dask(a, b)
     kind = "gen" if assume_a is None else assume_a

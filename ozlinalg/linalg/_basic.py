@@ -8,6 +8,7 @@ import numpy as np
 from .. import lapack
 from .._array import to_numpy
 from .._matmul import matmul
+from .._options import get_options
 from ..scipy_io import (
     common_dtype,
     computes_in,
@@ -25,6 +26,7 @@ from ._condition import gecon, norm1, numerically_singular, pocon, trcon
 from ._decomp_cholesky import _potrf, _potrs
 from ._decomp_lu import _getrf, _getrs
 from ._decomp_qr import _geqrf, _ormqr
+from ._refine import ladder, refined_solve
 from ._validation import (
     LinAlgError,
     LinAlgWarning,
@@ -50,6 +52,23 @@ _SOLVE_KINDS = {
 _INV_KINDS = {None: None, "general": "gen", "gen": "gen", "diagonal": "diag",
               "upper triangular": "upper", "lower triangular": "lower",
               "pos": "pos", "sym": "sym", "her": "her"}
+
+
+#: ``refine="auto"`` refines systems of at least this order: below it the factorization
+#: is a few panels, and a reduced count saves less than the refinement steps cost.
+REFINE_MIN_ORDER = 256
+
+
+def refines(n, nrhs, a_kept=True):
+    """Whether ``refine="auto"`` refines an order-``n`` system with ``nrhs`` right-hand
+    sides under the current options: the order reaches :data:`REFINE_MIN_ORDER` and
+    ``Options.min_size``, at most ``n / 4`` right-hand sides (each refinement step costs
+    ``O(n^2)`` per column), the method has reduced levels and the accuracy is
+    ``"dgemm"`` (:func:`ozlinalg.linalg._refine.ladder`), and ``a`` is not overwritten
+    (``a_kept``: the residuals need it)."""
+    opts = get_options()
+    return (a_kept and n >= max(REFINE_MIN_ORDER, opts.min_size) and 4 * nrhs <= n
+            and len(ladder(opts.method, opts.accuracy)) > 1)
 
 
 class _Singular(Exception):
@@ -121,7 +140,41 @@ def _check_verdict(info, rc, dtype, destroyed):
         raise _Singular
 
 
-def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_private=True):
+def _refined_core(xp, a, b, kind, lower, transposed, dtype, a_target):
+    """The refined solve of one system (:mod:`._refine`), for the kinds it serves:
+    ``(x, rcond)``, or None where the unrefined path must settle the matrix (singular
+    at DGEMM level, not positive definite, or another kind)."""
+    opts = get_options()
+    her = a.dtype.kind == "c"
+    if kind in ("pos", "auto"):
+        full = _full_from_triangle(xp, a, lower, True)
+        got = refined_solve(xp, a, b, kind="pos", lower=bool(lower), transposed=False,
+                            dtype=dtype, method=opts.method, accuracy=opts.accuracy,
+                            a_full=full)
+        if got is None:
+            return None
+        x, rc, f = got
+        _check_verdict(0, rc, dtype, False)
+        if a_target is not None:
+            a_target[...] = _mirror(xp, f.f, lower)
+        return x, rc
+    if kind in ("sym", "her"):
+        a = _full_from_triangle(xp, a, lower, kind == "her" and her)
+    elif kind != "gen":
+        return None
+    got = refined_solve(xp, a, b, kind="gen", lower=False, transposed=transposed,
+                        dtype=dtype, method=opts.method, accuracy=opts.accuracy)
+    if got is None:
+        return None
+    x, rc, f = got
+    _check_verdict(0, rc, dtype, False)
+    if a_target is not None and kind == "gen":
+        a_target[...] = f.f
+    return x, rc
+
+
+def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_private=True,
+                refine=False):
     """Solve one (n, n) system with 2-D ``b`` (both float64 / complex128 or
     in ``dtype``): returns ``(x, rcond)`` with ``x`` float64 / complex128.
 
@@ -135,6 +188,10 @@ def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_priva
     """
     if kind is None:
         kind = _detect(a)
+    if refine:
+        got = _refined_core(xp, a, b, kind, lower, transposed, dtype, a_target)
+        if got is not None:
+            return got
     n = a.shape[0]
     direct = computes_in(xp, a_target)
     destroyed = direct and not a_private
@@ -237,7 +294,7 @@ def _private(xp, arr, original):
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
-          assume_a=None, transposed=False):
+          assume_a=None, transposed=False, *, refine=False):
     """Solve the equation ``a @ x = b`` for ``x``, where `a` is a square matrix.
 
     If the data matrix is known to be a particular type then supplying the
@@ -269,6 +326,17 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     transposed : bool, default: False
         If True, solve ``a.T @ x == b``. Raises `NotImplementedError`
         for complex `a` (as SciPy).
+    refine : {False, True, "auto"}, default: False
+        Not in SciPy. ``True``: a refined solve for general, symmetric, Hermitian and
+        positive definite matrices: the LU (Cholesky) is factored at a reduced slice
+        or moduli count and the solution refined in FP64 to LAPACK-level backward
+        error (:mod:`ozlinalg.linalg._refine`; the count rises, or the call falls
+        back to the DGEMM-level solve, where refinement does not converge).
+        ``"auto"``: the refined solve where it can pay (:func:`refines`: order at
+        least :data:`REFINE_MIN_ORDER`, at most ``n / 4`` right-hand sides, a method
+        with a reduced ladder, ``accuracy="dgemm"``, `a` not overwritten); else the
+        DGEMM-level solve. ``False``: the DGEMM-level LU / Cholesky solve.
+        :func:`ozlinalg.solve` defaults to ``"auto"``.
 
     Returns
     -------
@@ -343,6 +411,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
             overwrite_b=overwrite_b and not _readonly(b), check_finite=False,
             assume_a=assume_a, transposed=transposed)
 
+    if refine not in (True, False, "auto"):
+        raise ValueError(f"refine must be True, False or 'auto', got {refine!r}")
     if assume_a == "banded":
         if check_finite:
             as_array(a), as_array(b, argname="b")
@@ -385,10 +455,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     b_tgt = inplace_target(xp, b1, overwrite_b, dt) if not batch else None
     a_private = _private(xp, a1, a)
     out = b_tgt if b_tgt is not None else xp.empty(batch + b1.shape[-2:], dtype=dt)
+    if refine == "auto":
+        refine = refines(a1.shape[-1], b1.shape[-1], a_tgt is None)
 
     def core(idx):
         return _solve_core(xp, ab[idx], bb[idx], kind, lower, transposed, dt, a_tgt,
-                           a_private)
+                           a_private, refine)
 
     try:
         _per_slice(batch, core, out, dt)

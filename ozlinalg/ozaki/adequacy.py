@@ -64,6 +64,8 @@ recomputed exactly, so a small fixed count costs time, never accuracy.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import os
 import sys
@@ -76,8 +78,36 @@ from .._exceptions import AccuracyWarning
 from .decide import _SLACK as _EST_SLACK
 from .decide import EST_ABS, EST_REL, _interval, estimate
 
-__all__ = ["LEVELS", "SAMPLE", "SHARE", "count_warning", "level_counts", "q_floor",
-           "row_exponents", "sample_windows", "sampled_settles", "share_windows"]
+__all__ = ["LEVELS", "SAMPLE", "SHARE", "checking", "count_warning", "level_counts",
+           "q_floor", "reduced_counts", "row_exponents", "sample_windows", "sampled_settles",
+           "share_windows"]
+
+# Off inside :func:`reduced_counts` only (a ContextVar, so threads and tasks never see
+# each other's setting, as numpy.errstate does).
+_CHECKING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ozlinalg_fixed_count_check", default=True)
+
+
+def checking() -> bool:
+    """Whether fixed counts are checked against auto's here (see the module docstring)."""
+    return _CHECKING.get()
+
+
+@contextlib.contextmanager
+def reduced_counts():
+    """Products with a deliberately reduced fixed count, inside this block, skip the
+    check and its :class:`~ozlinalg.AccuracyWarning`.
+
+    For callers that verify the result another way: the refined solves factor at a
+    count far below DGEMM level on purpose and then measure the residual in FP64, so
+    the check would only cost time (a short count pays auto's plan) and warn of what
+    the caller intends.
+    """
+    token = _CHECKING.set(False)
+    try:
+        yield
+    finally:
+        _CHECKING.reset(token)
 
 #: Magnitude levels ``2**-1 .. 2**-LEVELS`` below each row's maximum that the bound
 #: resolves; entries below the last count as zeros. 64 levels reach ``q`` down to

@@ -27,7 +27,14 @@ from .._profile import CallRecord, Timer, active_profiles, record_call, record_n
 from ..engines import get_engine
 from ..engines._scratch import release_after_oom
 from . import faithful, memory, params
-from .adequacy import count_warning, q_floor, row_exponents, sampled_settles, share_windows
+from .adequacy import (
+    checking,
+    count_warning,
+    q_floor,
+    row_exponents,
+    sampled_settles,
+    share_windows,
+)
 from .auto import plan_auto, slice_thresholds
 from .balance import balance_inner
 from .complex import complex_matmul
@@ -260,13 +267,13 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
                           max_moduli=min(opts.max_slices, 32),
                           scaling="fast" if meth.split == "crt-fast" else "accurate",
                           profile_counts=counts, timers=timers, tiles=plan.tiles,
-                          accuracy=opts.accuracy, check=opts.accuracy != "faithful",
+                          accuracy=opts.accuracy, check=opts.accuracy != "faithful" and checking(),
                           keep_bounds=keep_bounds)
         return xp.asfortranarray(c) if order == "F" else c
     tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
     if opts.accuracy == "faithful":
         return _tiled_faithful(plan, aw, bt, tile_list)
-    if slices != "auto":
+    if slices != "auto" and checking():
         with timers["split"]:
             _check_fixed_count(plan, aw, bt, int(slices), tile_list, row_max)
     plans = None
