@@ -67,11 +67,12 @@ class Level:
 #: Method family -> ``(count, unit)`` of the reduced levels, cheapest first. The units are
 #: the largest ``|fl(AB) - AB| / (|A||B|)`` over random products with rows and columns
 #: scaled across 2**(+-4) and inner dimensions 128 and 1024, against the exact product,
-#: rounded up to a power of two (``python benchmarks/calibration/refine_levels.py``):
+#: doubled and rounded up to a power of two
+#: (``python benchmarks/calibration/refine_levels.py``):
 #: hybrid-ef gains ~6.7 bits a slice, crt ~4 bits a modulus.
 LADDERS = {
-    "hybrid-ef": ((3, 2.0**-17), (4, 2.0**-24), (5, 2.0**-31), (6, 2.0**-38)),
-    "crt": ((6, 2.0**-20), (7, 2.0**-24), (8, 2.0**-28), (10, 2.0**-36), (12, 2.0**-44)),
+    "hybrid-ef": ((3, 2.0**-16), (4, 2.0**-23), (5, 2.0**-30), (6, 2.0**-37)),
+    "crt": ((6, 2.0**-19), (7, 2.0**-23), (8, 2.0**-27), (10, 2.0**-35), (12, 2.0**-43)),
 }
 LADDERS["crt-fast"] = LADDERS["crt"]
 
@@ -82,9 +83,9 @@ FIRST_LEVEL = {"hybrid-ef": 1, "crt": 1, "crt-fast": 1}
 
 #: A level serves a matrix when ``κ_1 u`` is at most this. The units are worst cases
 #: over entries and the 1-norm condition number exceeds the 2-norm one, so refinement
-#: still converges beyond it: at n = 512 classical refinement took at most 4 steps at
-#: ``κ_1 u <= 1`` and converged up to ``κ_1 u ~ 60`` on every level
-#: (``python benchmarks/calibration/refine_levels.py --refine``).
+#: still converges beyond it: at n = 384 classical refinement took at most 4 steps at
+#: ``κ_1 u <= 2`` and converged up to ``κ_1 u ~ 100`` on every level
+#: (``python benchmarks/calibration/refine_levels.py --refine --n 384``).
 KAPPA_U_MAX = 1.0
 
 #: Classical refinement stalls when a correction is larger than this share of the previous
