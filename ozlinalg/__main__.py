@@ -192,11 +192,19 @@ def cmd_solve(args):
         return solve(args, np.asarray(a_h, dtype=float), np.asarray(b_h, dtype=float), source)
     a, b = xp.asarray(a_h, dtype=float), xp.asarray(b_h, dtype=float)
     kw = dict(slices=args.slices, method=args.method, block_size=args.block_size, min_size=0)
-    with ozlinalg.profile() as prof:
+    # a fixed count or panel width asks for the plain blocked LU: no refinement
+    refine = {"true": True, "false": False, "auto": "auto"}[args.refine]
+    if args.slices != "auto" or args.block_size is not None:
+        refine = False
+    opts = {} if args.method is None else {"method": args.method}
+    with ozlinalg.profile() as prof, ozlinalg.options(**opts):
         sync()
         t0 = time.perf_counter()
-        lu, piv = getrf(a, **kw)
-        x = getrs(lu, piv, b, **kw)
+        if refine:
+            x = ozlinalg.solve(a, b, refine=refine)
+        else:
+            lu, piv = getrf(a, **kw)
+            x = getrs(lu, piv, b, **kw)
         sync()
         t_emul = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -217,7 +225,10 @@ def cmd_solve(args):
                seconds=t_emul,
                native_seconds=t_nat, residual=residual(x), native_residual=residual(x_nat),
                emulated_flop_share=prof.emulated_flop_share, slices=sorted(set(prof.slices)),
-               int8_gemms=prof.int8_gemms)
+               int8_gemms=prof.int8_gemms,
+               refined=[dict(counts=list(r.counts), iterations=r.iterations,
+                             gmres_steps=r.gmres_steps, fell_back=r.fell_back)
+                        for r in prof.refined])
     if args.out:
         from ._array import to_numpy
 
@@ -228,10 +239,16 @@ def cmd_solve(args):
         return
     print(f"ozlinalg solve: {source}, device = {dev}")
     print(f"  engine: {res['engine']}")
-    print(f"  emulated LU + solve : {t_emul:8.3f} s   residual {res['residual']:.2e}")
+    what = "refined solve      " if prof.refined else "emulated LU + solve"
+    print(f"  {what} : {t_emul:8.3f} s   residual {res['residual']:.2e}")
     print(f"  native LAPACK       : {t_nat:8.3f} s   residual {res['native_residual']:.2e}")
     print(f"  flops through the emulated GEMM: {100 * prof.emulated_flop_share:.1f}%, "
           f"slices {res['slices']}, INT8 GEMMs {prof.int8_gemms}")
+    for r in prof.refined:
+        how = "fell back to the DGEMM-level solve" if r.fell_back else (
+            f"{r.iterations} refinement steps"
+            + (f", {r.gmres_steps} GMRES steps" if r.gmres_steps else ""))
+        print(f"  refined: factored at counts {list(r.counts)} ({r.method}), {how}")
     if args.out:
         print(f"  x written to {args.out}")
 
@@ -281,6 +298,9 @@ def main(argv=None):
     sv.add_argument("--slices", default="auto", type=lambda s: s if s == "auto" else int(s))
     sv.add_argument("--method", default=None)
     sv.add_argument("--block-size", type=int, default=None)
+    sv.add_argument("--refine", choices=["auto", "true", "false"], default="auto",
+                    help="refined solve (ozlinalg.solve's refine=; a fixed --slices or "
+                         "--block-size means false)")
     sv.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
     sv.add_argument("--seed", type=int, default=0)
     sv.add_argument("--json", action="store_true")

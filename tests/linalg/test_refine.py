@@ -317,3 +317,21 @@ class TestRefinedSolveOnTheDevice:
         rec = prof.refined[0]
         assert rec.rcond is None  # no condition estimator on a device
         assert _eta(a, b, x) <= 2 * np.sqrt(n) * 2 * U
+
+
+class TestSolveCommand:
+    """``python -m ozlinalg solve``: the refined solve by default, the plain LU on request."""
+
+    @pytest.mark.parametrize("refine", ["auto", "false"])
+    def test_json(self, capsys, refine):
+        import json
+
+        from ozlinalg.__main__ import main
+
+        main(["solve", "--n", str(REFINE_MIN_ORDER), "--refine", refine, "--json"])
+        res = json.loads(capsys.readouterr().out)
+        assert res["residual"] <= 2 * np.sqrt(res["n"]) * 2 * U
+        if refine == "auto":
+            assert len(res["refined"]) == 1 and not res["refined"][0]["fell_back"]
+        else:
+            assert res["refined"] == []
