@@ -125,17 +125,18 @@ class Engine:
     def empty_slices(self, s, rows, k, kind, operand=None):  # pragma: no cover - interface
         raise NotImplementedError
 
-    #: The default budget of one product: at most this share of the process's memory
-    #: bound (a product in a 1 GiB container plans 256 MiB, not 2 GiB), and
-    #: MAX_WORKING_BYTES.
+    #: The default budget of one product: this share of the process's memory bound (a
+    #: product in a 1 GiB container plans 256 MiB; on a 24 GiB machine 6 GiB). A fixed
+    #: cap (2 GiB until the cost-against-n study) tiled products from n ~ 5000 on and
+    #: split B once per row tile: crt at n = 6144 cost 2.79x DGEMM against 2.39x in one
+    #: tile (``python benchmarks/studies/cost_against_n.py``).
     BOUND_SHARE = 4
-    MAX_WORKING_BYTES = 2 * 1024**3
 
     def memory_limit(self):
         """Default working-memory budget (bytes) of one product (``options(memory_limit=None)``):
-        2 GiB, at most 1/4 of the memory the process may use (physical memory, a
-        cgroup's limit, ``RLIMIT_AS``: :func:`ozlinalg.engines._process.memory_bound`)."""
-        return int(max(1, min(self.MAX_WORKING_BYTES, memory_bound()[0] // self.BOUND_SHARE)))
+        1/4 of the memory the process may use (physical memory, a cgroup's limit,
+        ``RLIMIT_AS``: :func:`ozlinalg.engines._process.memory_bound`)."""
+        return int(max(1, memory_bound()[0] // self.BOUND_SHARE))
 
     def workspace(self, m, p):
         """Buffers reused across the products of one call (``None``: none needed)."""

@@ -252,7 +252,7 @@ class TestMemoryBound:
 
     def test_defaults_follow_the_bound(self, monkeypatch):
         monkeypatch.delenv("OZLINALG_SCRATCH_CACHE", raising=False)
-        for bound, pool, work in ((GIB, GIB // 8, GIB // 4), (64 * GIB, 2 * GIB, 2 * GIB)):
+        for bound, pool, work in ((GIB, GIB // 8, GIB // 4), (64 * GIB, 2 * GIB, 16 * GIB)):
             monkeypatch.setattr(_scratch, "memory_bound", lambda b=bound: (b, "test"))
             monkeypatch.setattr(engine_registry, "memory_bound", lambda b=bound: (b, "test"))
             assert _scratch.default_limit() == pool
@@ -289,7 +289,7 @@ class TestMemoryBound:
         (value, source), pool, work, ok = json.loads(r.stdout.strip().splitlines()[-1])
         want = (8 * GIB, "RLIMIT_AS") if without[0] > 8 * GIB else tuple(without)
         assert (value, source) == want and ok
-        assert pool == min(2 * GIB, value // 8) and work == min(2 * GIB, value // 4)
+        assert pool == min(2 * GIB, value // 8) and work == value // 4
 
 
 @pytest.mark.parametrize("method", ["hybrid-ef", "crt", "bitmask"])

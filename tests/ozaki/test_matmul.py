@@ -820,13 +820,13 @@ class TestMemory:
     # counts below auto's on purpose (this tests the memory limit): AccuracyWarning expected
     @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
     def test_default_limit_is_the_engines(self, rng, monkeypatch):
-        # options(memory_limit=None) asks the engine (CPU: 2 GiB, at most 1/4 of the
+        # options(memory_limit=None) asks the engine (CPU: 1/4 of the
         # process's memory bound; GPU: half the free memory).
         from ozlinalg.engines._process import memory_bound
 
         eng = get_engine(np)
         assert ozlinalg.get_options().memory_limit is None
-        assert eng.memory_limit() == min(2 * 1024**3, memory_bound()[0] // 4)
+        assert eng.memory_limit() == memory_bound()[0] // 4
         monkeypatch.setattr(eng, "memory_limit", lambda: 1 << 20)
         seen = []
         real = eng.empty_slices
