@@ -51,8 +51,9 @@ class Options:
         tiles, with the same result. A limit below the product's smallest plan
         raises :class:`MemoryError` (naming that minimum) before anything is
         allocated. ``None`` (the default) lets the engine decide: 1/4 of the
-        process's memory bound on the CPU, half of the free device memory (including CuPy's pooled free
-        blocks) on the GPU; there the smallest plan is attempted.
+        process's memory bound on the CPU, half of the free device memory
+        (including CuPy's pooled free blocks) on the GPU; there the smallest plan
+        is attempted.
     balance : {"auto", True, False}
         Power-of-two balancing of each product's inner dimension (see
         :mod:`ozlinalg.ozaki.balance`): ``"auto"`` only when strongly

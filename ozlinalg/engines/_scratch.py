@@ -138,8 +138,21 @@ def _allocate(shape, dtype, order="C"):
     return _np_empty(shape, dtype, order)
 
 
+#: Byte alignment of the pool's buffers: a cache line, what oneDNN's brgemm / AMX
+#: kernels want for dense operands (NumPy's large buffers start 16 bytes past one).
+ALIGN = 64
+
+
+def _aligned(nbytes):
+    """A uint8 buffer of ``nbytes`` whose address is a multiple of :data:`ALIGN`."""
+    raw = _allocate(nbytes + ALIGN, np.uint8)
+    off = (-raw.ctypes.data) % ALIGN
+    return raw[off:off + nbytes]
+
+
 class ScratchPool:
-    """Free large buffers of one engine, reused best fit (at most twice the size asked)."""
+    """Free large buffers of one engine, reused best fit (at most twice the size asked),
+    each starting on a :data:`ALIGN`-byte boundary."""
 
     def __init__(self, limit=None):
         self.limit = default_limit() if limit is None else max(0, int(limit))
@@ -190,7 +203,7 @@ class ScratchPool:
             else:
                 self.misses += 1
         if buf is None:
-            buf = _allocate(nbytes, np.uint8)  # may clear the pools: generation after it
+            buf = _aligned(nbytes)  # may clear the pools: generation after it
         gen = self._generation
         lease = (ctypes.c_char * buf.nbytes).from_buffer(buf)
         weakref.finalize(lease, self._give, buf, gen).atexit = False

@@ -37,6 +37,16 @@ class TestScratchPool:
         del b, c
         assert pool.held >= 2 * MIN_BYTES
 
+    def test_buffers_are_cache_line_aligned(self):
+        from ozlinalg.engines._scratch import ALIGN
+
+        pool = ScratchPool(1 << 30)
+        for nbytes in (MIN_BYTES, MIN_BYTES + 1, 3 * MIN_BYTES + 17):
+            for _ in range(2):  # fresh, then reused
+                x = pool.empty(nbytes, np.int8)
+                assert x.ctypes.data % ALIGN == 0 and x.nbytes == nbytes
+                del x
+
     @pytest.mark.parametrize("order", ["C", "F"])
     @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float32, np.float64])
     def test_like_numpy_empty(self, order, dtype):
