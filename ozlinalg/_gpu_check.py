@@ -75,7 +75,7 @@ INT8_METHODS = tuple(m for m in METHODS if m != "splitfp")
 #: The owed run: (name, arguments), in order.
 OWED_PARTS = (
     ("quick", ["--quick"]),
-    ("8192", ["--skip-tests", "--sizes", "8192"]),
+    ("8192", ["--skip-tests", "--sizes", "8192", "--refine-sizes", "4096"]),
     ("16384", ["--skip-tests", "--sizes", "16384", "--methods",
                "crt,hybrid-ef,native,cublas-emu"]),
 )
@@ -485,6 +485,10 @@ def run_part(args, rep):
     sizes = [2048, 4096] if args.quick else [2048, 4096, 8192, 16384]
     if args.sizes:
         sizes = [int(v) for v in args.sizes.split(",")]
+    refine_sizes = [int(v) for v in args.refine_sizes.split(",")] if args.refine_sizes \
+        else sizes
+    if args.refine_step:
+        return run_refine_step(args, rep, refine_sizes)
     methods = list(BASELINES) + list(METHODS)
     if args.methods:
         methods = [m.strip() for m in args.methods.split(",")]
@@ -528,6 +532,8 @@ def run_part(args, rep):
     except Exception as exc:
         rep.data["errors"].append(f"benchmark: {exc!r}")
         traceback.print_exc()
+    if args.refine_sizes:
+        run_refine_step(args, rep, refine_sizes, env=False)
     try:
         import cupy as cp
 
@@ -544,6 +550,41 @@ def run_part(args, rep):
     rep.write()
 
 
+def run_refine_step(args, rep, sizes, env=True):
+    """The refined-solve step (ozlinalg/_gpu_refine.py); alone (``env``: after the
+    environment), or after a part's benchmark (``--refine-sizes``)."""
+    from ozlinalg import _gpu_refine as step
+
+    if env:
+        rep.data["env"]["argv"] = list(sys.argv[1:] if args.argv is None else args.argv)
+        rep.data["env"]["estimate_s"] = round(_START_S + step.SECONDS_PER_SIZE * len(sizes))
+        try:
+            part_env(rep)
+        except Exception as exc:
+            rep.data["errors"].append(f"env: {exc!r}")
+    try:
+        step.run_step(rep, log, sizes)
+    except Exception as exc:
+        rep.data["errors"].append(f"refine: {exc!r}")
+        traceback.print_exc()
+    rep.write()
+
+
+def part_estimate(args):
+    """:func:`estimate_seconds` of one part of :data:`OWED_PARTS` (its arguments)."""
+    ns = build_parser().parse_args(args)
+    sizes = ([2048, 4096] if ns.quick else [2048, 4096, 8192, 16384]) if not ns.sizes \
+        else [int(v) for v in ns.sizes.split(",")]
+    from ozlinalg._gpu_refine import SECONDS_PER_SIZE
+
+    refine = len(ns.refine_sizes.split(",")) if ns.refine_sizes else 0
+    if ns.refine_step:
+        return _START_S + SECONDS_PER_SIZE * (refine or len(sizes))
+    methods = ns.methods.split(",") if ns.methods else list(BASELINES) + list(METHODS)
+    return (estimate_seconds(sizes, methods, None if ns.skip_tests else TESTS_TIMEOUT_S)
+            + SECONDS_PER_SIZE * refine)
+
+
 def run_owed(out_dir, deadline, runner=None):
     """The owed GPU run: every part of :data:`OWED_PARTS` in order, each in its own
     process (``runner(args, timeout)``), while its estimate fits before ``deadline``
@@ -552,11 +593,7 @@ def run_owed(out_dir, deadline, runner=None):
     start = time.perf_counter()
     done = []
     for name, args in OWED_PARTS:
-        ns = build_parser().parse_args(args)
-        sizes = ([2048, 4096] if ns.quick else [2048, 4096, 8192, 16384]) if not ns.sizes \
-            else [int(v) for v in ns.sizes.split(",")]
-        methods = ns.methods.split(",") if ns.methods else list(BASELINES) + list(METHODS)
-        est = estimate_seconds(sizes, methods, None if ns.skip_tests else TESTS_TIMEOUT_S)
+        est = part_estimate(args)
         left = deadline - (time.perf_counter() - start)
         if est > left:
             log(f"owed part {name}: estimated ~{est:.0f} s, {left:.0f} s left: NOT started")
@@ -616,6 +653,11 @@ def build_parser():
                     help="--owed: where the parts' reports go (default $OUT)")
     ap.add_argument("--deadline", type=float, default=480.0,
                     help="--owed: start no part whose estimate ends after this many seconds")
+    ap.add_argument("--refine-sizes", type=str, default=None,
+                    help="comma-separated n: after the benchmark, the refined-solve step "
+                         "(ozlinalg.solve(refine=True) against cuSOLVER) at these sizes")
+    ap.add_argument("--refine-step", action="store_true",
+                    help="only the refined-solve step, at --refine-sizes (else --sizes)")
     ap.add_argument("--dask-gpus", action="store_true",
                     help="only the multi-GPU Dask step (dask-cuda LocalCUDACluster, one "
                          "worker per GPU; skips without dask-cuda or a second GPU)")

@@ -164,13 +164,20 @@ def test_owed_run_runs_every_part_within_the_deadline(tmp_path, gpu_check, monke
 
     def in_process(args, timeout):  # the parts' own arguments, at a host-sized n
         ran.append(list(args))
+        args = ["64" if prev == "--refine-sizes" else a
+                for prev, a in zip([None] + args[:-1], args)]
         mod.main(args + ["--sizes", "64", "--skip-tests"])
         return "exit 0"
 
     done = mod.run_owed(str(tmp_path), 10_000, runner=in_process)
     assert [name for name, _ in done] == ["quick", "8192", "16384"]
     assert all(status.startswith("exit 0") for _, status in done)
-    assert ran[0][0] == "--quick" and "--methods" in ran[2]
+    assert ran[0][0] == "--quick" and "--refine-sizes" in ran[1] and "--methods" in ran[2]
+    refined = json.loads((tmp_path / "gpu-8192.json").read_text())
+    assert refined["errors"] == [] and refined["refined"]
+    assert {r["solver"] for r in refined["refined"]} == {
+        "cuSOLVER", "emulated (refine=False)", "refined hybrid-ef", "refined crt"}
+    assert all(r["eta"] < 1e-14 for r in refined["refined"])
     for name in ("quick", "8192", "16384"):
         data = json.loads((tmp_path / f"gpu-{name}.json").read_text())
         assert data["rows"] and data["errors"] == [], name
@@ -184,13 +191,7 @@ def test_owed_run_runs_every_part_within_the_deadline(tmp_path, gpu_check, monke
 
 def test_owed_run_fits_a_ten_minute_call(gpu_check):
     mod, _ = gpu_check
-    total = 0.0
-    for _, args in mod.OWED_PARTS:
-        ns = mod.build_parser().parse_args(args)
-        sizes = [int(v) for v in ns.sizes.split(",")] if ns.sizes else [2048, 4096]
-        methods = ns.methods.split(",") if ns.methods else list(mod.BASELINES + mod.METHODS)
-        total += mod.estimate_seconds(sizes, methods,
-                                      None if ns.skip_tests else mod.TESTS_TIMEOUT_S)
+    total = sum(mod.part_estimate(args) for _, args in mod.OWED_PARTS)
     assert total < 480 < 600  # the default deadline, inside one 10-minute call
 
 
