@@ -1,0 +1,286 @@
+"""``python -m ozlinalg tune``: measure where emulation pays on this machine.
+
+For the current NumPy engine it times, per operation of
+:data:`ozlinalg._tuning.TUNED_OPS`, the emulated call at DGEMM-level accuracy
+(``slices="auto"``) with each method of :data:`ozlinalg._tuning.TUNABLE_METHODS`
+against native NumPy / SciPy in the same run, interleaved (native, each method,
+native again; the faster native time counts), at a few orders (256, 512, ...,
+``--max-n``). A size whose predicted time (the last one's, times 8 per doubling)
+would not fit the operation's share of the time budget (45 s, ``--quick`` 12 s)
+is skipped, and the ratio trend ``r(n) = a + b / n`` of the last two sizes is
+extrapolated up to ``--max-n``. Between a size where emulation loses and the next
+where it wins, the same fit interpolates the crossover. Each operation's entry
+records its crossover (None: never within ``--max-n``), the fastest method, and
+the measured ratio of every method at every size tried; the refined solves are
+recorded as "not measured" where ``ozlinalg.solve`` has no ``refine=`` keyword.
+
+The result goes to the tuning cache (:mod:`ozlinalg._tuning`, docs/tuning.md)
+unless ``--dry-run``; ``--json`` prints the file's content. A directory that
+cannot be written is reported (exit status 1); the library then falls back on
+the model.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+from . import _tuning
+
+__all__ = ["main", "measure"]
+
+SIZES = (256, 512, 1024, 2048, 4096)
+BUDGET_S = 45.0
+QUICK_BUDGET_S = 12.0
+#: A method is kept only where its result is this close to native's (relative, max
+#: norm): both meet the DGEMM-level contract by their count rules; this catches a
+#: broken run, not rounding.
+SANITY = 1e-8
+
+
+def _best(fn, repeat):
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def _has_refine():
+    import ozlinalg  # noqa: PLC0415
+
+    try:
+        return "refine" in inspect.signature(ozlinalg.solve).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _problem(op, n, rng):
+    a = rng.standard_normal((n, n))
+    if op in ("potrf", "posv_refined"):  # symmetric, diagonally dominant: SPD, cheap
+        a = (a + a.T) / 2 + n * np.eye(n)
+    elif op != "matmul":
+        a += np.sqrt(n) * np.eye(n)
+    b = rng.standard_normal((n, n)) if op == "matmul" else rng.standard_normal(n)
+    return a, b
+
+
+def _calls(op, a, b):
+    """``(native(), emulated(method))`` of `op` on the problem ``(a, b)``."""
+    import scipy.linalg as sla  # noqa: PLC0415
+    from scipy.linalg import lapack as sll  # noqa: PLC0415
+
+    import ozlinalg  # noqa: PLC0415
+    from ozlinalg import lapack  # noqa: PLC0415
+
+    native = {
+        "matmul": lambda: a @ b,
+        "getrf": lambda: sll.dgetrf(a)[0],
+        "potrf": lambda: sll.dpotrf(a)[0],
+        "geqrf": lambda: sll.dgeqrf(a)[0],
+        "gesv_refined": lambda: sla.solve(a, b),
+        "posv_refined": lambda: sla.solve(a, b, assume_a="pos"),
+    }[op]
+    emul = {
+        "matmul": lambda: ozlinalg.matmul(a, b),
+        "getrf": lambda: lapack.getrf(a)[0],
+        "potrf": lambda: lapack.potrf(a),
+        "geqrf": lambda: lapack.geqrf(a)[0],
+        "gesv_refined": lambda: ozlinalg.solve(a, b, refine=True),
+        "posv_refined": lambda: ozlinalg.solve(a, b, assume_a="pos", refine=True),
+    }[op]
+
+    def emulated(method):
+        with ozlinalg.options(method=method):
+            return emul()
+
+    return native, emulated
+
+
+def _sane(op, got, want):
+    got = np.asarray(got)
+    if not np.all(np.isfinite(got)):
+        return False
+    if op in ("matmul", "gesv_refined", "posv_refined"):
+        scale = float(np.abs(want).max()) or 1.0
+        return float(np.abs(got - want).max()) <= SANITY * scale
+    return True  # factors: pivots may differ from LAPACK's; finite is the check
+
+
+def _fit(n0, r0, n1, r1):
+    """``(a, b)`` of ``r(n) = a + b / n`` through two measured points."""
+    b = (r0 - r1) / (1.0 / n0 - 1.0 / n1)
+    return r1 - b / n1, b
+
+
+def _round_up(x, step):
+    return int(math.ceil(x / step) * step)
+
+
+def _crossover(best, max_n):
+    """``(order or None, extrapolated, note)`` from ``{n: best ratio}``."""
+    ns = sorted(best)
+    cross = None
+    for n in reversed(ns):
+        if best[n] > 1.0:
+            break
+        cross = n
+    if cross is not None:
+        i = ns.index(cross)
+        if i == 0:
+            return cross, False, "pays at every order tried"
+        n0, n1 = ns[i - 1], cross
+        a, b = _fit(n0, best[n0], n1, best[n1])
+        if a < 1.0 and b > 0:
+            cross = min(n1, max(n0 + 1, _round_up(b / (1.0 - a), 16)))
+        return cross, False, f"interpolated between {n0} and {n1}"
+    if len(ns) >= 2 and ns[-1] < max_n:
+        a, b = _fit(ns[-2], best[ns[-2]], ns[-1], best[ns[-1]])
+        if a < 1.0 / 1.1 and b > 0:
+            n_star = _round_up(b / (1.0 - a), 64)
+            if n_star <= max_n:
+                return n_star, True, (f"extrapolated from {ns[-2]} and {ns[-1]} "
+                                      f"(ratio ~ {a:.2f} + {b:.0f}/n)")
+            return None, False, (f"the trend ({a:.2f} + {b:.0f}/n) reaches 1 only at about "
+                                 f"{n_star}, beyond --max-n {max_n}")
+    return None, False, "slower than native at every order tried"
+
+
+def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, ops=None,
+            log=print, seed=0):
+    """``{op: entry}`` (the cache's ``ops``, :func:`ozlinalg._tuning.validate`)."""
+    rng = np.random.default_rng(seed)
+    ops = list(ops or _tuning.TUNED_OPS)
+    refine = _has_refine()
+    methods = _tuning.TUNABLE_METHODS
+    sizes = [n for n in sizes if n <= max_n] or [max_n]
+    start = time.perf_counter()
+    out = {}
+    todo = [op for op in ops if refine or op not in _tuning.REFINED_OPS]
+    for op in ops:
+        if op not in todo:
+            out[op] = {"crossover": None, "method": None, "measured": False, "ratios": {},
+                       "note": "not measured: ozlinalg.solve has no refine= keyword here"}
+            log(f"  {op:<13} not measured (ozlinalg.solve has no refine= keyword here)")
+    for k, op in enumerate(todo):
+        share = max(0.5, (budget_s - (time.perf_counter() - start)) / (len(todo) - k))
+        op_start = time.perf_counter()
+        ratios, best, last = {}, {}, None
+        for n in sizes:
+            repeat = (3 if n <= 512 else 2 if n <= 1024 else 1) - (1 if quick and n > 256 else 0)
+            if last is not None:
+                spent_n, t_n, r_n = last
+                if t_n * (n / spent_n) ** 3 * repeat / r_n > share - (
+                        time.perf_counter() - op_start):
+                    log(f"  {op:<13} n = {n}: skipped (would not fit the time budget)")
+                    break
+            a, b = _problem(op, n, rng)
+            native, emulated = _calls(op, a, b)
+            t0 = time.perf_counter()
+            t_nat, want = _best(native, repeat)
+            per = {}
+            for m in methods:
+                t_m, got = _best(lambda m=m, f=emulated: f(m), repeat)
+                if _sane(op, got, want):
+                    per[m] = t_m
+                else:
+                    log(f"  {op:<13} n = {n}: {m} dropped (result differs from native)")
+            t_nat = min(t_nat, _best(native, repeat)[0])
+            last = (n, time.perf_counter() - t0, repeat)
+            if not per:
+                break
+            ratios[str(n)] = {m: round(t / t_nat, 4) for m, t in per.items()}
+            best[n] = min(ratios[str(n)].values())
+            log(f"  {op:<13} n = {n:>5}: native {1e3 * t_nat:9.1f} ms, " + ", ".join(
+                f"{m} {r:.2f}x" for m, r in ratios[str(n)].items())
+                + f"   [{time.perf_counter() - start:5.1f} s]")
+        cross, extrapolated, note = _crossover(best, max_n) if best else (None, False,
+                                                                          "no size ran")
+        method = None
+        if best:  # the fastest where it starts to pay (else at the largest order tried)
+            pays = [n for n in best if cross is not None and n >= cross]
+            at = str(min(pays) if pays else max(best))
+            method = min(ratios[at], key=ratios[at].get)
+        out[op] = {"crossover": cross, "method": method, "measured": True,
+                   "extrapolated": extrapolated, "ratios": ratios, "note": note}
+    return {op: out[op] for op in ops}
+
+
+def _table(ops, path_line, elapsed, engine_line):
+    lines = [f"engine: {engine_line}",
+             f"{'op':<13} {'pays from':>10} {'method':>9}  ratios (emulated / native)"]
+    for op, e in ops.items():
+        cross = "never" if e["crossover"] is None else str(e["crossover"])
+        if e.get("extrapolated"):
+            cross += "*"
+        if not e.get("measured", True):
+            cross = "-"
+        ratios = "  ".join(f"{n}: " + "/".join(f"{r:.2f}" for r in per.values())
+                           for n, per in e["ratios"].items())
+        lines.append(f"{op:<13} {cross:>10} {e['method'] or '-':>9}  {ratios or e['note']}")
+    lines.append("(* extrapolated; ratios per method in the order "
+                 + "/".join(_tuning.TUNABLE_METHODS) + ")")
+    lines.append(f"took {elapsed:.1f} s; {path_line}")
+    return "\n".join(lines)
+
+
+def main(argv=None, prog="python -m ozlinalg tune"):
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help=f"one repetition per size, up to 1024, a {QUICK_BUDGET_S:.0f} s budget")
+    ap.add_argument("--max-n", type=int, default=None,
+                    help="largest order measured or extrapolated to (default 4096; "
+                         "--quick: 1024)")
+    ap.add_argument("--budget", type=float, default=None, metavar="S",
+                    help=f"seconds for all measurements (default {BUDGET_S:.0f}; "
+                         f"--quick: {QUICK_BUDGET_S:.0f})")
+    ap.add_argument("--json", action="store_true", help="print the cache file's content")
+    ap.add_argument("--cache-dir", default=None,
+                    help="where to write (default: OZLINALG_CACHE_DIR or the user cache dir)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="measure and print, but do not write the cache")
+    args = ap.parse_args(argv)
+    from ._options import current_engine  # noqa: PLC0415
+
+    engine = current_engine(np)
+    max_n = args.max_n or (1024 if args.quick else 4096)
+    if max_n < 1:
+        ap.error("--max-n must be positive")
+    budget = args.budget if args.budget is not None else (
+        QUICK_BUDGET_S if args.quick else BUDGET_S)
+    path = _tuning.cache_path(engine, args.cache_dir)
+    err = sys.stderr
+    print(f"ozlinalg tune: {engine.describe()}", file=err)
+    print(f"  key: {json.dumps(_tuning.key_for(engine), sort_keys=True)}", file=err)
+    print(f"  sizes up to {max_n}, budget {budget:.0f} s, methods "
+          f"{', '.join(_tuning.TUNABLE_METHODS)} against native NumPy / SciPy", file=err)
+    t0 = time.perf_counter()
+    ops = measure(engine, max_n=max_n, budget_s=budget, quick=args.quick,
+                  log=lambda line: print(line, file=err, flush=True))
+    elapsed = time.perf_counter() - t0
+    status = 0
+    if args.dry_run:
+        path_line = f"--dry-run: not written (would be {path})"
+    else:
+        try:
+            path = _tuning.store(engine, ops, elapsed, args.cache_dir)
+            path_line = f"cache written: {path}"
+        except OSError as exc:
+            status = 1
+            path_line = (f"cannot write the cache {path}: {exc}; the library uses the model "
+                         "(docs/tuning.md)")
+    if args.json:
+        data = {"schema": _tuning.SCHEMA, "key": _tuning.key_for(engine),
+                "elapsed_s": round(elapsed, 3), "ops": ops}
+        json.dump(data, sys.stdout, indent=1, sort_keys=True)
+        print()
+        print(path_line, file=err)
+    else:
+        print(_table(ops, path_line, elapsed, engine.describe()))
+    return status
