@@ -4,7 +4,8 @@ For the current NumPy engine it times, per operation of
 :data:`ozlinalg._tuning.TUNED_OPS`, the emulated call at DGEMM-level accuracy
 (``slices="auto"``) with each method of :data:`ozlinalg._tuning.TUNABLE_METHODS`
 against native NumPy / SciPy in the same run, interleaved (native, each method,
-native again; the faster native time counts), at a few orders (256, 512, ...,
+native again; the fastest native time counts, with the BLAS's threads or one thread:
+the baseline is native FP64 at its best), at a few orders (256, 512, ...,
 ``--max-n``). A size whose predicted time (the last one's, times 8 per doubling)
 would not fit the operation's share of the time budget (45 s, ``--quick`` 12 s)
 is skipped, and the ratio trend ``r(n) = a + b / n`` of the last two sizes is
@@ -25,6 +26,7 @@ import argparse
 import inspect
 import json
 import math
+import os
 import sys
 import time
 
@@ -35,12 +37,15 @@ from . import _tuning
 __all__ = ["main", "measure"]
 
 SIZES = (256, 512, 1024, 2048, 4096)
-BUDGET_S = 45.0
+BUDGET_S = 40.0
 QUICK_BUDGET_S = 12.0
 #: A method is kept only where its result is this close to native's (relative, max
 #: norm): both meet the DGEMM-level contract by their count rules; this catches a
 #: broken run, not rounding.
 SANITY = 1e-8
+#: The trend is extrapolated only from a last measured ratio this close to 1, and only
+#: where its asymptote ``a`` is positive (two noisy points far from 1 give any slope).
+EXTRAPOLATE_FROM = 1.5
 
 
 def _best(fn, repeat):
@@ -50,6 +55,22 @@ def _best(fn, repeat):
         out = fn()
         best = min(best, time.perf_counter() - t)
     return best, out
+
+
+def _native_best(native):
+    """``(seconds, result)``: the faster of one native run on the BLAS's own threads and
+    one on a single BLAS thread (as benchmarks/calibration/crossover.py): the baseline
+    is native FP64 at its best. On a busy machine a multithreaded LAPACK call can take
+    10-100x its time (threads spinning at barriers for a descheduled peer); the emulation
+    runs its panels on one BLAS thread, so without this it would look faster than it is.
+    The single-thread run is a threadpoolctl limit around that call, restored after."""
+    t, out = _best(native, 1)
+    try:
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415
+    except ImportError:
+        return t, out
+    with threadpool_limits(limits=1, user_api="blas"):
+        return min(t, _best(native, 1)[0]), out
 
 
 def _has_refine():
@@ -140,16 +161,17 @@ def _crossover(best, max_n):
         if a < 1.0 and b > 0:
             cross = min(n1, max(n0 + 1, _round_up(b / (1.0 - a), 16)))
         return cross, False, f"interpolated between {n0} and {n1}"
-    if len(ns) >= 2 and ns[-1] < max_n:
+    if len(ns) >= 2 and ns[-1] < max_n and best[ns[-1]] <= EXTRAPOLATE_FROM:
         a, b = _fit(ns[-2], best[ns[-2]], ns[-1], best[ns[-1]])
-        if a < 1.0 / 1.1 and b > 0:
+        if 0.0 < a < 1.0 / 1.1 and b > 0:
             n_star = _round_up(b / (1.0 - a), 64)
             if n_star <= max_n:
                 return n_star, True, (f"extrapolated from {ns[-2]} and {ns[-1]} "
                                       f"(ratio ~ {a:.2f} + {b:.0f}/n)")
             return None, False, (f"the trend ({a:.2f} + {b:.0f}/n) reaches 1 only at about "
                                  f"{n_star}, beyond --max-n {max_n}")
-    return None, False, "slower than native at every order tried"
+    return None, False, "slower than native at every order tried" + (
+        f" (no extrapolation from {best[ns[-1]]:.2f}x)" if len(ns) >= 2 else "")
 
 
 def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, ops=None,
@@ -168,31 +190,40 @@ def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, 
             out[op] = {"crossover": None, "method": None, "measured": False, "ratios": {},
                        "note": "not measured: ozlinalg.solve has no refine= keyword here"}
             log(f"  {op:<13} not measured (ozlinalg.solve has no refine= keyword here)")
+    for op in todo:  # warm-up, untimed: first calls load kernels, fill the scratch pool
+        native, emulated = _calls(op, *_problem(op, min(64, max_n), rng))
+        native()
+        for m in methods:
+            emulated(m)
     for k, op in enumerate(todo):
         share = max(0.5, (budget_s - (time.perf_counter() - start)) / (len(todo) - k))
         op_start = time.perf_counter()
         ratios, best, last = {}, {}, None
         for n in sizes:
             repeat = (3 if n <= 512 else 2 if n <= 1024 else 1) - (1 if quick and n > 256 else 0)
-            if last is not None:
-                spent_n, t_n, r_n = last
-                if t_n * (n / spent_n) ** 3 * repeat / r_n > share - (
-                        time.perf_counter() - op_start):
+            if last is not None:  # the last size's time per repetition, scaled as n^3
+                last_n, once = last
+                left = share - (time.perf_counter() - op_start)
+                if once * (n / last_n) ** 3 * repeat > left:
                     log(f"  {op:<13} n = {n}: skipped (would not fit the time budget)")
                     break
+            t_size = time.perf_counter()
             a, b = _problem(op, n, rng)
             native, emulated = _calls(op, a, b)
-            t0 = time.perf_counter()
-            t_nat, want = _best(native, repeat)
-            per = {}
-            for m in methods:
-                t_m, got = _best(lambda m=m, f=emulated: f(m), repeat)
-                if _sane(op, got, want):
-                    per[m] = t_m
-                else:
-                    log(f"  {op:<13} n = {n}: {m} dropped (result differs from native)")
-            t_nat = min(t_nat, _best(native, repeat)[0])
-            last = (n, time.perf_counter() - t0, repeat)
+            # interleaved, native first and last: a busy spell hits both sides
+            t_nat, want = _native_best(native)
+            times = {m: float("inf") for m in methods}
+            for _ in range(repeat):
+                for m in list(times):
+                    t_m, got = _best(lambda m=m, f=emulated: f(m), 1)
+                    if not _sane(op, got, want):
+                        log(f"  {op:<13} n = {n}: {m} dropped (result differs from native)")
+                        del times[m]
+                        continue
+                    times[m] = min(times[m], t_m)
+                t_nat = min(t_nat, _native_best(native)[0])
+            per = times
+            last = (n, (time.perf_counter() - t_size) / repeat)
             if not per:
                 break
             ratios[str(n)] = {m: round(t / t_nat, 4) for m, t in per.items()}
@@ -230,6 +261,21 @@ def _table(ops, path_line, elapsed, engine_line):
     return "\n".join(lines)
 
 
+def _load_note():
+    """A warning where other processes keep the CPUs busy (their share of the cores skews
+    multithreaded native LAPACK more than the emulation), else ''."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return ""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    if load <= 1.25 * cpus:
+        return ""
+    return (f"load average {load:.1f} on {cpus} CPUs: other processes share the cores, the "
+            "ratios may be off; run tune again on a quiet machine")
+
+
 def main(argv=None, prog="python -m ozlinalg tune"):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
@@ -258,12 +304,20 @@ def main(argv=None, prog="python -m ozlinalg tune"):
     err = sys.stderr
     print(f"ozlinalg tune: {engine.describe()}", file=err)
     print(f"  key: {json.dumps(_tuning.key_for(engine), sort_keys=True)}", file=err)
+    load = _load_note()
+    if load:
+        print(f"  warning: {load}", file=err)
     print(f"  sizes up to {max_n}, budget {budget:.0f} s, methods "
           f"{', '.join(_tuning.TUNABLE_METHODS)} against native NumPy / SciPy", file=err)
     t0 = time.perf_counter()
     ops = measure(engine, max_n=max_n, budget_s=budget, quick=args.quick,
                   log=lambda line: print(line, file=err, flush=True))
     elapsed = time.perf_counter() - t0
+    load = load or _load_note()
+    if load:
+        for e in ops.values():
+            if e.get("measured", True):
+                e["note"] = f"{e['note']}; {load}"
     status = 0
     if args.dry_run:
         path_line = f"--dry-run: not written (would be {path})"
