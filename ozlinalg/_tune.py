@@ -65,12 +65,26 @@ def _native_best(native):
     runs its panels on one BLAS thread, so without this it would look faster than it is.
     The single-thread run is a threadpoolctl limit around that call, restored after."""
     t, out = _best(native, 1)
-    try:
-        from threadpoolctl import threadpool_limits  # noqa: PLC0415
-    except ImportError:
+    ctl = _controller()
+    if ctl is None:
         return t, out
-    with threadpool_limits(limits=1, user_api="blas"):
+    with ctl.limit(limits=1, user_api="blas"):
         return min(t, _best(native, 1)[0]), out
+
+
+_CONTROLLER: list = []
+
+
+def _controller():
+    """threadpoolctl's controller of the loaded libraries (found once), or None."""
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+            _CONTROLLER.append(ThreadpoolController())
+        except Exception:  # noqa: BLE001 (not installed, or failing: no one-thread run)
+            _CONTROLLER.append(None)
+    return _CONTROLLER[0]
 
 
 def _has_refine():
@@ -207,10 +221,10 @@ def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, 
                 if once * (n / last_n) ** 3 * repeat > left:
                     log(f"  {op:<13} n = {n}: skipped (would not fit the time budget)")
                     break
-            t_size = time.perf_counter()
             a, b = _problem(op, n, rng)
             native, emulated = _calls(op, a, b)
             # interleaved, native first and last: a busy spell hits both sides
+            t_size = time.perf_counter()
             t_nat, want = _native_best(native)
             times = {m: float("inf") for m in methods}
             for _ in range(repeat):
@@ -223,7 +237,7 @@ def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, 
                     times[m] = min(times[m], t_m)
                 t_nat = min(t_nat, _native_best(native)[0])
             per = times
-            last = (n, (time.perf_counter() - t_size) / repeat)
+            last = (n, (time.perf_counter() - t_size) / (repeat + 0.5))
             if not per:
                 break
             ratios[str(n)] = {m: round(t / t_nat, 4) for m, t in per.items()}
