@@ -275,6 +275,21 @@ def _table(ops, path_line, elapsed, engine_line):
     return "\n".join(lines)
 
 
+def _show(engine, as_json):
+    """The crossovers "performant" uses now (cache, constants, model, never)."""
+    rows = {op: engine.tuned(op)._asdict() for op in _tuning.TUNED_OPS}
+    if as_json:
+        json.dump({"engine": engine.name, "ops": rows}, sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"engine: {engine.describe()}")
+    print(f"{'op':<13} {'pays from':>10} {'method':>9}  source")
+    for op, t in rows.items():
+        cross = "never" if t["order"] is None else str(t["order"])
+        print(f"{op:<13} {cross:>10} {t['method'] or '-':>9}  {t['source']}")
+    return 0
+
+
 def _load_note():
     """A warning where other processes keep the CPUs busy (their share of the cores skews
     multithreaded native LAPACK more than the emulation), else ''."""
@@ -305,10 +320,15 @@ def main(argv=None, prog="python -m ozlinalg tune"):
                     help="where to write (default: OZLINALG_CACHE_DIR or the user cache dir)")
     ap.add_argument("--dry-run", action="store_true",
                     help="measure and print, but do not write the cache")
+    ap.add_argument("--show", action="store_true",
+                    help="measure nothing: print the crossovers the library uses now and "
+                         "where they come from (cache, engine constants, model)")
     args = ap.parse_args(argv)
     from ._options import current_engine  # noqa: PLC0415
 
     engine = current_engine(np)
+    if args.show:
+        return _show(engine, args.json)
     max_n = args.max_n or (1024 if args.quick else 4096)
     if max_n < 1:
         ap.error("--max-n must be positive")

@@ -461,6 +461,16 @@ class TestTuneCommand:
                           "--cache-dir", str(blocker / "sub")]) == 1
         assert "cannot write the cache" in capsys.readouterr().out
 
+    def test_show(self, cache, engine, capsys):
+        path = write(engine, {"getrf": entry(64, "crt")})
+        assert tune_main(["--show"]) == 0
+        out = capsys.readouterr().out
+        assert f"getrf                 64       crt  cache {path}" in out
+        assert "matmul             never         -  model (int8 0.20 TOPS" in out
+        assert tune_main(["--show", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["ops"]
+        assert rows["getrf"] == {"order": 64, "method": "crt", "source": f"cache {path}"}
+
     def test_cli_entry(self):
         from ozlinalg.__main__ import main
 
