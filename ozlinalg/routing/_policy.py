@@ -236,7 +236,8 @@ def plan(opts, xp_name, op, order, refined=None, refinable=None) -> Plan:
         lims = {r: _limit(opts, xp_name, r) for r in REFINED_OPS}  # the shims' fast path
         lim = lims[refined]
         if lim is not None and order >= lim and (refinable is None or refinable()):
-            tuned = opts._route[(_TUNED, xp_name, refined)]
+            # (.get: an engine replaced meanwhile empties the cache, _forget_thresholds)
+            tuned = opts._route.get((_TUNED, xp_name, refined)) or Tuned(lim, None, "")
             return Plan(True, f"at or above crossover {lim} (refined solve)", refined,
                         _method(opts, tuned), True, tuned.source)
     emulate, reason = decide(opts, xp_name, op, order)
