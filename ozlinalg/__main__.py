@@ -11,6 +11,9 @@ accuracy  sweep phi x slices x methods against the exact reference
 run       run a Python program with numpy.linalg / scipy.linalg routed to the
           emulation from its first import on (``run script.py [args]``,
           ``run -m module [args]``; see ``run --help``)
+tune      measure where emulation pays on this machine (the crossovers of the
+          backend's "performant" strategy) and write the tuning cache
+          (docs/tuning.md; see ``tune --help``)
 """
 from __future__ import annotations
 
@@ -308,6 +311,9 @@ def main(argv=None):
     sv.set_defaults(func=cmd_solve)
     sub.add_parser("accuracy", add_help=False,
                    help="accuracy sweep against the exact reference (see accuracy --help)")
+    sub.add_parser("tune", add_help=False,
+                   help="measure the crossovers of this machine and write the tuning cache "
+                        "(see tune --help)")
     sub.add_parser("run", add_help=False,
                    help="run script.py / -m module with numpy.linalg and scipy.linalg routed "
                         "to the emulation (see run --help)")
@@ -316,6 +322,10 @@ def main(argv=None):
         from ._launcher import main as run_main
 
         return run_main(argv[1:])
+    if argv and argv[0] == "tune":
+        from ._tune import main as tune_main
+
+        return tune_main(argv[1:])
     if argv and argv[0] == "accuracy":
         from .sweep import main as sweep_main
 

@@ -104,12 +104,18 @@ class Options:
         # ({(array module, op): order or None}), filled by ozlinalg.backend.
         # Not a field: it takes no part in equality, repr or replace().
         object.__setattr__(self, "_route", {})
+        # The names set by options() / backend() / install() on the way here (not
+        # defaults): the backend's "performant" strategy runs the tuned method only
+        # where "method" is not among them (docs/tuning.md).
+        object.__setattr__(self, "_explicit", frozenset())
 
     def replace(self, **changes) -> Options:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise TypeError(f"ozlinalg.options: unknown option(s) {sorted(unknown)}")
-        return dataclasses.replace(self, **changes)
+        new = dataclasses.replace(self, **changes)
+        object.__setattr__(new, "_explicit", self._explicit | frozenset(changes))
+        return new
 
 
 _DEFAULTS = Options()  # frozen, so sharing it as the ContextVar default is safe

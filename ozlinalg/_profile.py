@@ -72,6 +72,11 @@ class Route(NamedTuple):
     #              "no crossover (never faster)", "below min_size N"; the dask
     #              route's hand-backs: "unknown chunk sizes", "dask rejects this
     #              block structure"
+    source: str = ""  # where the threshold came from: "cache <path>", "engine
+    #                   constants", "model (int8 x TOPS, dgemm y GFLOPS)", "none",
+    #                   "eager" (docs/tuning.md)
+    method: str = ""  # the method an emulated call ran with ("" when native)
+    refine: bool = False  # the refined solve was chosen (op gesv_refined / posv_refined)
 
 
 @dataclass
@@ -105,8 +110,8 @@ class Profile:
         One record per emulated call.
     routing : collections.Counter
         Decisions of :func:`ozlinalg.backend` on the calls it screened:
-        :class:`Route` (function, op, order, engine, emulated, reason) -> number
-        of calls. Calls that are not routable (other array types, dtypes,
+        :class:`Route` (function, op, order, engine, emulated, reason, source,
+        method, refine) -> number of calls. Calls that are not routable (other array types, dtypes,
         nested inside ozlinalg) are not counted.
     engines : collections.Counter
         Calls per engine, each named by its ``describe()`` line (engine, library,
@@ -206,9 +211,13 @@ class Profile:
                          f"{self.routed_native} native")
             for r, c in sorted(self.routing.items(), key=lambda rc: (rc[0].function,
                                                                      rc[0].order)):
+                how = ""
+                if r.emulated and (r.method or r.refine):
+                    how = f" with {r.method or 'the default method'}" + (
+                        ", refine=True" if r.refine else "")
                 lines.append(f"  {c:>7} x {r.function} (order {r.order}, {r.op} on "
-                             f"{r.engine}): {'emulated' if r.emulated else 'native'}, "
-                             f"{r.reason}")
+                             f"{r.engine}): {'emulated' if r.emulated else 'native'}{how}, "
+                             f"{r.reason}" + (f" [{r.source}]" if r.source else ""))
         for r in self.refined:
             how = ("fell back to the DGEMM-level solve" if r.fell_back else
                    "singular: unrefined path" if r.failed else

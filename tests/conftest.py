@@ -73,6 +73,23 @@ def rng():
     return np.random.default_rng(20261130)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_tuning(tmp_path_factory):
+    """The suite never reads the developer's tuning cache nor runs the tuning model
+    (machine-dependent decisions): an empty cache directory, and
+    ``OZLINALG_TUNING=cache`` (the cache, then the engines' constants). Tests of the
+    tuning set their own (tests/test_tuning.py). Subprocesses inherit both."""
+    saved = {k: os.environ.get(k) for k in ("OZLINALG_CACHE_DIR", "OZLINALG_TUNING")}
+    os.environ["OZLINALG_CACHE_DIR"] = str(tmp_path_factory.mktemp("ozlinalg-cache"))
+    os.environ["OZLINALG_TUNING"] = "cache"
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="module")
 def one_blas_thread():
     """One BLAS thread for modules of many small GEMMs: multithreaded OpenBLAS

@@ -21,7 +21,12 @@ An engine owns the device-specific part of the emulated GEMM:
 * ``synchronize()``: wait for queued device work (timing);
 * ``crossover(op)``: the matrix order from which emulating ``op`` on this
   engine is expected to be at least as fast as native FP64 (``None``: at no
-  order), read by ``ozlinalg.backend()``'s "performant" strategy.
+  order), read by ``ozlinalg.backend()``'s "performant" strategy; ``tuned(op)``
+  the same with the fastest method and where the numbers came from (the tuning
+  cache, the constants, the model: :mod:`ozlinalg._tuning`);
+* ``tuning_facts()``: what the tuning cache is keyed by on this engine (name,
+  ISA, threads, library versions); ``int8_rate()``: a short probe of the exact
+  INT8 product's rate (ops/s, once per engine; the tuning model's input);
 * ``describe()``: one line naming the engine, its library and ISA (profiles,
   the CLI);
 * ``native_blas()``: context for native BLAS / LAPACK calls between emulated
@@ -52,7 +57,10 @@ exact maxima of the bound products kept as int32), ``scale_outer``,
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 
+from .. import _tuning
 from ._process import memory_bound
 
 __all__ = ["APPROX_PRESCALE", "CROSSOVER_OPS", "Engine", "get_engine", "group_runs",
@@ -61,10 +69,12 @@ __all__ = ["APPROX_PRESCALE", "CROSSOVER_OPS", "Engine", "get_engine", "group_ru
 #: ``approx_matmul``'s prescale of each operand (exact; undone on the result).
 APPROX_PRESCALE = 2.0**48
 
-#: Operations with a crossover: the emulated GEMM and the three blocked
+#: Operations with a crossover: the emulated GEMM, the three blocked
 #: factorizations (solves, inverses, determinants and triangular solves are
-#: counted with ``getrf``, ``cho_*`` with ``potrf``, ``lstsq`` with ``geqrf``).
-CROSSOVER_OPS = ("matmul", "getrf", "potrf", "geqrf")
+#: counted with ``getrf``, ``cho_*`` with ``potrf``, ``lstsq`` with ``geqrf``)
+#: and the refined solves (``ozlinalg.solve(a, b, refine=True)``; ``posv_refined``
+#: with ``assume_a="pos"``).
+CROSSOVER_OPS = _tuning.TUNED_OPS
 
 
 class Engine:
@@ -113,14 +123,64 @@ class Engine:
 
     def crossover(self, op: str):
         """The matrix order from which emulating `op` on this engine is at least
-        as fast as native FP64, or ``None`` when it never is (as measured).
+        as fast as native FP64, or ``None`` when it never is: :meth:`tuned`'s order.
 
         `op` is one of :data:`CROSSOVER_OPS`.
         """
+        return self.tuned(op).order
+
+    def tuned(self, op: str) -> _tuning.Tuned:
+        """``Tuned(order, method, source)`` of `op` on this engine: the tuning cache
+        of ``python -m ozlinalg tune``, else :attr:`crossovers`, else the model of
+        :meth:`int8_rate` against a DGEMM probe, else never
+        (:func:`ozlinalg._tuning.tuned`, docs/tuning.md)."""
         if op not in CROSSOVER_OPS:
             raise ValueError(f"ozlinalg: unknown operation {op!r} for a crossover; "
                              f"choose one of {CROSSOVER_OPS}")
-        return self.crossovers.get(op)
+        return _tuning.tuned(self, op)
+
+    def tuning_facts(self) -> dict:
+        """What the tuning cache is keyed by on this engine, beside the CPU and the
+        versions of ozlinalg / NumPy / SciPy: name, device, threads; subclasses add
+        their ISA and ``"libraries"`` (``{name: version}``). Read, never changed."""
+        return {"engine": self.name, "device": self.device, "threads": self.threads}
+
+    def int8_peak_ratio(self):
+        """Upper bound of this engine's INT8 product rate over the host's DGEMM rate
+        (ISA peaks: the tuning model's cap on a probe), or None (no bound known)."""
+        return None
+
+    #: Shape ``(m, p, k)`` of :meth:`int8_rate`'s product, and its repetitions.
+    RATE_PROBE = (512, 512, 1024)
+    RATE_REPEAT = 3
+
+    def int8_rate(self):
+        """Ops per second of one exact INT8 slice product (:meth:`int_matmul_sum` of
+        :data:`RATE_PROBE`, best of :data:`RATE_REPEAT` after a warm-up: about a
+        millisecond on an INT8 unit), measured once per engine on first need and
+        thread-safe; None where it cannot be measured. The tuning model's input."""
+        lock = self.__dict__.setdefault("_rate_lock", threading.Lock())
+        with lock:
+            rate = self.__dict__.get("_int8_rate", False)
+            if rate is not False:
+                return rate
+            m, p, k = self.RATE_PROBE
+            a = self.empty_slices(1, m, k, "bitmask", "a")
+            b = self.empty_slices(1, p, k, "bitmask", "b")
+            a[...] = 1
+            b[...] = 1
+            ws = self.workspace(m, p)
+            best = float("inf")
+            for i in range(self.RATE_REPEAT + 1):
+                self.synchronize()
+                t = time.perf_counter()
+                self.int_matmul_sum(a, b, [(0, 0)], 128, 128, ws)
+                self.synchronize()
+                if i:
+                    best = min(best, time.perf_counter() - t)
+            rate = 2.0 * m * p * k / best if best > 0 else None
+            self.__dict__["_int8_rate"] = rate
+            return rate
 
     def empty_slices(self, s, rows, k, kind, operand=None):  # pragma: no cover - interface
         raise NotImplementedError

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from scipy.linalg import blas as _blas
 
-from ._process import at_fork_child, cpu_threads, fork_safe_lock
+from ._process import BlasThreadLimit, at_fork_child, cpu_threads, fork_safe_lock
 from .base import Engine
 
 __all__ = ["SGEMMEngine", "FP32_EXACT"]
@@ -59,6 +59,15 @@ class SGEMMEngine(Engine):
 
     def empty_slices(self, s, rows, k, kind, operand=None):
         return np.empty((s, rows, k), dtype=np.float32)
+
+    def int8_peak_ratio(self):
+        """SGEMM runs at most twice DGEMM's rate (half the bytes, the same FMA units)."""
+        return 2.0
+
+    def tuning_facts(self):
+        """The tuning cache's key here (:meth:`Engine.tuning_facts`): also the BLAS
+        threads the native calls run on (read through threadpoolctl, never set)."""
+        return {**super().tuning_facts(), "blas_threads": blas_threads()}
 
     def _pieces(self, pairs, k, per_elem):
         # Longest inner chunk whose worst-case dot product stays exact in float32.
@@ -133,3 +142,11 @@ class SGEMMEngine(Engine):
     def describe(self):
         why = self.selection_reason
         return f"{self.name} (BLAS SGEMM on float32 slices{'; ' + why if why else ''})"
+
+
+def blas_threads():
+    """The largest thread count of the loaded BLAS libraries (threadpoolctl), or None."""
+    with BlasThreadLimit._lock:  # not inside a limited section of another thread
+        counts = [lib.num_threads for lib in BlasThreadLimit._libraries()]
+    counts = [int(c) for c in counts if c]
+    return max(counts) if counts else None

@@ -6,13 +6,21 @@ type) or a ``cupy.ndarray`` of a dtype the emulation takes
 (``Options.strategy``) then decides: ``"eager"`` emulates every call whose matrix
 order is at least ``min_size`` (LU and Cholesky based calls from
 ``native_order`` on), ``"performant"`` only calls whose order also reaches the
-engine's measured crossover for the operation (:data:`OPS`). Every decision is
-counted in :attr:`ozlinalg.Profile.routing` while a profile watches.
+engine's crossover for the operation (:data:`OPS`): the tuning cache of ``python
+-m ozlinalg tune``, the engine's constants, or the tuning model
+(:meth:`ozlinalg.engines.base.Engine.tuned`, docs/tuning.md). Under "performant"
+an emulated call also runs with the method the tuning found fastest (unless
+the options name a method or ask for ``accuracy="faithful"``), and a ``solve``
+goes to the refined solve (``refine=True``) where the tuning says
+``gesv_refined`` / ``posv_refined`` pays (:func:`plan`). Every decision is
+counted in :attr:`ozlinalg.Profile.routing` while a profile watches, with the
+source of its numbers.
 """
 from __future__ import annotations
 
 import importlib
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,11 +28,13 @@ from .. import _options as _optmod
 from .. import _profile
 from .._emulable import emulable
 from .._profile import Route
+from .._tuning import REFINED_OPS, Tuned
 from ..engines import base as _engines
 from ._state import LOCK as _LOCK
 from ._state import MISSING as _MISSING
 
-__all__ = ["OPS", "screen", "decide", "record", "declines", "emulates", "op_of"]
+__all__ = ["OPS", "REFINED", "Plan", "screen", "decide", "plan", "record", "declines",
+           "emulates", "op_of", "refined_op"]
 
 #: function name -> the operation whose crossover decides it under the
 #: "performant" strategy (:data:`ozlinalg.engines.base.CROSSOVER_OPS`): the LU
@@ -39,6 +49,36 @@ OPS = {
     "multi_dot": "matmul",
 }
 
+#: function name -> the refined solve tried first under "performant": where the
+#: tuning says it pays at the call's order, the call runs as ``solve(..., refine=True)``
+#: (``posv_refined`` for SciPy's ``assume_a="pos"``); elsewhere :data:`OPS` decides.
+REFINED = {"solve": "gesv_refined"}
+_POS = ("pos", "positive definite")
+_GENERAL = (None, "gen", "general", "sym", "symmetric", "her", "hermitian")
+_TUNED = "tuned"  # opts._route[(_TUNED, xp_name, op)]: the Tuned behind a threshold
+
+
+def refined_op(function, args=(), kwargs=None):
+    """The refined solve's operation of a call of `function` (``"module.name"``), or None."""
+    op = REFINED.get(function.rpartition(".")[2])
+    if op is not None and function.startswith(("scipy.", "cupyx.scipy.")):
+        assume = (kwargs or {}).get("assume_a", args[6] if len(args) > 6 else None)
+        if assume in _POS:
+            return "posv_refined"
+        if assume not in _GENERAL:  # banded, triangular, diagonal: no refined solve
+            return None
+    return op
+
+
+class Plan(NamedTuple):
+    """The decision on one routable call (:func:`plan`)."""
+
+    emulate: bool
+    reason: str
+    op: str  # the operation that decided (a refined solve's when refine)
+    method: str | None  # the method to run it with where it is not the options' one
+    refine: bool  # run the target with refine=True
+    source: str  # where the threshold came from (Tuned.source; "eager")
 
 
 def op_of(function) -> str:
@@ -109,11 +149,14 @@ def _limit(opts, xp_name, op):
             lim = int(opts.min_size)
             if op in _SMALL_NATIVE_OPS:  # one native panel anyway
                 lim = max(lim, int(opts.native_order))
+            tuned = Tuned(lim, None, "eager")
         else:
-            cross = _engine_crossover(xp_name, op)
+            tuned = _engine_tuned(xp_name, op)
+            cross = tuned.order
             lim = None if cross is None else max(int(cross), int(opts.min_size))
         if not route:
             _remember_cache(opts)
+        route[(_TUNED, xp_name, op)] = tuned
         route[key] = lim
         if xp_name == "numpy":
             route[op] = lim  # the shims' fast path looks up NumPy by op alone
@@ -147,11 +190,11 @@ def _engine_for(xp_name):
     return _optmod.current_engine(xp)  # the engine options(engine=...) selects
 
 
-def _engine_crossover(xp_name, op):
+def _engine_tuned(xp_name, op):
     try:
-        return _engine_for(xp_name).crossover(op)
+        return _engine_for(xp_name).tuned(op)
     except RuntimeError:  # no engine for these arrays: never emulate
-        return None
+        return Tuned(None, None, "none (no engine)")
 
 
 def decide(opts, xp_name, op, order):
@@ -172,7 +215,39 @@ def decide(opts, xp_name, op, order):
     return False, f"below crossover {lim}"
 
 
-def record(qualname, op, order, xp_name, emulate, reason):
+def _method(opts, tuned):
+    """The tuned method to run an emulated call with, or None (the options' own): only
+    under "performant", at DGEMM accuracy, where the options name no method."""
+    if (tuned is None or tuned.method is None or opts.strategy != "performant"
+            or opts.accuracy != "dgemm" or "method" in opts._explicit
+            or tuned.method == opts.method):
+        return None
+    return tuned.method
+
+
+def plan(opts, xp_name, op, order, refined=None, refinable=None) -> Plan:
+    """The :class:`Plan` of a routable call of order `order` whose operation is `op`.
+
+    `refined` (:func:`refined_op`): under "performant", the refined solve is chosen
+    where its crossover is reached and ``refinable()`` (the target takes
+    ``refine=``; None: it does) says it can run; otherwise :func:`decide` on `op`.
+    """
+    if refined is not None and opts.strategy == "performant":
+        lims = {r: _limit(opts, xp_name, r) for r in REFINED_OPS}  # the shims' fast path
+        lim = lims[refined]
+        if lim is not None and order >= lim and (refinable is None or refinable()):
+            # (.get: an engine replaced meanwhile empties the cache, _forget_thresholds)
+            tuned = opts._route.get((_TUNED, xp_name, refined)) or Tuned(lim, None, "")
+            return Plan(True, f"at or above crossover {lim} (refined solve)", refined,
+                        _method(opts, tuned), True, tuned.source)
+    emulate, reason = decide(opts, xp_name, op, order)
+    tuned = opts._route.get((_TUNED, xp_name, op))
+    return Plan(emulate, reason, op, _method(opts, tuned) if emulate else None, False,
+                tuned.source if tuned is not None else "")
+
+
+def record(qualname, op, order, xp_name, emulate, reason, *, source="", method="",
+           refine=False):
     try:
         engine = _engine_for(xp_name).name
     except RuntimeError:
@@ -180,7 +255,8 @@ def record(qualname, op, order, xp_name, emulate, reason):
     # a profile only watches: an order it cannot count (NaN: a dask array of
     # unknown chunk sizes) is recorded as -1, never raised
     order = int(order) if order == order and abs(order) != float("inf") else -1
-    _profile.record_route(Route(qualname, op, order, engine, emulate, reason))
+    _profile.record_route(Route(qualname, op, order, engine, emulate, reason, source,
+                                method or "", bool(refine)))
 
 
 def declines(function, reason, *, xp="numpy", op=None) -> None:
@@ -202,7 +278,9 @@ def emulates(function, order, *, xp="numpy", op=None) -> bool:
     name; `xp` names the array module whose engine would run it.
     """
     op = op or op_of(function)
-    emulate, reason = decide(_optmod.get_options(), xp, op, order)
+    opts = _optmod.get_options()
+    p = plan(opts, xp, op, order)
     if _profile._ACTIVE.get():
-        record(function, op, order, xp, emulate, reason)
-    return emulate
+        record(function, op, order, xp, p.emulate, p.reason, source=p.source,
+               method=(p.method or opts.method) if p.emulate else "")
+    return p.emulate

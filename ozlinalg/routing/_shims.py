@@ -6,31 +6,53 @@ otherwise the saved original runs, unchanged.
 NEP 18 cannot intercept ``np.linalg.solve(ndarray, ndarray)``: exact ndarrays
 take NumPy's C fast path and never consult ``__array_function__``; hence
 patched module attributes.
+
+What a shim does with the policy's :class:`~ozlinalg.routing._policy.Plan`: a tuned
+method runs as ``options(method=...)`` around the target, and a refined solve as
+``target(..., refine=True)``; the latter only where the target's signature takes
+``refine`` (checked once per target function), so a tree whose ``solve`` has no
+``refine=`` keeps the plain route.
 """
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 
 import numpy as np
 
 from .. import _options as _optmod
 from .. import _profile
 from . import _state
-from ._policy import decide, record, screen
+from ._policy import REFINED, plan, record, refined_op, screen
 from ._state import ACTIVE, MISSING, SUSPENDED
 
 __all__ = ["make_shim"]
 
 
+@functools.cache
+def accepts_refine(fn) -> bool:
+    """Whether `fn` takes a ``refine`` keyword (its signature, read once)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "refine" in params
+
+
 def make_shim(qualname, original, target, op):
     mod_name, fn_name = target.split(":")
-    impl_cache = []
+    mod_cache = []
 
     def impl():
-        if not impl_cache:
-            impl_cache.append(getattr(importlib.import_module(mod_name), fn_name))
-        return impl_cache[0]
+        if not mod_cache:
+            mod_cache.append(importlib.import_module(mod_name))
+        return getattr(mod_cache[0], fn_name)  # looked up per call: replaceable
+
+    def refinable():
+        return accepts_refine(impl())
+
+    refines = REFINED.get(fn_name) is not None
 
     # Locals of the closure: the fast path below reads no module globals but
     # the two process-wide defaults (the routing state and the options).
@@ -45,14 +67,21 @@ def make_shim(qualname, original, target, op):
         ok, order, xp_name = screen(args, kwargs)
         if not ok:
             return original(*args, **kwargs)
-        emulate, reason = decide(opts, xp_name, op, order)
+        p = plan(opts, xp_name, op, order,
+                 refined_op(qualname, args, kwargs) if refines else None, refinable)
         if profiles_get():
-            record(qualname, op, order, xp_name, emulate, reason)
-        if not emulate:
+            record(qualname, p.op, order, xp_name, p.emulate, p.reason, source=p.source,
+                   method=(p.method or opts.method) if p.emulate else "", refine=p.refine)
+        if not p.emulate:
             return original(*args, **kwargs)
+        if p.refine:
+            kwargs = {**kwargs, "refine": True}
         token = ACTIVE.set(suspended)
         try:
-            return impl()(*args, **kwargs)
+            if p.method is None:
+                return impl()(*args, **kwargs)
+            with _optmod.options(method=p.method):
+                return impl()(*args, **kwargs)
         finally:
             ACTIVE.reset(token)
 
@@ -66,7 +95,10 @@ def make_shim(qualname, original, target, op):
         # NumPy engine under these options and the first argument is an
         # ndarray (or a tuple / list starting with one: lu_solve((lu, piv), b),
         # multi_dot([a, b])), so nothing else needs looking at.
-        if args and opts._route.get(op, missing) is None and not profiles_get():
+        route = opts._route
+        if (args and route.get(op, missing) is None and not profiles_get()
+                and (not refines or (route.get("gesv_refined", missing) is None
+                                     and route.get("posv_refined", missing) is None))):
             a0 = args[0]
             t = type(a0)
             if t is ndarray or ((t is tuple or t is list) and a0 and type(a0[0]) is ndarray):

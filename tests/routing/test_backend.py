@@ -239,7 +239,7 @@ class TestStrategy:
         """The committed table for the CPU SGEMM engine: no crossover for any
         operation (benchmarks/calibration/crossover.py; docs/backend.md)."""
         eng = SGEMMEngine()
-        assert [eng.crossover(op) for op in CROSSOVER_OPS] == [None] * 4
+        assert [eng.crossover(op) for op in CROSSOVER_OPS] == [None] * len(CROSSOVER_OPS)
         with pytest.raises(ValueError, match="unknown operation"):
             eng.crossover("svd")
         assert Engine().crossover("getrf") is None  # missing -> None

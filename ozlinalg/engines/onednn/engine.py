@@ -121,6 +121,22 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
     def isa(self):
         return self.lib.isa_name
 
+    def int8_peak_ratio(self):
+        """INT8 over FP64 peak per core at oneDNN's ISA: AMX 2048 / 32 ops a cycle (64),
+        VNNI 8x per instruction (16 with slack for cores whose FP64 units are fewer),
+        else 8 (``vpmaddubsw``)."""
+        isa = self.lib.isa  # cumulative masks (ozlinalg.engines._dnnl.ISA_NAMES)
+        if isa & 0xFEF == 0xFEF:  # avx512_core_amx
+            return 64.0
+        return 16.0 if isa & 0x67 == 0x67 or isa & 0xF == 0xF else 8.0  # VNNI (512 / 256)
+
+    def tuning_facts(self):
+        """The tuning cache's key here: the SGEMM engine's, oneDNN's effective ISA, the
+        compiled kernels' build, and oneDNN's version."""
+        return {**super().tuning_facts(), "isa": self.isa,
+                "kernels": self.kernels.isa if self.kernels is not None else None,
+                "libraries": {"onednn": self.version}}
+
     #: BLAS threads for the native calls between emulated products (factorization
     #: panels, see :meth:`native_blas`); None leaves BLAS alone.
     native_blas_threads = 1
