@@ -131,6 +131,19 @@ class TestTunedRouting:
                        ("numpy.linalg.solve", "getrf", False, False)}
         assert "refine=True" in prof.summary()
 
+    def test_the_refined_solve_runs_under_the_backend(self, cache, engine, rng):
+        # end to end: the routed calls run ozlinalg's refined solve itself
+        write(engine, {"gesv_refined": entry(64), "posv_refined": entry(64)})
+        a, b = _system(rng, 300)
+        s = _spd(rng, 300)
+        with ozlinalg.backend(), ozlinalg.profile() as prof:
+            x = np.linalg.solve(a, b)
+            y = scipy.linalg.solve(s, b, assume_a="pos")
+        assert len(prof.refined) == 2 and not any(r.fell_back for r in prof.refined)
+        np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(y, scipy.linalg.solve(s, b, assume_a="pos"), rtol=1e-8,
+                                   atol=1e-10)
+
     def test_no_refine_keyword_keeps_the_plain_route(self, cache, engine, rng):
         # this tree's solve may lack refine=: the route then never passes it
         from ozlinalg.routing._shims import accepts_refine

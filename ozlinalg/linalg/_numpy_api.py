@@ -31,11 +31,13 @@ import numpy as np
 from .._array import array_namespace, to_numpy
 from .._emulable import emulable, original
 from .._matmul import matmul as _emulated_matmul
-from ._basic import _rank_cutoff
+from .._options import get_options
+from ._basic import _rank_cutoff, refines
 from ._condition import gecon, norm1, numerically_singular, pocon
 from ._decomp_cholesky import _potrf
 from ._decomp_lu import _getrf, _getrs
 from ._decomp_qr import _geqrf, _orgqr
+from ._refine import refined_solve
 from ._validation import LinAlgError, batch_loop
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq", "matmul",
@@ -106,7 +108,7 @@ def _stacked_square(*arrays):
             raise LinAlgError("Last 2 dimensions of the array must be square")
 
 
-def solve(a, b):
+def solve(a, b, *, refine=False):
     """Solve a linear matrix equation, or system of linear scalar equations.
 
     Parameters
@@ -116,6 +118,11 @@ def solve(a, b):
     b : {(M,), (..., M, K)}, array_like
         Ordinate or "dependent variable" values (NumPy 2.x: `b` is a vector
         only when it is 1-D).
+    refine : {False, True, "auto"}, default: False
+        Not in NumPy: the refined solve of :func:`ozlinalg.linalg.solve` (LU at a
+        reduced count, refined in FP64) for each matrix of the stack; ``"auto"`` where
+        :func:`ozlinalg.linalg._basic.refines` says it can pay. The backend passes
+        ``True`` where the tuning says the refined solve pays (docs/tuning.md).
 
     Returns
     -------
@@ -154,8 +161,18 @@ def solve(a, b):
     if b2.shape[-2] != a.shape[-1]:
         return _native(xp, "solve")(a, b)  # NumPy's own shape error
     rt = _result_t(xp, a, b)
+    if refine not in (True, False, "auto"):
+        raise ValueError(f"refine must be True, False or 'auto', got {refine!r}")
+    if refine == "auto":
+        refine = refines(a.shape[-1], b2.shape[-1])
 
     def one(am, bm):
+        if refine:
+            got = refined_solve(xp, am, bm, kind="gen", lower=False, transposed=False,
+                                dtype=np.dtype(rt), method=get_options().method,
+                                accuracy=get_options().accuracy)
+            if got is not None:  # else: a zero pivot at DGEMM level, NumPy's error below
+                return got[0]
         lu_, piv = _lu_or_native(xp, am)
         return _getrs(lu_, piv, bm, overwrite_b=True)
 
