@@ -172,7 +172,11 @@ def _syrk_lower(run, c, p, nb):
     HERK for complex ``p``)."""
     n = c.shape[0]
     if n <= nb:
-        c -= run.gemm(p, conj_t(p), like=c)
+        # both operands one strided block of the matrix: a row-major copy first
+        # (n x k entries) halves the product's splitting passes on the CPU engine
+        # (potrf n = 4096, slices=3: 512 x 2048 x 512 leaves 0.078 -> 0.053 s each)
+        q = run.xp.ascontiguousarray(p)
+        c -= run.gemm(q, conj_t(q), like=c)
         return
     n1 = max(nb, (n // 2) // nb * nb)
     _syrk_lower(run, c[:n1, :n1], p[:n1], nb)
