@@ -350,12 +350,6 @@ def native_trsm_left(xp, m, b, lower, unit):
     if xp is np:
         trsm = _blas.ztrsm if (m.dtype.kind == "c" or b.dtype.kind == "c") else _blas.dtrsm
         with _native_blas(xp, b):
-            if b.ndim == 2 and b.shape[1] > 1 and _column_major(b.T):
-                # a row-major b (the transposed view of a column block, potrf's L21^T):
-                # solve b^T m^{-T} from the right on b^T, whose memory is column-major,
-                # instead of a transposing copy into and out of BLAS
-                return trsm(1.0, m, b.T, side=1, lower=int(lower), trans_a=1,
-                            diag=int(unit)).T
             return trsm(1.0, m, b, lower=int(lower), diag=int(unit))
     from cupyx.scipy.linalg import solve_triangular
 
