@@ -2,7 +2,8 @@
 row swaps, the rest; with native LAPACK timed in the same run.
 
     python benchmarks/studies/factorization_split.py [--n 2048 4096] [--ops getrf potrf geqrf]
-        [--method crt] [--slices 3] [--repeat 2] [--no-gemm] [--threads 1 --clock cpu]
+        [--method crt] [--slices 3] [--block-size 128] [--repeat 2] [--no-gemm]
+        [--threads 1 --clock cpu]
 
 Each factorization (``ozlinalg.lapack.getrf`` / ``potrf`` / ``geqrf`` with the
 default options: method, count, block size and ``min_size`` of the strategy) runs
@@ -119,17 +120,17 @@ def run_gemm(n, repeat, rng):
                 shares=None)
 
 
-def run(op, n, repeat, rng):
+def run(op, n, repeat, rng, nb=None):
     a = rng.standard_normal((n, n))
     if op == "potrf":
         a = a @ a.T + n * np.eye(n)
-        emu = lambda: lapack.potrf(a, lower=True)  # noqa: E731
+        emu = lambda: lapack.potrf(a, lower=True, block_size=nb)  # noqa: E731
         nat = lambda: scipy.linalg.cholesky(a, lower=True)  # noqa: E731
     elif op == "getrf":
-        emu = lambda: lapack.getrf(a)  # noqa: E731
+        emu = lambda: lapack.getrf(a, block_size=nb)  # noqa: E731
         nat = lambda: scipy.linalg.lu_factor(a)  # noqa: E731
     else:
-        emu = lambda: lapack.geqrf(a)  # noqa: E731
+        emu = lambda: lapack.geqrf(a, block_size=nb)  # noqa: E731
         nat = lambda: scipy.linalg.qr(a, mode="raw")  # noqa: E731
     emu()
     nat()
@@ -153,6 +154,8 @@ def main(argv=None):
     ap.add_argument("--slices", default=None,
                     help="the products' slice / moduli count (default: the options')")
     ap.add_argument("--no-gemm", action="store_true", help="skip the single-GEMM rows")
+    ap.add_argument("--block-size", type=int, default=None,
+                    help="the factorizations' block_size (default: the engine's)")
     add_arguments(ap)  # --threads, --clock (cpu: robust to a loaded machine with --threads 1)
     args = ap.parse_args(argv)
     configure(args, ozlinalg._options.current_engine(np))
@@ -169,7 +172,8 @@ def main(argv=None):
     rng = np.random.default_rng(2026)
     opts = ozlinalg.get_options()
     print(f"engine: {ozlinalg._options.current_engine(np).describe()}; method {opts.method}, "
-          f"slices {opts.slices}; threads {args.threads or 'all'}, clock {args.clock}; "
+          f"slices {opts.slices}; block_size {args.block_size or 'default'}; "
+          f"threads {args.threads or 'all'}, clock {args.clock}; "
           f"load {os.getloadavg()[0]:.2f}")
     head = "| op | n | native [s] | emulated [s] | x native | " + " | ".join(PARTS) + " |"
     print(head)
@@ -177,7 +181,10 @@ def main(argv=None):
     for n in args.n:
         rows = [] if args.no_gemm else ["gemm"]
         for op in rows + list(args.ops):
-            r = run_gemm(n, args.repeat, rng) if op == "gemm" else run(op, n, args.repeat, rng)
+            if op == "gemm":
+                r = run_gemm(n, args.repeat, rng)
+            else:
+                r = run(op, n, args.repeat, rng, args.block_size)
             if r["shares"] is None:
                 cells = " | ".join("" for _ in PARTS)
             else:
