@@ -109,8 +109,13 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     so the backward error ``||P A - L U|| / ||A||`` is that of LAPACK's (see
     docs/factorizations.md). The default ``nb``: the engine's ``block_size``
     (512 on the CPU engines) capped at a quarter of ``min(M, N)``, but at
-    least 128; measured by ``benchmarks/studies/factorization_split.py``
-    (docs/performance.md, "Factorizations: where the time goes").
+    least 128. On the 2-core CPU where it was measured (``python
+    benchmarks/studies/factorization_split.py --n 2048 4096 --threads 1 --clock
+    cpu [--method crt] [--slices 3] [--block-size 128]``; docs/performance.md,
+    "Factorizations: where the time goes") getrf with crt at n = 4096 costs
+    2.2x LAPACK, the single 4096^3 product's own ratio (right-looking: 3.3x);
+    wider leaves are faster there (native flops are cheaper than emulated ones
+    on a CPU), narrower ones keep more flops emulated (nb = 128: 95 % at 4096).
 
     Examples
     --------
@@ -159,13 +164,16 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
 #: narrower than :data:`MIN_CHUNK_COLUMNS_IN_PLACE` when the matrix is
 #: factored in the caller's buffer (``overwrite_a`` asks for memory economy)
 #: or :data:`MIN_CHUNK_COLUMNS` when ozlinalg works on its own copy (speed
-#: first: below n = 4096 one product per update). A chunk is never narrower
-#: than the update's inner dimension either (:meth:`_Recursive.update`: each
-#: chunk splits the whole ``L21`` again, ``m x k`` entries; at chunk >= k that
-#: re-splitting costs at most what the chunk's own output passes cost). One
-#: emulated product holds its result and working buffers, about 40 bytes per
-#: output entry, plus the slices / residues of its operands.
-#: ``python benchmarks/studies/lu_inplace_memory.py`` measures the peak.
+#: first: below n = 4096 one product per update). On ozlinalg's own copy a
+#: chunk is never narrower than the update's inner dimension k either
+#: (:meth:`_Recursive.update`: each chunk splits the whole ``L21`` again,
+#: ``m x k`` entries; at chunk >= k that re-splitting costs at most what the
+#: chunk's own output passes cost); in the caller's buffer k is cut instead, in
+#: pieces of at most ``n / INNER_PIECES_IN_PLACE`` (the recursion's top update
+#: has k = n/2, and a product holds the slices / residues of its operands beside
+#: its result and working buffers, about 40 bytes per output entry). Peak during
+#: an in-place crt LU (docs/factorizations.md): 1.45x the matrix at n = 2048,
+#: 1.50x at 4096. ``python benchmarks/studies/lu_inplace_memory.py`` measures it.
 TRAILING_CHUNKS = 16
 INNER_PIECES_IN_PLACE = 4
 MIN_CHUNK_COLUMNS = 2048
