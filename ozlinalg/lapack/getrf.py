@@ -35,7 +35,8 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         to complex128: panels by LAPACK ``zgetrf``, updates by the complex
         emulated product).
     block_size : int, optional
-        Panel width ``nb`` (default 128): columns factored natively per step.
+        Panel width ``nb``: the recursion's leaves, factored natively (default:
+        the engine's, see Notes).
     slices : int or "auto", optional
         Slice count passed to :func:`ozlinalg.matmul` (default from
         :func:`ozlinalg.options`).
@@ -82,24 +83,39 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
 
     Notes
     -----
-    Right-looking blocked LU (LAPACK ``dgetrf``; Golub & Van Loan, Algorithm
-    3.4.2). For each panel of ``nb`` columns:
+    Recursive LU (Toledo, *Locality of reference in LU decomposition with
+    partial pivoting*, SIMAX 1997; LAPACK ``dgetrf2``), whose updates are few
+    large products instead of one rank-``nb`` product per panel. The columns
+    are halved (at a multiple of ``nb``) down to panels of at most ``nb``:
 
-    1. factor the ``(M - k) x nb`` panel natively with partial pivoting
-       (LAPACK ``getrf`` / cuSOLVER);
-    2. apply its row interchanges to the columns left and right of it;
-    3. ``U12 = L11^{-1} A12`` by the blocked triangular solve of
-       :func:`trsm` (diagonal blocks of ``nb/4`` natively, couplings
+    1. factor the left half recursively (a panel of ``<= nb`` columns: natively
+       with partial pivoting, LAPACK ``getrf`` / cuSOLVER);
+    2. apply its row interchanges to the right half;
+    3. ``U12 = L11^{-1} A12`` by the recursive triangular solve of
+       :func:`trsm` (diagonal blocks of order ``nb`` natively, couplings
        emulated);
-    4. trailing update ``A22 -= L21 @ U12`` through :func:`ozlinalg.matmul`,
-       in column chunks (:data:`TRAILING_CHUNKS`), so that with
-       ``overwrite_a`` a Fortran-ordered float64 matrix is factored in its
-       own memory without a second matrix-sized temporary.
+    4. ``A22 -= L21 @ U12`` through :func:`ozlinalg.matmul`: inner dimension
+       the left half's width (``n/2`` at the top), in column chunks
+       (:data:`TRAILING_CHUNKS`) when the matrix is factored in the caller's
+       buffer;
+    5. factor the right half recursively and apply its interchanges to the
+       left half.
 
-    Steps 3-4 carry ``1 - O(nb / n)`` of the ``2/3 n^3`` flops. The emulated
-    products have DGEMM-level normwise error, so the backward error
-    ``||P A - L U|| / ||A||`` is that of LAPACK's (see
-    docs/factorizations.md).
+    The pivots are those of partial pivoting, in LAPACK's format. Each level of
+    the recursion costs the emulated products' per-entry passes once over
+    about half the matrix, ``log2(n / nb)`` levels in all (the right-looking
+    form paid them ``n / nb`` times). Steps 3-4 carry ``1 - O(nb / n)`` of the
+    ``2/3 n^3`` flops. The emulated products have DGEMM-level normwise error,
+    so the backward error ``||P A - L U|| / ||A||`` is that of LAPACK's (see
+    docs/factorizations.md). The default ``nb``: the engine's ``block_size``
+    (512 on the CPU engines) capped at a quarter of ``min(M, N)``, but at
+    least 128. On the 2-core CPU where it was measured (``python
+    benchmarks/studies/factorization_split.py --n 2048 4096 --threads 1 --clock
+    cpu [--method crt] [--slices 3] [--block-size 128]``; docs/performance.md,
+    "Factorizations: where the time goes") getrf with crt at n = 4096 costs
+    2.2x LAPACK, the single 4096^3 product's own ratio (right-looking: 3.3x);
+    wider leaves are faster there (native flops are cheaper than emulated ones
+    on a CPU), narrower ones keep more flops emulated (nb = 128: 95 % at 4096).
 
     Examples
     --------
@@ -129,64 +145,121 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         return lu, xp.asarray(piv)
 
     run = Runner(xp, slices, method, accuracy=accuracy)
-    leaf = max(8, nb // 4)
-    chunk = trailing_chunk(n, nb, in_place=lu is a)
     piv = np.empty(k, dtype=np.int32)
-    info = 0
-    for j in range(0, k, nb):
-        jb = min(nb, k - j)
-        j1 = j + jb
-        f, p, inf = native_getrf(xp, lu[j:, j:j1])
-        lu[j:, j:j1] = f
-        run.native(flops_getrf(m - j, jb), "getrf panel")
-        if inf and not info:
-            info = inf + j
-        piv[j:j1] = p + j
-        if j > 0:
-            swap_rows(xp, lu, p, j, slice(0, j))
-        if j1 < n:
-            swap_rows(xp, lu, p, j, slice(j1, n))
-        if j1 < n:
-            # U12 = L11^{-1} A12 (L11 unit lower; its upper part holds U11, unread)
-            solve_left_inplace(run, lu[j:j1, j:j1], lu[j:j1, j1:], True, True, leaf)
-            if j1 < m:
-                _update_trailing(run, lu, j, j1, chunk)
+    in_place = lu is a
+    lu_rec = _Recursive(run, lu, nb, piv, trailing_chunk(n, nb, in_place=in_place),
+                        inner_limit(k, nb) if in_place else None)
+    info = lu_rec.factor(0, k)
+    if k < n:
+        # wide: the columns right of the square part get its interchanges and L11^{-1}
+        swap_rows(xp, lu, piv, 0, slice(k, n))
+        solve_left_inplace(run, lu[:k, :k], lu[:k, k:], True, True, lu_rec.leaf)
     if warn:
         _warn_singular(info)
     return lu, xp.asarray(piv)
 
 
-#: The trailing update ``A22 -= L21 @ U12`` is applied in column chunks of
+#: The trailing updates ``A22 -= L21 @ U12`` are applied in column chunks of
 #: ``n / TRAILING_CHUNKS`` columns (a multiple of the panel width), but not
 #: narrower than :data:`MIN_CHUNK_COLUMNS_IN_PLACE` when the matrix is
 #: factored in the caller's buffer (``overwrite_a`` asks for memory economy)
 #: or :data:`MIN_CHUNK_COLUMNS` when ozlinalg works on its own copy (speed
-#: first: below n = 4096 one product per panel step, as before). One
-#: emulated product holds its result and working buffers, about 40 bytes per
-#: output entry, so a chunk's temporaries are about ``5 * chunk / n`` of the
-#: matrix: in place 0.31 from n = 4096 up, 0.63 at n = 2048, instead of about
-#: 5 in one product. Narrower products cost time on the CPU (per-call
-#: splitting and planning): measured on a 4096 x 128 x 4096 update, chunks of
-#: 512 columns took 0.7x the time of one product, of 256 1.0x, of 128 2x; at
-#: 1024 rows, chunks of 512 1.1x, of 256 2.3x (2 loaded cores).
-#: ``python benchmarks/studies/lu_inplace_memory.py`` measures the peak.
+#: first: below n = 4096 one product per update). On ozlinalg's own copy a
+#: chunk is never narrower than the update's inner dimension k either
+#: (:meth:`_Recursive.update`: each chunk splits the whole ``L21`` again,
+#: ``m x k`` entries; at chunk >= k that re-splitting costs at most what the
+#: chunk's own output passes cost); in the caller's buffer k is cut instead, in
+#: pieces of at most ``n / INNER_PIECES_IN_PLACE`` (the recursion's top update
+#: has k = n/2, and a product holds the slices / residues of its operands beside
+#: its result and working buffers, about 40 bytes per output entry). Peak during
+#: an in-place crt LU (docs/factorizations.md): 1.45x the matrix at n = 2048,
+#: 1.50x at 4096. ``python benchmarks/studies/lu_inplace_memory.py`` measures it.
 TRAILING_CHUNKS = 16
+INNER_PIECES_IN_PLACE = 4
 MIN_CHUNK_COLUMNS = 2048
 MIN_CHUNK_COLUMNS_IN_PLACE = 256
 
 
+def inner_limit(n, nb):
+    """The largest inner dimension of an in-place update of an ``n``-column LU:
+    ``n / INNER_PIECES_IN_PLACE``, a multiple of ``nb``, at least ``nb``."""
+    return max(nb, n // INNER_PIECES_IN_PLACE // nb * nb)
+
+
 def trailing_chunk(n, nb, in_place=False):
-    """Columns per trailing-update product for an ``n``-column matrix."""
+    """Least columns per trailing-update product for an ``n``-column matrix."""
     least = MIN_CHUNK_COLUMNS_IN_PLACE if in_place else MIN_CHUNK_COLUMNS
     return max(nb, max(least, n // TRAILING_CHUNKS) // nb * nb)
 
 
-def _update_trailing(run, lu, j, j1, chunk):
-    """``lu[j1:, j1:] -= lu[j1:, j:j1] @ lu[j:j1, j1:]``, ``chunk`` columns at a time."""
-    n = lu.shape[1]
-    for c0 in range(j1, n, chunk):
-        c1 = min(n, c0 + chunk)
-        lu[j1:, c0:c1] -= run.gemm(lu[j1:, j:j1], lu[j:j1, c0:c1], like=lu)
+class _Recursive:
+    """Recursive LU with partial pivoting (LAPACK ``dgetrf2``; Toledo 1997) of the
+    columns of ``lu`` down to panels of at most ``nb`` columns factored natively.
+
+    ``factor(c0, c1)`` factors ``lu[c0:, c0:c1]`` (the rows from the diagonal
+    down), writes its interchanges into ``piv[c0:c1]`` (0-based absolute rows)
+    and applies them to the columns ``c0:c1`` only; the caller applies them to
+    the columns left and right. Rows are swapped on the whole matrix's column
+    blocks (Fortran-contiguous: LAPACK ``laswp``).
+    """
+
+    __slots__ = ("run", "xp", "lu", "nb", "piv", "chunk", "inner", "leaf")
+
+    def __init__(self, run, lu, nb, piv, chunk, inner=None):
+        self.run, self.xp, self.lu, self.nb, self.piv = run, run.xp, lu, nb, piv
+        self.chunk = chunk
+        #: the updates' largest inner dimension (None: unlimited)
+        self.inner = inner
+        #: order of the triangular solves' natively solved diagonal blocks: nb too
+        #: (at nb / 4, as the right-looking code had, getrf took 1.2x the time at
+        #: n = 2048, crt: more, narrower products)
+        self.leaf = nb
+
+    def factor(self, c0, c1):
+        """Factor ``lu[c0:, c0:c1]``; returns LAPACK's info (1-based absolute index of
+        the first exactly zero pivot, or 0)."""
+        xp, lu, run = self.xp, self.lu, self.run
+        m = lu.shape[0]
+        w = c1 - c0
+        if w <= self.nb:
+            f, p, inf = native_getrf(xp, lu[c0:, c0:c1])
+            lu[c0:, c0:c1] = f
+            run.native(flops_getrf(m - c0, w), "getrf panel")
+            self.piv[c0:c1] = p + c0
+            return inf + c0 if inf else 0
+        # split at a multiple of nb, so that the panels are full
+        s = c0 + max(self.nb, (w // 2) // self.nb * self.nb)
+        info = self.factor(c0, s)
+        swap_rows(xp, lu, self.piv[c0:s] - c0, c0, slice(s, c1))
+        # U12 = L11^{-1} A12 (L11 unit lower; its upper part holds U11, unread)
+        solve_left_inplace(run, lu[c0:s, c0:s], lu[c0:s, s:c1], True, True, self.leaf)
+        if s < m:
+            self.update(c0, s, c1)
+        info2 = self.factor(s, c1)
+        swap_rows(xp, lu, self.piv[s:c1] - s, s, slice(c0, s))
+        return info or info2
+
+    def update(self, c0, s, c1):
+        """``lu[s:, s:c1] -= lu[s:, c0:s] @ lu[c0:s, s:c1]`` (inner dimension ``s - c0``).
+
+        On ozlinalg's own copy: column chunks of at least ``max(chunk, s - c0)``
+        columns (each chunk splits the whole ``L21`` again: at chunk >= k that costs
+        at most what the chunk's own output passes cost). In the caller's buffer
+        (``inner`` set): chunks of ``chunk`` columns and pieces of at most ``inner``
+        of the inner dimension, so that no product's operands or output approach
+        the matrix's size (:data:`TRAILING_CHUNKS`)."""
+        lu, run = self.lu, self.run
+        width = c1 - s
+        k = s - c0
+        step = self.chunk if self.inner else max(self.chunk, k)
+        parts = max(1, width // step)
+        bounds = [s + (width * i) // parts for i in range(parts + 1)]
+        pieces = 1 if not self.inner else max(1, -(-k // self.inner))
+        inner = [c0 + (k * i) // pieces for i in range(pieces + 1)]
+        for k0, k1 in zip(inner[:-1], inner[1:]):
+            l21 = lu[s:, k0:k1]
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                lu[s:, a:b] -= run.gemm(l21, lu[k0:k1, a:b], like=lu)
 
 
 def _warn_singular(info):

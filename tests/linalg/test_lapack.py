@@ -189,6 +189,17 @@ class TestGetrf:
         with pytest.warns(LinAlgWarning, match="exactly zero"):
             getrf(a, block_size=8, **EMU)
 
+    @pytest.mark.parametrize("col", [5, 60, 95])
+    def test_zero_pivot_index_in_either_half(self, col):
+        # the recursion's info: the first exactly zero pivot, 1-based, wherever it falls
+        a = np.random.default_rng(11).standard_normal((96, 96))
+        a[:, col] = 0.0
+        with pytest.warns(LinAlgWarning, match=f"Diagonal number {col + 1} is exactly zero"):
+            lu, piv = getrf(a, block_size=8, **EMU)
+        _, piv0 = sla.lu_factor(a)
+        np.testing.assert_array_equal(piv, piv0)
+        assert lu[col, col] == 0.0
+
     def test_errors(self):
         with pytest.raises(ValueError, match="2-D"):
             getrf(np.ones(3))

@@ -1005,20 +1005,28 @@ def test_lstsq_inf_raises_instead_of_hanging():
 
 @pytest.mark.parametrize("overwrite", [True, False])
 def test_lu_trailing_update_in_chunks(monkeypatch, overwrite):
-    """getrf's column-chunked trailing update (the in-place LU's memory bound)
-    gives LAPACK's factors, in the caller's buffer when overwrite_a allows."""
+    """getrf's chunked updates (column chunks; in the caller's buffer also pieces of
+    the inner dimension: the in-place LU's memory bound) give LAPACK's factors, in
+    the caller's buffer when overwrite_a allows."""
     import importlib
 
     getrf_mod = importlib.import_module("ozlinalg.lapack.getrf")
+    a0 = matrix(17, (96, 96), "f8")
+
+    def factor():
+        a = np.array(a0, order="F")
+        with ozlinalg.profile() as prof:
+            lu, piv = ozlinalg.lapack.getrf(a, block_size=8, min_size=0, overwrite_a=overwrite)
+        assert (lu is a) == overwrite
+        return lu, piv, prof.emulated_gemm_calls
+
+    _, _, whole = factor()
     monkeypatch.setattr(getrf_mod, "MIN_CHUNK_COLUMNS_IN_PLACE", 8)
     monkeypatch.setattr(getrf_mod, "MIN_CHUNK_COLUMNS", 8)
     assert getrf_mod.trailing_chunk(96, 8, in_place=overwrite) == 8
-    a0 = matrix(17, (96, 96), "f8")
-    a = np.array(a0, order="F")
-    with ozlinalg.profile() as prof:
-        lu, piv = ozlinalg.lapack.getrf(a, block_size=8, min_size=0, overwrite_a=overwrite)
-    assert prof.emulated_gemm_calls > 11 * 11 // 2  # one product per chunk and step
+    assert getrf_mod.inner_limit(96, 8) == 24
+    lu, piv, chunked = factor()
+    assert chunked > whole  # more, smaller products
     ref_lu, ref_piv = native(sl, "lu_factor")(a0)
     np.testing.assert_array_equal(piv, ref_piv)
     assert_close(ref_lu, lu, "lu")
-    assert (lu is a) == overwrite
