@@ -196,7 +196,8 @@ class TestGetrf:
         a[:, col] = 0.0
         with pytest.warns(LinAlgWarning, match=f"Diagonal number {col + 1} is exactly zero"):
             lu, piv = getrf(a, block_size=8, **EMU)
-        _, piv0 = sla.lu_factor(a)
+        with pytest.warns(LinAlgWarning, match=f"Diagonal number {col + 1} is exactly zero"):
+            _, piv0 = sla.lu_factor(a)  # LAPACK says the same
         np.testing.assert_array_equal(piv, piv0)
         assert lu[col, col] == 0.0
 
