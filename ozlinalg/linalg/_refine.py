@@ -18,7 +18,8 @@ The algorithm, for one square system ``A X = B`` (float64 / complex128):
 2. **Choose the count from cheap information**: LAPACK ``?gecon`` / ``?pocon`` on the
    factors estimates ``κ_1(A)`` in O(n^2). Where ``κ u`` exceeds :data:`KAPPA_U_MAX`
    the refinement would contract too slowly (or diverge): the matrix is factored again
-   at the first level that satisfies it (the last level is DGEMM level, ``slices="auto"``).
+   at the first level with ``κ u`` below :data:`KAPPA_U_TARGET` (the last level is DGEMM
+   level, ``slices="auto"``).
 3. **Refine** (classical iterative refinement): ``R = B - A X`` in native FP64 (O(n^2)
    per right-hand side, a BLAS-2 / thin BLAS-3 product), ``D`` from the factors
    (native triangular solves), ``X += D``, until every column's normwise backward error
@@ -29,7 +30,8 @@ The algorithm, for one square system ``A X = B`` (float64 / complex128):
    preconditioned by the factors, in FP64 (Carson & Higham's GMRES-based refinement,
    which converges for ``κ u`` far beyond classical refinement's limit).
 5. **Raise the count or fall back**: a level whose refinement fails is replaced by the
-   DGEMM-level factorization; if that refinement fails too, the result is the
+   first level with ``κ u`` below :data:`KAPPA_U_TARGET` (DGEMM level without an
+   estimate); if DGEMM level's refinement fails too, the result is the
    DGEMM-level solve itself (what ``refine=False`` computes), as ``dsgesv`` falls back to
    ``dgesv``.
 
@@ -51,7 +53,8 @@ from ..ozaki.adequacy import reduced_counts
 from ..scipy_io import emulating, lapack_kw
 from ._condition import gecon, norm1, pocon
 
-__all__ = ["LADDERS", "KAPPA_U_MAX", "CONTRACTION_MAX", "Level", "ladder", "refined_solve"]
+__all__ = ["LADDERS", "KAPPA_U_MAX", "KAPPA_U_TARGET", "CONTRACTION_MAX", "Level", "ladder",
+           "refined_solve"]
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,19 @@ LADDERS["crt-fast"] = LADDERS["crt"]
 #: it needs (one extra factorization). Single-precision results start one level lower.
 FIRST_LEVEL = {"hybrid-ef": 1, "crt": 1, "crt-fast": 1}
 
-#: A level serves a matrix when ``κ_1 u`` is at most this. The units are worst cases
-#: over entries and the 1-norm condition number exceeds the 2-norm one, so refinement
-#: still converges beyond it: at n = 384 classical refinement took at most 4 steps at
-#: ``κ_1 u <= 2`` and converged up to ``κ_1 u ~ 100`` on every level
-#: (``python benchmarks/calibration/refine_levels.py --refine --n 384``).
-KAPPA_U_MAX = 1.0
+#: A level's factors are refined when the estimate gives ``κ_1 u`` at most this;
+#: beyond it the matrix is factored again at once. The units are worst cases over
+#: entries and the 1-norm condition number exceeds the 2-norm one, so refinement
+#: converges well beyond ``κ_1 u = 1``: at n = 384 classical refinement took at most 4
+#: steps at ``κ_1 u <= 2``, 6 to 8 at 3 to 140, and converged up to ``κ_1 u ~ 240`` on
+#: every level (``python benchmarks/calibration/refine_levels.py --refine --n 384``).
+#: Trying is cheap (a step is O(n^2)); where it stalls GMRES-IR takes over, and only
+#: where that fails too is the count raised.
+KAPPA_U_MAX = 32.0
+
+#: A matrix factored again goes to the first level with ``κ_1 u`` at most this (a
+#: comfortable margin: a third factorization would cost more than the steps saved).
+KAPPA_U_TARGET = 1.0
 
 #: Classical refinement stalls when a correction is larger than this share of the previous
 #: one; GMRES-IR takes over.
@@ -318,7 +328,9 @@ def refined_solve(xp, a, b, *, kind, lower, transposed, dtype, method, accuracy,
             x, eta, ok = work.gmres(factors, x)
         if ok or top:
             break
-        i = len(levels) - 1  # this level's refinement failed: DGEMM level
+        # this level's refinement failed: the level the estimate asks for with a margin
+        # (DGEMM level without an estimate)
+        i = _needed(levels, factors, i)
     if not ok:
         # DGEMM level did not refine either (κ near 1/eps): its plain solve, as
         # dsgesv falls back to dgesv
@@ -333,7 +345,7 @@ def _needed(levels, factors, i):
     """The first level above ``i`` whose unit serves the estimated condition number."""
     rc = factors.rcond
     for j in range(i + 1, len(levels) - 1):
-        if rc is not None and rc > 0 and levels[j].unit / rc <= KAPPA_U_MAX \
+        if rc is not None and rc > 0 and levels[j].unit / rc <= KAPPA_U_TARGET \
                 and not factors.failed:
             return j
     return len(levels) - 1
