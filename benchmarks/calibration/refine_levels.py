@@ -4,8 +4,8 @@
    ``|fl(AB) - AB| / (|A||B|)`` of one product at that count, against the exact product
    (python-flint), over random operands whose rows, columns and inner index are scaled
    across 2**(+-4) (the spread of a factorization's trailing updates), at inner
-   dimensions 128 and 1024. The ladder's ``unit`` must be at least this (it is the
-   value doubled and rounded up to a power of two).
+   dimensions 128 and 1024. The ladder's ``unit`` must be at least twice this (it is
+   the value doubled and rounded up to a power of two); the exit status says.
 2. ``--refine``: for each level and κ, the classical refinement at that level alone (the
    escalation by the estimate switched off): ``κ_1 u`` from the factors' estimate, the
    steps, and whether it converged. ``KAPPA_U_MAX`` must lie below where it stops
@@ -42,10 +42,10 @@ def unit_errors(rng):
             for a, b, c, den in cases:
                 got = ozlinalg.matmul(a, b, method=method, slices=count)
                 errs.append(float(np.max(exact_relative_errors(a, b, got) * np.abs(c) / den)))
-            ok &= max(errs) <= unit
+            ok &= 2 * max(errs) <= unit
             print(f"{method:10} {count:5}  {unit:10.1e}    "
                   + "  ".join(f"{e:.1e}" for e in errs)
-                  + ("" if max(errs) <= unit else "   EXCEEDS THE LADDER'S UNIT"))
+                  + ("" if 2 * max(errs) <= unit else "   TWICE THIS EXCEEDS THE LADDER'S UNIT"))
     return ok
 
 

@@ -74,7 +74,7 @@ class Level:
 #: (``python benchmarks/calibration/refine_levels.py``):
 #: hybrid-ef gains ~6.7 bits a slice, crt ~4 bits a modulus.
 LADDERS = {
-    "hybrid-ef": ((3, 2.0**-16), (4, 2.0**-23), (5, 2.0**-30), (6, 2.0**-37)),
+    "hybrid-ef": ((3, 2.0**-15), (4, 2.0**-22), (5, 2.0**-28), (6, 2.0**-35), (7, 2.0**-42)),
     "crt": ((6, 2.0**-19), (7, 2.0**-23), (8, 2.0**-27), (10, 2.0**-35), (12, 2.0**-43)),
 }
 LADDERS["crt-fast"] = LADDERS["crt"]
