@@ -285,6 +285,48 @@ def _assert_accumulators_agree(fused, consts, prods):
                 np.testing.assert_array_equal(got, want)
         else:
             np.testing.assert_array_equal(fus.result(), gen.result())
+    _assert_fused_certificate_agrees(fused, consts, prods)
+
+
+def _assert_fused_certificate_agrees(fused, consts, prods):
+    """The rebuild fused with the Ozaki-II certificate (``faithful_certify``) gives the
+    generic rebuild's values and ``faithful.crt_certify``'s truth values, with bounds on
+    both sides of the distance to the neighbouring floats, zero rows and columns, exact
+    zeros and exponents at both ends of the range."""
+    from ozlinalg.ozaki import faithful
+    from ozlinalg.ozaki.crt import CRTAccumulator
+
+    rng = np.random.default_rng(len(prods))
+    gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
+    fus = fused.crt_accumulator(consts)
+    prods = [pr.copy() for pr in prods]
+    for pr in prods:
+        pr[-1] = 0  # a row of exact zeros
+    for t, pr in enumerate(prods):
+        gen.add(t, pr)
+        fus.add(t, pr)
+    r, slop = gen.faithful_result()
+    m, p = r.shape
+    ar = np.abs(r)
+    scale = np.ldexp(np.median(ar[ar > 0]) if np.any(ar > 0) else 1.0, -54)
+    sx = scale * np.ldexp(1.0, rng.integers(-6, 4, m).astype(np.int32))
+    sy = scale * np.ldexp(1.0, rng.integers(-6, 4, p).astype(np.int32))
+    sx[0] = 0.0  # a zero row: bound 0
+    if p > 2:
+        sy[2] = 0.0
+    mu, nu = np.zeros(m), np.zeros(p)
+    vec = faithful.CRTBound(np, sx, sy, mu, nu, rng.random(m) < 0.5, rng.random(p) < 0.5,
+                            1.0)
+    vec.pa *= 0.25
+    ea = rng.integers(-200, 200, m)
+    eb = rng.integers(-200, 200, p)
+    ea[1 % m] = 1023 - 160  # results near both ends of the range
+    eb[1 % p] = -1100 + 250
+    got_c, got_ok = fus.faithful_certify(vec, ea, eb, faithful._SLACK)
+    want = faithful.crt_certify(np, ozlinalg.engines.base.Engine(), r, slop, vec, ea, eb)
+    np.testing.assert_array_equal(got_c, r)
+    np.testing.assert_array_equal(got_ok, want)
+    assert 0 < want.sum() < want.size or want.size < 8
 
 
 class TestFusedPassesMatchGeneric:

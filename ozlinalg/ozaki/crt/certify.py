@@ -15,10 +15,16 @@ def certify_tile(xp, engine, faith, acc, rows, ints, k, native, tile):
     (``native``, a mask or None) are never certified (bound ``inf``). ``rows``, ``ints``:
     the block's row vectors and integer plan (:mod:`.block`); ``k``: the inner length."""
     i0, i1, j0, j1 = tile
-    cpr, slop = acc.faithful_result()
     vec = faithful.CRTBound(xp, rows.sx[i0:i1], rows.sy[j0:j1], ints.mu[i0:i1],
                             ints.nu[j0:j1], ints.ra[i0:i1], ints.rb[j0:j1], k)
     ea, eb = ints.ea[i0:i1], ints.eb[j0:j1]
+    fused = getattr(acc, "faithful_certify", None) if faith == "certify" else None
+    if fused is not None:  # the rebuild and the certificate in one pass
+        cpr, res = fused(vec, ea, eb, faithful._SLACK)
+        if native is not None:
+            res &= ~native
+        return cpr, res
+    cpr, slop = acc.faithful_result()
     if faith == "certify":
         res = faithful.crt_certify(xp, engine, cpr, slop, vec, ea, eb)
         if native is not None:
