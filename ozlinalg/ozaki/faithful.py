@@ -66,6 +66,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .._array import fp_errstate, row_blocks, to_numpy
 
 __all__ = ["ACCURACIES", "EXTRA_MODULI", "EXTRA_SLICES", "FAITHFUL_METHODS", "certify",
@@ -341,15 +343,16 @@ class combine:
 # -- Ozaki scheme II ----------------------------------------------------------------------
 
 
-def recompute(xp, c, a, bt, rows, cols, threads=None, scratch=None):
+def recompute(xp, c, a, bt, rows, cols, threads=None, scratch=None, prepared=None):
     """``c[rows, cols] = `` the correctly rounded products (:mod:`.exactdot`, on
-    ``threads`` threads and with the ``scratch`` pool: the engine's)."""
+    ``threads`` threads and with the ``scratch`` pool: the engine's; ``prepared``: the
+    :class:`.exactdot.Rows` of A and B^T holding those rows, or None)."""
     from .exactdot import exact_dots
 
     if len(rows) == 0:
         return
     vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols), threads=threads,
-                      scratch=scratch)
+                      scratch=scratch, prepared=prepared)
     c[xp.asarray(rows), xp.asarray(cols)] = xp.asarray(vals)
 
 
@@ -372,25 +375,77 @@ def recompute_uncertified(xp, c, ok, a, bt, tiles=None, offset=(0, 0), threads=N
     part of the memory plan (:mod:`.memory`: at least 12 bytes per entry of a tile's
     rows of A and columns of B) however many entries the bound left: the exact path
     holds about 48 bytes per inner entry of each row and column it takes (float64
-    rows, four int64 digits; :mod:`.exactdot`). Each entry is correctly rounded on
-    its own: the order and grouping change no bit."""
+    rows, four int64 digits; :mod:`.exactdot`). The compiled Dot2 path reads an operand
+    that is a C-contiguous NumPy array in place, and gathers the other one strip by
+    strip (a quarter of the tile's rows or columns, all the entries of the strip),
+    each row once with its scale (:class:`.exactdot.Rows`): not once per quarter tile
+    and call. Each entry is correctly rounded on its own: the order and grouping
+    change no bit."""
+    from . import exactdot
+
     rows, cols = ok.shape
     mt, pt = tiles or (rows, cols)
     mt, pt = -(-mt // 4), -(-pt // 4)
     i0, j0 = offset
-    count = 0
-    for r0 in range(0, rows, mt):
-        for c0 in range(0, cols, pt):
-            ii, jj = xp.nonzero(~ok[r0:r0 + mt, c0:c0 + pt])
-            if ii.size == 0:
-                continue
-            ii = to_numpy(ii) + (i0 + r0)
-            jj = to_numpy(jj) + (j0 + c0)
-            for e0 in range(0, ii.size, RECOMPUTE_ENTRIES):
-                recompute(xp, c, a, bt, ii[e0:e0 + RECOMPUTE_ENTRIES],
-                          jj[e0:e0 + RECOMPUTE_ENTRIES], threads, scratch)
-            count += int(ii.size)
+    ii, jj = xp.nonzero(~ok)
+    if ii.size == 0:
+        return 0
+    ii = to_numpy(ii).astype(np.int64)
+    jj = to_numpy(jj).astype(np.int64)
+    count = int(ii.size)
+    ker = exactdot._kernels()
+    if ker is None or a.shape[1] > (1 << 17):  # the quarter tiles one call at a time
+        for q in _quarters(ii, jj, mt, pt):
+            for e0 in range(0, q.size, RECOMPUTE_ENTRIES):
+                sel = q[e0:e0 + RECOMPUTE_ENTRIES]
+                recompute(xp, c, a, bt, ii[sel] + i0, jj[sel] + j0, threads, scratch)
+        return count
+    # strips across the operand that is gathered (B^T's rows: the columns of a row-major B)
+    by_rows = exactdot.in_place(bt) and not exactdot.in_place(a)
+    outer, inner = (ii, jj) if by_rows else (jj, ii)
+    ox, ix = (a, bt) if by_rows else (bt, a)
+    oo, io = (i0, j0) if by_rows else (j0, i0)
+    ow, iw = (mt, pt) if by_rows else (pt, mt)
+    whole_o = _whole(xp, ox, outer + oo, scratch, threads)
+    whole_i = _whole(xp, ix, inner + io, scratch, threads)
+    order = np.lexsort((inner, outer // ow))
+    strip = outer[order] // ow
+    cuts = np.flatnonzero(np.diff(strip)) + 1
+    for ent in np.split(order, cuts):
+        o_idx = outer[ent] + oo
+        po = whole_o or exactdot.Rows(xp, ox, np.unique(o_idx), scratch, threads)
+        sub = inner[ent] // iw
+        for q in np.split(ent[np.argsort(sub, kind="stable")],
+                          np.flatnonzero(np.diff(np.sort(sub))) + 1):
+            i_idx = inner[q] + io
+            pi = whole_i or exactdot.Rows(xp, ix, np.unique(i_idx), scratch, threads)
+            prep = (pi, po) if not by_rows else (po, pi)
+            for e0 in range(0, q.size, RECOMPUTE_ENTRIES):
+                sel = q[e0:e0 + RECOMPUTE_ENTRIES]
+                recompute(xp, c, a, bt, ii[sel] + i0, jj[sel] + j0, threads, scratch,
+                          prep)
+            del pi
+        del po
     return count
+
+
+def _whole(xp, x, idx, scratch, threads):
+    """:class:`.exactdot.Rows` of the whole ``x`` read in place where it can be and the
+    entries take at least half of its rows (their scales: one pass over ``x``), else
+    None (gathered strip by strip)."""
+    from . import exactdot
+
+    if not exactdot.in_place(x) or 2 * np.unique(idx).size < x.shape[0]:
+        return None
+    return exactdot.Rows(xp, x, None, scratch, threads)
+
+
+def _quarters(ii, jj, mt, pt):
+    """Index arrays of the entries ``(ii, jj)`` per block of ``mt`` rows and ``pt``
+    columns, block row by block row."""
+    key = (ii // mt) * (int(jj.max()) // pt + 1) + jj // pt
+    order = np.lexsort((jj, ii, key))
+    return np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
 
 
 def faithful_slices(s_auto, max_slices):

@@ -181,7 +181,7 @@ class TestCertificate:
         """The emulated values before recomputation, and the certified mask."""
         seen = []  # recomputation runs a tile and a chunk of entries at a time
 
-        def record(xp, c, aa, bt, rows, cols, threads=None, scratch=None):
+        def record(xp, c, aa, bt, rows, cols, threads=None, scratch=None, prepared=None):
             seen.append((np.asarray(rows), np.asarray(cols)))
 
         monkeypatch.setattr(faithful, "recompute", record)
@@ -288,6 +288,65 @@ class TestExactDots:
         assert_array_equal(got, want)
         picked = exactdot._gathered(np, bt, np.array([5, 3, 3, 0]), scratch)
         assert_array_equal(picked, b.T[[5, 3, 3, 0]])
+
+    def test_dot2_lanes_settle_most_and_round_correctly(self, rng, monkeypatch):
+        # the contiguous Dot2 kernel (eight lanes, an a posteriori bound): every tail
+        # length k mod 8, scaled entries that underflow (row max 2**1000 beside
+        # 2**-1000), tiny rows, heavy cancellation; what it settles is correctly rounded
+        # and nearly everything is settled on ordinary rows
+        ker = exactdot._kernels()
+        if ker is None:
+            pytest.skip("no compiled kernels")
+        settled = []
+        real = exactdot._dot2_first
+
+        def spy(*args, **kw):
+            done = real(*args, **kw)
+            settled.append(done.mean())
+            return done
+
+        monkeypatch.setattr(exactdot, "_dot2_first", spy)
+        for k in (1, 7, 8, 9, 15, 16, 17, 64, 1003):
+            a = random_matrix(rng, 9, k, 1.0)
+            b = random_matrix(rng, k, 8, 1.0)
+            self.check(a, b)
+        assert min(settled) > 0.99
+        a = random_matrix(rng, 8, 203, 2.0)
+        b = random_matrix(rng, 203, 7, 2.0)
+        a[0, 0], a[0, 5] = 2.0**1000, 2.0**-1000  # scaled by 2**-1001: underflows
+        b[:, 0] = b[:, 1] * (1.0 + 2.0**-30)
+        a[1] = a[2] * (1.0 + 2.0**-40)  # near cancellation against row 2
+        a[2, :50] = -a[2, 50:100]
+        b[50:100, 2] = b[:50, 2]
+        a[3] *= 2.0**-1060  # tiny: the exact path
+        b[:, 3] *= 2.0**980
+        a[4, ::3] = 0.0
+        self.check(a, b)
+
+    @pytest.mark.parametrize("orders", ["C, B^T view", "C, C", "F, C", "F, B^T view"])
+    @pytest.mark.parametrize("density", [0.002, 0.2, 1.0])
+    def test_recompute_uncertified_in_strips(self, rng, orders, density):
+        # the operands read in place or gathered a strip at a time with their scales
+        # (exactdot.Rows), with few and many entries per strip: the correctly rounded
+        # values at exactly the entries not certified, nothing else touched
+        oa, ob = orders.split(", ")
+        m, k, p = 90, 333, 70
+        a = random_matrix(rng, m, k, 2.0)
+        b = random_matrix(rng, k, p, 2.0)
+        a[5] *= 2.0**-1000
+        aa = np.asfortranarray(a) if oa == "F" else a
+        bt = b.T if ob == "B^T view" else b.T.copy()
+        ok = rng.random((m, p)) >= density
+        c = np.full((m, p), 7.0)
+        n = faithful.recompute_uncertified(np, c, ok, aa, bt, tiles=(40, 30))
+        want = ExactReference(a, b).rounded()
+        assert n == int((~ok).sum())
+        assert_array_equal(c[~ok], want[~ok])
+        assert np.all(c[ok] == 7.0)
+        c2 = np.full((m, p), 7.0)  # an offset into a larger product
+        sub = ok[10:, 20:]
+        faithful.recompute_uncertified(np, c2, sub, aa, bt, offset=(10, 20))
+        assert_array_equal(c2[10:, 20:][~sub], want[10:, 20:][~sub])
 
     def test_ties_round_to_even(self):
         a = np.array([[1.0, 2.0**-53]])
