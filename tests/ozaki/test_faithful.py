@@ -18,7 +18,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import ozlinalg
-from ozlinalg.ozaki import exactdot, faithful, params
+from ozlinalg.ozaki import crt, exactdot, faithful, params
 from ozlinalg.testing import ExactReference, random_matrix
 
 pytest.importorskip("flint")
@@ -233,6 +233,40 @@ class TestCertificate:
             ozlinalg.matmul(a, b, method=method)
         extra = faithful.EXTRA_MODULI if method.startswith("crt") else faithful.EXTRA_SLICES
         assert prof.slices[0] == dg.slices[0] + extra
+
+    @pytest.mark.parametrize("method", ["crt", "crt-fast"])
+    @pytest.mark.parametrize("phi", [0.5, 1.0, 2.0, 4.0])
+    def test_predicted_moduli_count(self, rng, monkeypatch, method, phi):
+        # moduli="auto" from faithful_moduli's sampled prediction (large products; here
+        # forced on a small one): between MIN_EXTRA and EXTRA_MODULI more than the
+        # DGEMM-level count, nearly everything certified, every entry faithful
+        from ozlinalg.ozaki.crt import block as crt_block
+        from ozlinalg.ozaki.crt import certify as crt_certify
+
+        monkeypatch.setattr(crt_block, "PREDICT_MIN_SIZE", 0)
+        a = random_matrix(rng, 150, 700, phi)
+        b = random_matrix(rng, 700, 130, phi)
+        c, prof = product(a, b, method=method)
+        assert_faithful(c, a, b)
+        with ozlinalg.profile() as dg:
+            ozlinalg.matmul(a, b, method=method)
+        n_auto = dg.slices[0]
+        assert (min(n_auto + crt_certify.MIN_EXTRA, crt.MAX_MODULI) <= prof.slices[0]
+                <= min(n_auto + faithful.EXTRA_MODULI, crt.MAX_MODULI))
+        assert prof.entries_certified >= 0.98 * c.size
+
+    def test_prediction_of_the_uncertified_fraction(self):
+        from ozlinalg.ozaki.crt.certify import predicted_uncertified
+
+        rng = np.random.default_rng(5)
+        # |c| uniform near zero: P(rho >= t) = P(|c| <= s / t) falls as 1 / t
+        rho = 1e-3 / rng.uniform(0.0, 1.0, 200000)
+        f = predicted_uncertified(rho, [1e-3, 1e-2, 0.1, 1.0, 10.0])
+        np.testing.assert_allclose(f, [1.0, 0.1, 0.01, 1e-3, 1e-4], rtol=0.3)
+        sub = rho[:1024]  # the extrapolated tail
+        np.testing.assert_allclose(predicted_uncertified(sub, [1.0, 10.0]), [1e-3, 1e-4],
+                                   rtol=0.6)
+        assert predicted_uncertified(np.zeros(100), [1.0]) == [0.0]
 
     def test_low_counts_recompute_instead_of_guessing(self, rng):
         a = random_matrix(rng, 20, 100, 1.0)

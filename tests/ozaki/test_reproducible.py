@@ -96,6 +96,31 @@ class TestSameBits:
                 if name == "host-gpu":
                     break  # one host stand-in: its threads are the CPU's
 
+    @pytest.mark.parametrize("method", ["crt", "crt-fast"])
+    def test_faithful_count_prediction(self, rng, monkeypatch, method):
+        # faithful mode's moduli="auto" from its sampled prediction (ozaki.crt.certify.
+        # faithful_moduli; here on a small product): the same count and bits on every
+        # engine, thread count and memory limit (W kept or recomputed per pass)
+        from ozlinalg.ozaki.crt import block as crt_block
+
+        monkeypatch.setattr(crt_block, "PREDICT_MIN_SIZE", 0)
+        a = random_matrix(rng, 140, 200, 2.0)
+        b = random_matrix(rng, 200, 90, 2.0)
+        want = None
+        for name in ENGINES:
+            for threads in (1, 2):
+                eng = make_engine(name, threads)
+                for limit in LIMITS:
+                    got, prof = run(monkeypatch, eng, a, b, limit, method=method,
+                                    accuracy="faithful")
+                    if want is None:
+                        want, count = got, prof.slices
+                        continue
+                    assert prof.slices == count, (name, threads, limit)
+                    assert_array_equal(got, want, err_msg=f"{name} {threads} {limit}")
+                if name == "host-gpu":
+                    break
+
     def test_tiles_really_differ(self, rng, monkeypatch):
         # the memory limits above cut this product into several output tiles
         a = random_matrix(rng, 140, 200, 2.0)
