@@ -57,10 +57,14 @@ X)``; with ``E_A = 2**mu X - A'`` (``|E_A| <= 1/2`` rounded, ``< 1`` truncated),
 rebuilt from its limbs with TwoSums into ``r + e``.
 
 Counts. ``slices="auto"`` takes :data:`EXTRA_SLICES` more slices than the
-DGEMM-level count (``moduli="auto"``: :data:`EXTRA_MODULI` more moduli): the
+DGEMM-level count (``moduli="auto"``: up to :data:`EXTRA_MODULI` more moduli): the
 bound is a worst case over signs (about sqrt(k) above the typical error) and a
-faithful result needs the last bit, DGEMM level does not
-(docs/guarantees.md has the measured certified fractions and costs).
+faithful result needs the last bit, DGEMM level does not. For Ozaki-II products of
+at least 2**27 multiply-adds the extra count (2 to 4) is chosen from a sampled
+prediction of the fraction each count leaves uncertified
+(:func:`ozlinalg.ozaki.crt.certify.faithful_moduli`): a cost choice, every count's
+certificate being rigorous (docs/guarantees.md has the measured certified
+fractions and costs).
 """
 from __future__ import annotations
 
@@ -82,7 +86,8 @@ FAITHFUL_METHODS = ("hybrid-ef", "bitmask-ef", "crt", "crt-fast")
 
 #: Slices beyond ``slices="auto"``'s DGEMM-level count in faithful mode.
 EXTRA_SLICES = 2
-#: Moduli beyond ``moduli="auto"``'s DGEMM-level count in faithful mode.
+#: Moduli beyond ``moduli="auto"``'s DGEMM-level count in faithful mode (at most: large
+#: products take 2 to 4, :func:`ozlinalg.ozaki.crt.certify.faithful_moduli`).
 EXTRA_MODULI = 4
 
 U = 2.0**-53
