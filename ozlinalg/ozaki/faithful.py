@@ -453,6 +453,47 @@ def _quarters(ii, jj, mt, pt):
     return np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
 
 
+#: Sampled rows (and columns) of the faithful counts' predictions
+#: (:func:`ozlinalg.ozaki.crt.certify.faithful_moduli`,
+#: :func:`ozlinalg.ozaki.gemm.predicted_slices`).
+SAMPLE = 32
+#: Samples above the prediction's threshold below which the tail is extrapolated.
+_TAIL = 16
+#: Products (m p k) from which faithful mode's automatic counts are predicted; smaller
+#: ones take :data:`EXTRA_SLICES` / :data:`EXTRA_MODULI` more.
+PREDICT_MIN_SIZE = 1 << 27
+
+
+def sample_indices(n, count=None):
+    """``count`` (default :data:`SAMPLE`) indices spread evenly over ``range(n)`` (all of
+    them for small n): the rows and columns of the faithful counts' predictions."""
+    count = SAMPLE if count is None else count
+    if n <= count:
+        return np.arange(n, dtype=np.int64)
+    return ((np.arange(count) + 0.5) * (n / count)).astype(np.int64)
+
+
+def predicted_uncertified(rho, ts):
+    """The uncertified fractions predicted for the thresholds ``ts`` from the sampled
+    ratios ``rho`` (bound over gap at the largest count: an entry is not certified at a
+    count whose bound is ``1 / t`` times larger where ``rho >= t``): the sampled
+    fraction where at least ``_TAIL`` samples reach ``t``, else the tail extrapolated
+    as ``P(rho >= t) ~ 1 / t`` from the ``_TAIL``-th largest ratio (the entries'
+    magnitudes have a density near zero: an entry is left when it is below a
+    threshold proportional to its bound)."""
+    r = np.sort(rho.ravel())[::-1]
+    n = max(r.size, 1)
+    out = []
+    for t in ts:
+        hits = int(np.count_nonzero(r >= t))
+        if hits >= _TAIL or r.size < _TAIL:
+            out.append(hits / n)
+        else:
+            lam = float(r[_TAIL - 1])
+            out.append(_TAIL / n * (lam / t) if lam > 0 else 0.0)
+    return out
+
+
 def faithful_slices(s_auto, max_slices):
     """The faithful count for ``slices="auto"``: :data:`EXTRA_SLICES` more, within the
     hard limit of 64."""

@@ -240,10 +240,9 @@ class TestCertificate:
         # moduli="auto" from faithful_moduli's sampled prediction (large products; here
         # forced on a small one): between MIN_EXTRA and EXTRA_MODULI more than the
         # DGEMM-level count, nearly everything certified, every entry faithful
-        from ozlinalg.ozaki.crt import block as crt_block
         from ozlinalg.ozaki.crt import certify as crt_certify
 
-        monkeypatch.setattr(crt_block, "PREDICT_MIN_SIZE", 0)
+        monkeypatch.setattr(faithful, "PREDICT_MIN_SIZE", 0)
         a = random_matrix(rng, 150, 700, phi)
         b = random_matrix(rng, 700, 130, phi)
         c, prof = product(a, b, method=method)
@@ -256,7 +255,7 @@ class TestCertificate:
         assert prof.entries_certified >= 0.98 * c.size
 
     def test_prediction_of_the_uncertified_fraction(self):
-        from ozlinalg.ozaki.crt.certify import predicted_uncertified
+        from ozlinalg.ozaki.faithful import predicted_uncertified
 
         rng = np.random.default_rng(5)
         # |c| uniform near zero: P(rho >= t) = P(|c| <= s / t) falls as 1 / t

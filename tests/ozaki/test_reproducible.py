@@ -23,7 +23,7 @@ from numpy.testing import assert_array_equal
 import ozlinalg
 from ozlinalg.engines import base as engine_registry
 from ozlinalg.engines.sgemm import SGEMMEngine
-from ozlinalg.ozaki import auto, crt, decide
+from ozlinalg.ozaki import auto, crt, decide, faithful
 from ozlinalg.ozaki.crt import count as crt_count
 from ozlinalg.testing import random_matrix
 
@@ -101,9 +101,7 @@ class TestSameBits:
         # faithful mode's moduli="auto" from its sampled prediction (ozaki.crt.certify.
         # faithful_moduli; here on a small product): the same count and bits on every
         # engine, thread count and memory limit (W kept or recomputed per pass)
-        from ozlinalg.ozaki.crt import block as crt_block
-
-        monkeypatch.setattr(crt_block, "PREDICT_MIN_SIZE", 0)
+        monkeypatch.setattr(faithful, "PREDICT_MIN_SIZE", 0)
         a = random_matrix(rng, 140, 200, 2.0)
         b = random_matrix(rng, 200, 90, 2.0)
         want = None

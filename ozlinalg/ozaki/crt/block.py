@@ -406,17 +406,12 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
     return (c, res_all) if faith else c
 
 
-#: Products (m p k) from which faithful mode's ``moduli="auto"`` predicts its count
-#: (:func:`.certify.faithful_moduli`); smaller ones take ``EXTRA_MODULI`` more.
-PREDICT_MIN_SIZE = 1 << 27
-
-
 def _predicts(blk, natives):
     """Whether faithful mode's count is chosen from a prediction: a large product with
     no native entries (a property of the product, not of its tiles or memory plan: where
     W is recomputed per pass, the second count's shifts take one more pass of bound
     GEMMs, cheaper than the modulus saved)."""
-    return blk.m * blk.p * blk.k >= PREDICT_MIN_SIZE and not natives
+    return blk.m * blk.p * blk.k >= faithful.PREDICT_MIN_SIZE and not natives
 
 
 def _store(xp, c, tile, i0, j0, add, timers):

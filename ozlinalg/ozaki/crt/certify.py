@@ -9,10 +9,8 @@ from ..._array import fp_errstate, to_numpy
 from .. import faithful
 from .moduli import crt_constants
 
-__all__ = ["TRADE_FRACTION", "certify_tile", "faithful_moduli", "predicted_uncertified"]
+__all__ = ["TRADE_FRACTION", "certify_tile", "faithful_moduli"]
 
-#: Sampled rows (and columns) of :func:`faithful_moduli`'s prediction.
-SAMPLE = 32
 #: Extra moduli ``moduli="auto"`` keeps in faithful mode whatever the prediction.
 MIN_EXTRA = 2
 #: The uncertified fraction one modulus must save to be taken. Measured on one core at
@@ -20,8 +18,6 @@ MIN_EXTRA = 2
 #: products cost the same (the exact recomputation of 1.3 % of the entries, Dot2 over
 #: k, is one modulus' INT8 GEMM and passes); the threshold keeps a margin of 6.
 TRADE_FRACTION = 2e-3
-#: Samples above the prediction's threshold below which the tail is extrapolated.
-_TAIL = 16
 
 
 def certify_tile(xp, engine, faith, acc, rows, ints, k, native, tile):
@@ -54,34 +50,6 @@ def certify_tile(xp, engine, faith, acc, rows, ints, k, native, tile):
     return cpr, res
 
 
-def _sample(n, count):
-    """``count`` indices spread evenly over ``range(n)`` (all of them for small n)."""
-    if n <= count:
-        return np.arange(n, dtype=np.int64)
-    return ((np.arange(count) + 0.5) * (n / count)).astype(np.int64)
-
-
-def predicted_uncertified(rho, ts):
-    """The uncertified fractions predicted for the thresholds ``ts`` from the sampled
-    ratios ``rho`` (bound over gap at the largest count: an entry is not certified at a
-    count whose bound is ``1 / t`` times larger where ``rho >= t``): the sampled
-    fraction where at least ``_TAIL`` samples reach ``t``, else the tail extrapolated
-    as ``P(rho >= t) ~ 1 / t`` from the ``_TAIL``-th largest ratio (the entries'
-    magnitudes have a density near zero: an entry is left when it is below a
-    threshold proportional to its bound)."""
-    r = np.sort(rho.ravel())[::-1]
-    n = max(r.size, 1)
-    out = []
-    for t in ts:
-        hits = int(np.count_nonzero(r >= t))
-        if hits >= _TAIL or r.size < _TAIL:
-            out.append(hits / n)
-        else:
-            lam = float(r[_TAIL - 1])
-            out.append(_TAIL / n * (lam / t) if lam > 0 else 0.0)
-    return out
-
-
 def faithful_moduli(xp, a, bt, rows, ints, k, n_auto, n_max):
     """The count of faithful mode's ``moduli="auto"``: between ``n_auto + MIN_EXTRA``
     and ``n_max`` (the shifts ``ints`` are those of ``n_max``), the fewest whose
@@ -90,21 +58,22 @@ def faithful_moduli(xp, a, bt, rows, ints, k, n_auto, n_max):
 
     Notes
     -----
-    The prediction: :data:`SAMPLE` rows of A by as many columns of B, their products
-    correctly rounded (:mod:`.exactdot`: the same values on every engine, so the count
-    does not depend on the engine, the tiling or the threads), and each entry's ratio
+    The prediction: :data:`ozlinalg.ozaki.faithful.SAMPLE` rows of A by as many
+    columns of B, their products correctly rounded (:mod:`.exactdot`: the same values
+    on every engine, so the count does not depend on the engine, the tiling or the
+    threads), and each entry's ratio
     of the certificate's bound (:class:`ozlinalg.ozaki.faithful.CRTBound`) to the gap of
     its C' at ``n_max``; a count with ``log2 P`` smaller by ``d`` takes shifts smaller by
     about ``d / 2`` each, hence a bound ``2**(d / 2)`` times larger against C'
-    (:func:`predicted_uncertified`). A cost choice only: every count's certificate is
-    rigorous, the entries it leaves are recomputed exactly."""
+    (:func:`ozlinalg.ozaki.faithful.predicted_uncertified`). A cost choice only: every
+    count's certificate is rigorous, the entries it leaves are recomputed exactly."""
     from ..exactdot import exact_dots
 
     lo = min(n_max, n_auto + MIN_EXTRA)
     if lo >= n_max:
         return n_max
     m, p = a.shape[0], bt.shape[0]
-    si, sj = _sample(m, SAMPLE), _sample(p, SAMPLE)
+    si, sj = faithful.sample_indices(m), faithful.sample_indices(p)
     ri, cj = np.repeat(si, sj.size), np.tile(sj, si.size)
     c = exact_dots(xp, a, bt, ri, cj).reshape(si.size, sj.size)
     h = lambda v, idx: to_numpy(v[xp.asarray(idx)])  # noqa: E731
@@ -122,7 +91,7 @@ def faithful_moduli(xp, a, bt, rows, ints, k, n_auto, n_max):
     top = crt_constants(n_max).log2P
     counts = list(range(lo, n_max + 1))
     ts = [2.0 ** (-(top - crt_constants(n).log2P) / 2.0) for n in counts]
-    f = predicted_uncertified(rho, ts)
+    f = faithful.predicted_uncertified(rho, ts)
     n = n_max
     while n > lo and f[n - 1 - lo] - f[n - lo] < TRADE_FRACTION:
         n -= 1
