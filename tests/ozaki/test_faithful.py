@@ -254,6 +254,24 @@ class TestCertificate:
                 <= min(n_auto + faithful.EXTRA_MODULI, crt.MAX_MODULI))
         assert prof.entries_certified >= 0.98 * c.size
 
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef"])
+    @pytest.mark.parametrize("phi", [0.5, 1.0, 2.0])
+    def test_predicted_slices_count(self, rng, monkeypatch, method, phi):
+        # slices="auto" from gemm.predicted_slices (large products; here forced on a
+        # small one, in several output tiles): one or two slices above the DGEMM-level
+        # count, nearly everything certified, every entry faithful
+        monkeypatch.setattr(faithful, "PREDICT_MIN_SIZE", 0)
+        a = random_matrix(rng, 150, 700, phi)
+        b = random_matrix(rng, 700, 130, phi)
+        with ozlinalg.options(memory_limit=4 << 20):
+            c, prof = product(a, b, method=method)
+        assert_faithful(c, a, b)
+        with ozlinalg.profile() as dg:
+            ozlinalg.matmul(a, b, method=method)
+        n_auto = dg.slices[0]
+        assert set(prof.slices) <= {n_auto + 1, n_auto + faithful.EXTRA_SLICES}
+        assert prof.entries_certified >= 0.98 * c.size
+
     def test_prediction_of_the_uncertified_fraction(self):
         from ozlinalg.ozaki.faithful import predicted_uncertified
 

@@ -96,11 +96,12 @@ class TestSameBits:
                 if name == "host-gpu":
                     break  # one host stand-in: its threads are the CPU's
 
-    @pytest.mark.parametrize("method", ["crt", "crt-fast"])
+    @pytest.mark.parametrize("method", FAITHFUL)
     def test_faithful_count_prediction(self, rng, monkeypatch, method):
-        # faithful mode's moduli="auto" from its sampled prediction (ozaki.crt.certify.
-        # faithful_moduli; here on a small product): the same count and bits on every
-        # engine, thread count and memory limit (W kept or recomputed per pass)
+        # faithful mode's automatic count from its sampled prediction (ozaki.crt.certify.
+        # faithful_moduli, ozaki.gemm.predicted_slices; here on a small product): the same
+        # count and bits on every engine, thread count and memory limit (tiles; W kept or
+        # recomputed per pass)
         monkeypatch.setattr(faithful, "PREDICT_MIN_SIZE", 0)
         a = random_matrix(rng, 140, 200, 2.0)
         b = random_matrix(rng, 200, 90, 2.0)
