@@ -56,13 +56,14 @@ X)``; with ``E_A = 2**mu X - A'`` (``|E_A| <= 1/2`` rounded, ``< 1`` truncated),
 (``|x|_1`` from a fixed-point sum: the same float on every engine). ``C'`` is
 rebuilt from its limbs with TwoSums into ``r + e``.
 
-Counts. ``slices="auto"`` takes :data:`EXTRA_SLICES` more slices than the
+Counts. ``slices="auto"`` takes up to :data:`EXTRA_SLICES` more slices than the
 DGEMM-level count (``moduli="auto"``: up to :data:`EXTRA_MODULI` more moduli): the
 bound is a worst case over signs (about sqrt(k) above the typical error) and a
-faithful result needs the last bit, DGEMM level does not. For Ozaki-II products of
-at least 2**27 multiply-adds the extra count (2 to 4) is chosen from a sampled
-prediction of the fraction each count leaves uncertified
-(:func:`ozlinalg.ozaki.crt.certify.faithful_moduli`): a cost choice, every count's
+faithful result needs the last bit, DGEMM level does not. For products of at least
+:data:`PREDICT_MIN_SIZE` multiply-adds the extra count (1 or 2 slices, 2 to 4 moduli)
+is chosen from a sampled prediction of the fraction each count leaves uncertified
+(:func:`ozlinalg.ozaki.gemm.predicted_slices`,
+:func:`ozlinalg.ozaki.crt.certify.faithful_moduli`): a cost choice, every count's
 certificate being rigorous (docs/guarantees.md has the measured certified
 fractions and costs).
 """
@@ -84,7 +85,8 @@ ACCURACIES = ("dgemm", "faithful")
 #: Methods with a certified faithful mode (fixed-scale EF splits and Ozaki-II).
 FAITHFUL_METHODS = ("hybrid-ef", "bitmask-ef", "crt", "crt-fast")
 
-#: Slices beyond ``slices="auto"``'s DGEMM-level count in faithful mode.
+#: Slices beyond ``slices="auto"``'s DGEMM-level count in faithful mode (at most: large
+#: products take 1 or 2, :func:`ozlinalg.ozaki.gemm.predicted_slices`).
 EXTRA_SLICES = 2
 #: Moduli beyond ``moduli="auto"``'s DGEMM-level count in faithful mode (at most: large
 #: products take 2 to 4, :func:`ozlinalg.ozaki.crt.certify.faithful_moduli`).
