@@ -1,6 +1,6 @@
 """What ``accuracy="faithful"`` costs against the DGEMM-level mode, in one run.
 
-For each size n (default 2048 and 4096; phi = 0.5 and 1 inputs) and method
+For each size n (default 2048 and 4096; phi = 0.5, 1 and 2 inputs) and method
 (hybrid-ef, crt) it measures, best of ``--repeat`` on the configured clock
 (``--clock cpu --threads 1``: one core's CPU time, robust to the load of a shared
 machine), the product in ``accuracy="dgemm"`` and in ``accuracy="faithful"``
@@ -108,7 +108,7 @@ def sweep(n=1024, phis=(0.5, 1.0, 2.0, 4.0), extra=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[2048, 4096])
-    ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1.0])
+    ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1.0, 2.0])
     ap.add_argument("--methods", nargs="+", default=["hybrid-ef", "crt"])
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sweep", action="store_true")

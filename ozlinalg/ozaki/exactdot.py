@@ -28,7 +28,7 @@ from .._array import to_numpy
 from ..engines import kernels
 from ..engines._process import native_threads
 
-__all__ = ["LIMB", "exact_dots", "round_scaled"]
+__all__ = ["LIMB", "Rows", "exact_dots", "in_place", "round_scaled"]
 
 #: Bits per limb: products of limbs stay below 2**40.
 LIMB = 20
@@ -213,34 +213,69 @@ def _gathered(xp, x, idx, scratch=None):
     return np.ascontiguousarray(to_numpy(x[xp.asarray(idx)]), np.float64)
 
 
-def _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch=None):
+def _scales(ker, x, threads=1):
+    """Dot2's power-of-two scales of the rows of the host array ``x``: ``(2**-e, e)`` with
+    ``max |x_r| 2**-e`` in [0.5, 1)."""
+    mx = np.zeros(x.shape[0])
+    if x.shape[1]:  # max |x| per row, one parallel pass (the same values as abs(x).max)
+        ker.set_threads(max(1, threads or 1) if x.size > (1 << 16) else 1)
+        ker.abs_max_rows(x, mx)
+    _, e = np.frexp(mx)
+    # rows of tiny entries (a scale past 2**1000) stay as they are: their products
+    # underflow and the kernel hands them to the exact path
+    e = np.where((mx > 0) & (e > -1000), e, 0).astype(np.int64)
+    return np.ldexp(1.0, (-e).astype(np.int32)), e
+
+
+def in_place(x):
+    """True where :class:`Rows` reads ``x`` (NumPy, float64, C-contiguous) without a copy."""
+    return (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.ndim == 2
+            and x.flags.c_contiguous)
+
+
+class Rows:
+    """Rows of one operand (A, or B^T: the columns of B) for several :func:`exact_dots`
+    calls, with their Dot2 scales computed once: the whole ``x`` read in place
+    (``idx=None``; :func:`in_place` operands), or the rows ``idx`` (sorted, unique)
+    gathered once (:func:`_gathered`, in the ``scratch`` pool). Only the compiled Dot2
+    path reads them; the same values either way."""
+
+    def __init__(self, xp, x, idx=None, scratch=None, threads=1):
+        ker = _kernels()
+        if idx is None:
+            if not in_place(x):
+                raise ValueError("ozlinalg: Rows(x) of the whole x needs a C-contiguous "
+                                 "float64 NumPy array")
+            self.x, self.idx = x, None
+        else:
+            idx = np.asarray(idx, np.int64)
+            self.x = _gathered(xp, x, idx, scratch)
+            self.idx = None if self.x is x else idx
+        self.scale, self.exp = _scales(ker, self.x, threads)
+
+    def local(self, rows):
+        """The positions in :attr:`x` of the operand's rows ``rows``."""
+        return rows if self.idx is None else np.searchsorted(self.idx, rows)
+
+
+def _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch=None, prepared=None):
     """The entries Dot2 (compensated, in a compiled kernel) proves correctly rounded, into
     ``out``; returns the mask of those entries (the others need the exact path). Same
-    values as the exact path: only certified round-to-nearest results are kept."""
-    urows, ri = np.unique(rows, return_inverse=True)
-    ucols, ci = np.unique(cols, return_inverse=True)
-    xa = _gathered(xp, a, urows, scratch)
-    if xa is a:
-        ri = rows
-    xb = _gathered(xp, bt, ucols, scratch)
-    if xb is bt:
-        ci = cols
+    values as the exact path: only certified round-to-nearest results are kept.
+    ``prepared``: a pair of :class:`Rows` of A and B^T holding every row asked for (or
+    None: gathered here)."""
+    if prepared is not None:
+        pa, pb = prepared
+    else:
+        pa = Rows(xp, a, np.unique(rows), scratch, threads)
+        pb = Rows(xp, bt, np.unique(cols), scratch, threads)
+    xa, xb = pa.x, pb.x
+    ri, ci = pa.local(rows), pb.local(cols)
     k = xa.shape[1]
 
     ker.set_threads(max(1, threads or 1) if rows.size * k > (1 << 16) else 1)
-
-    def scales(x):
-        mx = np.zeros(x.shape[0])
-        if k:  # max |x| per row, one parallel pass (the same values as abs(x).max)
-            ker.abs_max_rows(x, mx)
-        _, e = np.frexp(mx)
-        # rows of tiny entries (a scale past 2**1000) stay as they are: their products
-        # underflow and the kernel hands them to the exact path
-        e = np.where((mx > 0) & (e > -1000), e, 0).astype(np.int64)
-        return np.ldexp(1.0, (-e).astype(np.int32)), e
-
-    sa, ea = scales(xa)
-    sb, eb = scales(xb)
+    sa, ea = pa.scale, pa.exp
+    sb, eb = pb.scale, pb.exp
     gam = 2 * k * 2.0**-53
     g2 = (gam / (1.0 - gam)) ** 2
     vals = np.empty(rows.size)
@@ -251,11 +286,13 @@ def _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch=None):
     return ok
 
 
-def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None, scratch=None):
+def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None, scratch=None,
+               prepared=None):
     """Correctly rounded ``a[rows[t]] . bt[cols[t]]`` for every t (finite float64 inputs;
     ``bt`` holds the columns of B as rows; ``threads``: the engine's, for the Dot2
-    kernel; ``scratch``: the engine's pool of large buffers, or None). Returns a host
-    float64 array.
+    kernel; ``scratch``: the engine's pool of large buffers, or None; ``prepared``: the
+    :class:`Rows` of A and B^T that hold every row asked for, gathered and scaled once
+    for several calls, or None). Returns a host float64 array.
 
     With the compiled kernels, Dot2 (Ogita, Rump & Oishi 2005: TwoProduct and TwoSum,
     error of the unevaluated result at most ``gamma_2k**2 sum |a b|``) settles first the entries
@@ -274,7 +311,7 @@ def exact_dots(xp, a, bt, rows, cols, dot2=True, threads=None, scratch=None):
     k = a.shape[1]
     ker = _kernels()
     if dot2 and ker is not None and k <= (1 << 17):
-        done = _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch)
+        done = _dot2_first(ker, xp, a, bt, rows, cols, out, threads, scratch, prepared)
         rest = np.nonzero(~done)[0]
         if rest.size:
             out[rest] = exact_dots(xp, a, bt, rows[rest], cols[rest], dot2=False)

@@ -56,15 +56,22 @@ X)``; with ``E_A = 2**mu X - A'`` (``|E_A| <= 1/2`` rounded, ``< 1`` truncated),
 (``|x|_1`` from a fixed-point sum: the same float on every engine). ``C'`` is
 rebuilt from its limbs with TwoSums into ``r + e``.
 
-Counts. ``slices="auto"`` takes :data:`EXTRA_SLICES` more slices than the
-DGEMM-level count (``moduli="auto"``: :data:`EXTRA_MODULI` more moduli): the
+Counts. ``slices="auto"`` takes up to :data:`EXTRA_SLICES` more slices than the
+DGEMM-level count (``moduli="auto"``: up to :data:`EXTRA_MODULI` more moduli): the
 bound is a worst case over signs (about sqrt(k) above the typical error) and a
-faithful result needs the last bit, DGEMM level does not
-(docs/guarantees.md has the measured certified fractions and costs).
+faithful result needs the last bit, DGEMM level does not. For products of at least
+:data:`PREDICT_MIN_SIZE` multiply-adds the extra count (1 or 2 slices, 2 to 4 moduli)
+is chosen from a sampled prediction of the fraction each count leaves uncertified
+(:func:`ozlinalg.ozaki.gemm.predicted_slices`,
+:func:`ozlinalg.ozaki.crt.certify.faithful_moduli`): a cost choice, every count's
+certificate being rigorous (docs/guarantees.md has the measured certified
+fractions and costs).
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from .._array import fp_errstate, row_blocks, to_numpy
 
@@ -78,9 +85,11 @@ ACCURACIES = ("dgemm", "faithful")
 #: Methods with a certified faithful mode (fixed-scale EF splits and Ozaki-II).
 FAITHFUL_METHODS = ("hybrid-ef", "bitmask-ef", "crt", "crt-fast")
 
-#: Slices beyond ``slices="auto"``'s DGEMM-level count in faithful mode.
+#: Slices beyond ``slices="auto"``'s DGEMM-level count in faithful mode (at most: large
+#: products take 1 or 2, :func:`ozlinalg.ozaki.gemm.predicted_slices`).
 EXTRA_SLICES = 2
-#: Moduli beyond ``moduli="auto"``'s DGEMM-level count in faithful mode.
+#: Moduli beyond ``moduli="auto"``'s DGEMM-level count in faithful mode (at most: large
+#: products take 2 to 4, :func:`ozlinalg.ozaki.crt.certify.faithful_moduli`).
 EXTRA_MODULI = 4
 
 U = 2.0**-53
@@ -341,15 +350,16 @@ class combine:
 # -- Ozaki scheme II ----------------------------------------------------------------------
 
 
-def recompute(xp, c, a, bt, rows, cols, threads=None, scratch=None):
+def recompute(xp, c, a, bt, rows, cols, threads=None, scratch=None, prepared=None):
     """``c[rows, cols] = `` the correctly rounded products (:mod:`.exactdot`, on
-    ``threads`` threads and with the ``scratch`` pool: the engine's)."""
+    ``threads`` threads and with the ``scratch`` pool: the engine's; ``prepared``: the
+    :class:`.exactdot.Rows` of A and B^T holding those rows, or None)."""
     from .exactdot import exact_dots
 
     if len(rows) == 0:
         return
     vals = exact_dots(xp, a, bt, to_numpy(rows), to_numpy(cols), threads=threads,
-                      scratch=scratch)
+                      scratch=scratch, prepared=prepared)
     c[xp.asarray(rows), xp.asarray(cols)] = xp.asarray(vals)
 
 
@@ -372,25 +382,118 @@ def recompute_uncertified(xp, c, ok, a, bt, tiles=None, offset=(0, 0), threads=N
     part of the memory plan (:mod:`.memory`: at least 12 bytes per entry of a tile's
     rows of A and columns of B) however many entries the bound left: the exact path
     holds about 48 bytes per inner entry of each row and column it takes (float64
-    rows, four int64 digits; :mod:`.exactdot`). Each entry is correctly rounded on
-    its own: the order and grouping change no bit."""
+    rows, four int64 digits; :mod:`.exactdot`). The compiled Dot2 path reads an operand
+    that is a C-contiguous NumPy array in place, and gathers the other one strip by
+    strip (a quarter of the tile's rows or columns, all the entries of the strip),
+    each row once with its scale (:class:`.exactdot.Rows`): not once per quarter tile
+    and call. Each entry is correctly rounded on its own: the order and grouping
+    change no bit."""
+    from . import exactdot
+
     rows, cols = ok.shape
     mt, pt = tiles or (rows, cols)
     mt, pt = -(-mt // 4), -(-pt // 4)
     i0, j0 = offset
-    count = 0
-    for r0 in range(0, rows, mt):
-        for c0 in range(0, cols, pt):
-            ii, jj = xp.nonzero(~ok[r0:r0 + mt, c0:c0 + pt])
-            if ii.size == 0:
-                continue
-            ii = to_numpy(ii) + (i0 + r0)
-            jj = to_numpy(jj) + (j0 + c0)
-            for e0 in range(0, ii.size, RECOMPUTE_ENTRIES):
-                recompute(xp, c, a, bt, ii[e0:e0 + RECOMPUTE_ENTRIES],
-                          jj[e0:e0 + RECOMPUTE_ENTRIES], threads, scratch)
-            count += int(ii.size)
+    ii, jj = xp.nonzero(~ok)
+    if ii.size == 0:
+        return 0
+    ii = to_numpy(ii).astype(np.int64)
+    jj = to_numpy(jj).astype(np.int64)
+    count = int(ii.size)
+    ker = exactdot._kernels()
+    if ker is None or a.shape[1] > (1 << 17):  # the quarter tiles one call at a time
+        for q in _quarters(ii, jj, mt, pt):
+            for e0 in range(0, q.size, RECOMPUTE_ENTRIES):
+                sel = q[e0:e0 + RECOMPUTE_ENTRIES]
+                recompute(xp, c, a, bt, ii[sel] + i0, jj[sel] + j0, threads, scratch)
+        return count
+    # strips across the operand that is gathered (B^T's rows: the columns of a row-major B)
+    by_rows = exactdot.in_place(bt) and not exactdot.in_place(a)
+    outer, inner = (ii, jj) if by_rows else (jj, ii)
+    ox, ix = (a, bt) if by_rows else (bt, a)
+    oo, io = (i0, j0) if by_rows else (j0, i0)
+    ow, iw = (mt, pt) if by_rows else (pt, mt)
+    whole_o = _whole(xp, ox, outer + oo, scratch, threads)
+    whole_i = _whole(xp, ix, inner + io, scratch, threads)
+    order = np.lexsort((inner, outer // ow))
+    strip = outer[order] // ow
+    cuts = np.flatnonzero(np.diff(strip)) + 1
+    for ent in np.split(order, cuts):
+        o_idx = outer[ent] + oo
+        po = whole_o or exactdot.Rows(xp, ox, np.unique(o_idx), scratch, threads)
+        sub = inner[ent] // iw
+        for q in np.split(ent[np.argsort(sub, kind="stable")],
+                          np.flatnonzero(np.diff(np.sort(sub))) + 1):
+            i_idx = inner[q] + io
+            pi = whole_i or exactdot.Rows(xp, ix, np.unique(i_idx), scratch, threads)
+            prep = (pi, po) if not by_rows else (po, pi)
+            for e0 in range(0, q.size, RECOMPUTE_ENTRIES):
+                sel = q[e0:e0 + RECOMPUTE_ENTRIES]
+                recompute(xp, c, a, bt, ii[sel] + i0, jj[sel] + j0, threads, scratch,
+                          prep)
+            del pi
+        del po
     return count
+
+
+def _whole(xp, x, idx, scratch, threads):
+    """:class:`.exactdot.Rows` of the whole ``x`` read in place where it can be and the
+    entries take at least half of its rows (their scales: one pass over ``x``), else
+    None (gathered strip by strip)."""
+    from . import exactdot
+
+    if not exactdot.in_place(x) or 2 * np.unique(idx).size < x.shape[0]:
+        return None
+    return exactdot.Rows(xp, x, None, scratch, threads)
+
+
+def _quarters(ii, jj, mt, pt):
+    """Index arrays of the entries ``(ii, jj)`` per block of ``mt`` rows and ``pt``
+    columns, block row by block row."""
+    key = (ii // mt) * (int(jj.max()) // pt + 1) + jj // pt
+    order = np.lexsort((jj, ii, key))
+    return np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
+
+
+#: Sampled rows (and columns) of the faithful counts' predictions
+#: (:func:`ozlinalg.ozaki.crt.certify.faithful_moduli`,
+#: :func:`ozlinalg.ozaki.gemm.predicted_slices`).
+SAMPLE = 32
+#: Samples above the prediction's threshold below which the tail is extrapolated.
+_TAIL = 16
+#: Products (m p k) from which faithful mode's automatic counts are predicted; smaller
+#: ones take :data:`EXTRA_SLICES` / :data:`EXTRA_MODULI` more.
+PREDICT_MIN_SIZE = 1 << 27
+
+
+def sample_indices(n, count=None):
+    """``count`` (default :data:`SAMPLE`) indices spread evenly over ``range(n)`` (all of
+    them for small n): the rows and columns of the faithful counts' predictions."""
+    count = SAMPLE if count is None else count
+    if n <= count:
+        return np.arange(n, dtype=np.int64)
+    return ((np.arange(count) + 0.5) * (n / count)).astype(np.int64)
+
+
+def predicted_uncertified(rho, ts):
+    """The uncertified fractions predicted for the thresholds ``ts`` from the sampled
+    ratios ``rho`` (bound over gap at the largest count: an entry is not certified at a
+    count whose bound is ``1 / t`` times larger where ``rho >= t``): the sampled
+    fraction where at least ``_TAIL`` samples reach ``t``, else the tail extrapolated
+    as ``P(rho >= t) ~ 1 / t`` from the ``_TAIL``-th largest ratio (the entries'
+    magnitudes have a density near zero: an entry is left when it is below a
+    threshold proportional to its bound)."""
+    r = np.sort(rho.ravel())[::-1]
+    n = max(r.size, 1)
+    out = []
+    for t in ts:
+        hits = int(np.count_nonzero(r >= t))
+        if hits >= _TAIL or r.size < _TAIL:
+            out.append(hits / n)
+        else:
+            lam = float(r[_TAIL - 1])
+            out.append(_TAIL / n * (lam / t) if lam > 0 else 0.0)
+    return out
 
 
 def faithful_slices(s_auto, max_slices):

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import faithful, params
 from .auto import plan_slices
 from .native import native_entries
@@ -375,6 +377,67 @@ def faithful_block(plan, a, bt, s, native, single):
         apply_exponents(xp, acc, ea, eb, lo, hi, engine)
     counts["passes"] += 1
     return acc, out
+
+
+#: The uncertified fraction one slice must save to be taken in faithful mode
+#: (:func:`predicted_slices`): a slice is ``s`` of the ``s (s + 1) / 2`` slice products
+#: (15 % of the INT8 work at 12 slices, 0.4 s at n = 2048 on one core), the exact
+#: recomputation of an entry 1 to 4 us there: 4 % of the entries; a margin of 4.
+TRADE_FRACTION_SLICES = 1e-2
+
+
+def _sample_ratios(plan, a, bt, si, sj, c, s):
+    """The ratios of the faithful certificate's bound (:class:`.faithful.EFBound`, its
+    slop left out) to the gap of each sampled entry ``c`` (correctly rounded values of
+    the rows ``si`` of A by ``sj`` of B^T) at ``s`` slices: the generic split of the
+    sampled rows on the host (the same digits as every engine's)."""
+    from .._array import to_numpy
+    from ..engines.base import Engine
+
+    gen = Engine()
+    k = a.shape[1]
+    kind = plan.meth.split
+    width = params.slice_width(k)
+    _, dmax = slice_layout(kind, width)
+    ha = np.ascontiguousarray(to_numpy(a[plan.xp.asarray(si)]), np.float64)
+    hb = np.ascontiguousarray(to_numpy(bt[plan.xp.asarray(sj)]), np.float64)
+    xa, ea = normalize_rows(np, ha)
+    da, sa = np.empty((s,) + xa.shape), np.empty((s, xa.shape[0]))
+    split_rows(np, kind, xa, s, width, da, sa)
+    xb, eb = normalize_rows(np, hb)
+    db, sb = np.empty((s,) + xb.shape), np.empty((s, xb.shape[0]))
+    split_rows(np, kind, xb, s, width, db, sb)
+    updates = sum(g + 1 for g in range(TOP_GROUPS, s))  # at least the TwoSum updates
+    vec = faithful.ef_bound(np, gen, da, db, kind, width, s, k, dmax, updates)
+    bound = vec.block(np, (slice(None), slice(None)))
+    eat = (np.asarray(ea, np.int64) + log2_pow2(np, sa[0])).astype(np.int64)
+    ebt = (np.asarray(eb, np.int64) + log2_pow2(np, sb[0])).astype(np.int64)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        cb = np.abs(np.ldexp(c, -(eat[:, None] + ebt[None, :]).clip(-4000, 4000).astype(
+            np.int32)))
+        rho = bound / np.spacing(np.where(np.isfinite(cb), cb, 0.0))
+    return np.where(np.isnan(rho), np.inf, rho)
+
+
+def predicted_slices(plan, a, bt, s_max):
+    """Faithful mode's ``slices="auto"`` for the inner block ``a``, ``bt`` of a large
+    product: ``s_max`` (:data:`.faithful.EXTRA_SLICES` above the DGEMM-level count), or
+    one slice fewer where the fraction of entries the certificate would leave for exact
+    recomputation grows by less than :data:`TRADE_FRACTION_SLICES`: predicted from
+    :data:`.faithful.SAMPLE` rows of A by as many columns of B, correctly rounded
+    (:mod:`.exactdot`: the same values on every engine, so the count depends neither on
+    the engine nor on the tiling), with each entry's bound at both counts
+    (:func:`_sample_ratios`, :func:`.faithful.predicted_uncertified`). A cost choice:
+    every count's certificate is rigorous."""
+    from .exactdot import exact_dots
+
+    m, p = a.shape[0], bt.shape[0]
+    si, sj = faithful.sample_indices(m), faithful.sample_indices(p)
+    c = exact_dots(plan.xp, a, bt, np.repeat(si, sj.size), np.tile(sj, si.size))
+    c = c.reshape(si.size, sj.size)
+    f = [faithful.predicted_uncertified(_sample_ratios(plan, a, bt, si, sj, c, s), [1.0])[0]
+         for s in (s_max - 1, s_max)]
+    return s_max - 1 if f[0] - f[1] < TRADE_FRACTION_SLICES else s_max
 
 
 def split_operand(xp, engine, kind, x, s, width, operand):

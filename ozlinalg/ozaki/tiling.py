@@ -38,7 +38,7 @@ from .adequacy import (
 from .auto import plan_auto, slice_thresholds
 from .balance import balance_inner
 from .complex import complex_matmul
-from .gemm import ProductPlan, block_width, emulate_block, faithful_block
+from .gemm import ProductPlan, block_width, emulate_block, faithful_block, predicted_slices
 from .small import small_product
 from .split import normalize_rows
 
@@ -317,8 +317,18 @@ def _tiled_faithful(plan, aw, bt, tile_list):
     p = bt.shape[0]
     mt, pt = plan.tiles
     plans = None
+    counts_k = {}
     if slices == "auto":  # the DGEMM-level count, decided for the whole product, plus more
         plans = _global_plans(plan, aw, bt, tile_list)
+        for k0 in range(0, n, block):  # one count per inner block, for every tile
+            s0 = plans[(tile_list[0][0], tile_list[0][1], k0)][0]
+            s = faithful.faithful_slices(s0, opts.max_slices)
+            kb = min(n, k0 + block) - k0
+            if (m * p * kb >= faithful.PREDICT_MIN_SIZE and s - 1 > s0
+                    and all(plans[(i0, j0, k0)][1] is None for i0, j0 in tile_list)):
+                with timers["split"]:
+                    s = predicted_slices(plan, aw[:, k0:k0 + kb], bt[:, k0:k0 + kb], s)
+            counts_k[k0] = s
     c = xp.empty((m, p), order=plan.order)
     certified = recomputed = 0
     for i0, j0 in tile_list:
@@ -327,8 +337,8 @@ def _tiled_faithful(plan, aw, bt, tile_list):
             if plans is None:
                 s, native = int(slices), None
             else:
-                s, native = plans[(i0, j0, k0)]
-                s = faithful.faithful_slices(s, opts.max_slices)
+                native = plans[(i0, j0, k0)][1]
+                s = counts_k[k0]
             single = k0 == 0 and k0 + block >= n
             v, bnd = faithful_block(plan, aw[i0:i0 + mt, k0:k0 + block],
                                     bt[j0:j0 + pt, k0:k0 + block], s, native, single)

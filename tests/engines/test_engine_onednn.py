@@ -285,6 +285,48 @@ def _assert_accumulators_agree(fused, consts, prods):
                 np.testing.assert_array_equal(got, want)
         else:
             np.testing.assert_array_equal(fus.result(), gen.result())
+    _assert_fused_certificate_agrees(fused, consts, prods)
+
+
+def _assert_fused_certificate_agrees(fused, consts, prods):
+    """The rebuild fused with the Ozaki-II certificate (``faithful_certify``) gives the
+    generic rebuild's values and ``faithful.crt_certify``'s truth values, with bounds on
+    both sides of the distance to the neighbouring floats, zero rows and columns, exact
+    zeros and exponents at both ends of the range."""
+    from ozlinalg.ozaki import faithful
+    from ozlinalg.ozaki.crt import CRTAccumulator
+
+    rng = np.random.default_rng(len(prods))
+    gen = CRTAccumulator(np, ozlinalg.engines.base.Engine(), consts)
+    fus = fused.crt_accumulator(consts)
+    prods = [pr.copy() for pr in prods]
+    for pr in prods:
+        pr[-1] = 0  # a row of exact zeros
+    for t, pr in enumerate(prods):
+        gen.add(t, pr)
+        fus.add(t, pr)
+    r, slop = gen.faithful_result()
+    m, p = r.shape
+    ar = np.abs(r)
+    scale = np.ldexp(np.median(ar[ar > 0]) if np.any(ar > 0) else 1.0, -54)
+    sx = scale * np.ldexp(1.0, rng.integers(-6, 4, m).astype(np.int32))
+    sy = scale * np.ldexp(1.0, rng.integers(-6, 4, p).astype(np.int32))
+    sx[0] = 0.0  # a zero row: bound 0
+    if p > 2:
+        sy[2] = 0.0
+    mu, nu = np.zeros(m), np.zeros(p)
+    vec = faithful.CRTBound(np, sx, sy, mu, nu, rng.random(m) < 0.5, rng.random(p) < 0.5,
+                            1.0)
+    vec.pa *= 0.25
+    ea = rng.integers(-200, 200, m)
+    eb = rng.integers(-200, 200, p)
+    ea[1 % m] = 1023 - 160  # results near both ends of the range
+    eb[1 % p] = -1100 + 250
+    got_c, got_ok = fus.faithful_certify(vec, ea, eb, faithful._SLACK)
+    want = faithful.crt_certify(np, ozlinalg.engines.base.Engine(), r, slop, vec, ea, eb)
+    np.testing.assert_array_equal(got_c, r)
+    np.testing.assert_array_equal(got_ok, want)
+    assert 0 < want.sum() < want.size or want.size < 8
 
 
 class TestFusedPassesMatchGeneric:
@@ -358,6 +400,46 @@ class TestFusedPassesMatchGeneric:
         bound = fused.empty_slices_like(x, 1, "crt")
         assert fused.crt_bound(x, bound[0])
         np.testing.assert_array_equal(bound[0], -np.ceil(np.abs(x) * 128.0))
+
+    @pytest.mark.parametrize("which", ["ef", "crt"])
+    def test_certificates(self, rng, fused, which):
+        # certify_ef / certify_crt against certify_core: magnitudes over the whole range
+        # (subnormal, tiny, huge; powers of two, whose lower gap is half), zeros with and
+        # without a bound, Inf, bounds on both sides of the gap, result exponents at
+        # both ends of the range
+        from ozlinalg.ozaki import faithful
+
+        m, p = 37, 41
+        e = rng.integers(-1074, 1024, (m, p))
+        r = np.ldexp(rng.uniform(0.5, 1.0, (m, p)), e.astype(np.int32))
+        r[rng.random((m, p)) < 0.2] = np.ldexp(1.0, rng.integers(-1074, 1023, 1).astype(
+            np.int32))[0] * np.where(rng.random() < 0.5, 1.0, -1.0)
+        r *= np.where(rng.random((m, p)) < 0.5, -1.0, 1.0)
+        r[rng.random((m, p)) < 0.05] = 0.0
+        r[0, :3] = [np.inf, 2.0**-1074, 2.0**-1022]
+        slop = np.abs(r) * 2.0**-54 * rng.uniform(0.0, 2.5, (m, p))
+        slop[~np.isfinite(slop)] = 0.0
+        slop[rng.random((m, p)) < 0.05] = 0.0
+        ea = rng.integers(-600, 600, m)
+        eb = rng.integers(-600, 600, p)
+        if which == "ef":
+            da = rng.integers(0, 2, (3, m)) * 2.0**-80
+            db = rng.integers(0, 2, (3, p)) * 2.0**-80
+            vec = faithful.EFBound(np, da, db, "hybrid", 7, 3, 100, 63, 5)
+            got = fused.certify_ef(r, slop, vec, ea, eb, faithful._SLACK)
+        else:
+            sx = rng.integers(0, 2, m) * 2.0**-70
+            sy = rng.integers(0, 2, p) * 2.0**-70
+            vec = faithful.CRTBound(np, sx, sy, np.zeros(m), np.zeros(p),
+                                    rng.random(m) < 0.5, rng.random(p) < 0.5, 3.0)
+            vec.pa[:] = sx * 2.0**-60
+            vec.pb[:] = sy * 2.0**-60
+            vec.ra[:] *= 2.0**-200
+            vec.rb[:] *= 2.0**-200
+            got = fused.certify_crt(r, slop, vec, ea, eb, faithful._SLACK)
+        want = faithful._certify_tile(np, None, r, slop, vec, ea, eb)
+        np.testing.assert_array_equal(got, want)
+        assert 0.1 < want.mean() < 0.9
 
     def test_crt_accumulator(self, rng, fused):
         from ozlinalg.ozaki.crt import crt_constants

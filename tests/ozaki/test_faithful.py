@@ -18,7 +18,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import ozlinalg
-from ozlinalg.ozaki import exactdot, faithful, params
+from ozlinalg.ozaki import crt, exactdot, faithful, params
 from ozlinalg.testing import ExactReference, random_matrix
 
 pytest.importorskip("flint")
@@ -181,7 +181,7 @@ class TestCertificate:
         """The emulated values before recomputation, and the certified mask."""
         seen = []  # recomputation runs a tile and a chunk of entries at a time
 
-        def record(xp, c, aa, bt, rows, cols, threads=None, scratch=None):
+        def record(xp, c, aa, bt, rows, cols, threads=None, scratch=None, prepared=None):
             seen.append((np.asarray(rows), np.asarray(cols)))
 
         monkeypatch.setattr(faithful, "recompute", record)
@@ -233,6 +233,57 @@ class TestCertificate:
             ozlinalg.matmul(a, b, method=method)
         extra = faithful.EXTRA_MODULI if method.startswith("crt") else faithful.EXTRA_SLICES
         assert prof.slices[0] == dg.slices[0] + extra
+
+    @pytest.mark.parametrize("method", ["crt", "crt-fast"])
+    @pytest.mark.parametrize("phi", [0.5, 1.0, 2.0, 4.0])
+    def test_predicted_moduli_count(self, rng, monkeypatch, method, phi):
+        # moduli="auto" from faithful_moduli's sampled prediction (large products; here
+        # forced on a small one): between MIN_EXTRA and EXTRA_MODULI more than the
+        # DGEMM-level count, nearly everything certified, every entry faithful
+        from ozlinalg.ozaki.crt import certify as crt_certify
+
+        monkeypatch.setattr(faithful, "PREDICT_MIN_SIZE", 0)
+        a = random_matrix(rng, 150, 700, phi)
+        b = random_matrix(rng, 700, 130, phi)
+        c, prof = product(a, b, method=method)
+        assert_faithful(c, a, b)
+        with ozlinalg.profile() as dg:
+            ozlinalg.matmul(a, b, method=method)
+        n_auto = dg.slices[0]
+        assert (min(n_auto + crt_certify.MIN_EXTRA, crt.MAX_MODULI) <= prof.slices[0]
+                <= min(n_auto + faithful.EXTRA_MODULI, crt.MAX_MODULI))
+        assert prof.entries_certified >= 0.98 * c.size
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef"])
+    @pytest.mark.parametrize("phi", [0.5, 1.0, 2.0])
+    def test_predicted_slices_count(self, rng, monkeypatch, method, phi):
+        # slices="auto" from gemm.predicted_slices (large products; here forced on a
+        # small one, in several output tiles): one or two slices above the DGEMM-level
+        # count, nearly everything certified, every entry faithful
+        monkeypatch.setattr(faithful, "PREDICT_MIN_SIZE", 0)
+        a = random_matrix(rng, 150, 700, phi)
+        b = random_matrix(rng, 700, 130, phi)
+        with ozlinalg.options(memory_limit=4 << 20):
+            c, prof = product(a, b, method=method)
+        assert_faithful(c, a, b)
+        with ozlinalg.profile() as dg:
+            ozlinalg.matmul(a, b, method=method)
+        n_auto = dg.slices[0]
+        assert set(prof.slices) <= {n_auto + 1, n_auto + faithful.EXTRA_SLICES}
+        assert prof.entries_certified >= 0.98 * c.size
+
+    def test_prediction_of_the_uncertified_fraction(self):
+        from ozlinalg.ozaki.faithful import predicted_uncertified
+
+        rng = np.random.default_rng(5)
+        # |c| uniform near zero: P(rho >= t) = P(|c| <= s / t) falls as 1 / t
+        rho = 1e-3 / rng.uniform(0.0, 1.0, 200000)
+        f = predicted_uncertified(rho, [1e-3, 1e-2, 0.1, 1.0, 10.0])
+        np.testing.assert_allclose(f, [1.0, 0.1, 0.01, 1e-3, 1e-4], rtol=0.3)
+        sub = rho[:1024]  # the extrapolated tail
+        np.testing.assert_allclose(predicted_uncertified(sub, [1.0, 10.0]), [1e-3, 1e-4],
+                                   rtol=0.6)
+        assert predicted_uncertified(np.zeros(100), [1.0]) == [0.0]
 
     def test_low_counts_recompute_instead_of_guessing(self, rng):
         a = random_matrix(rng, 20, 100, 1.0)
@@ -288,6 +339,65 @@ class TestExactDots:
         assert_array_equal(got, want)
         picked = exactdot._gathered(np, bt, np.array([5, 3, 3, 0]), scratch)
         assert_array_equal(picked, b.T[[5, 3, 3, 0]])
+
+    def test_dot2_lanes_settle_most_and_round_correctly(self, rng, monkeypatch):
+        # the contiguous Dot2 kernel (eight lanes, an a posteriori bound): every tail
+        # length k mod 8, scaled entries that underflow (row max 2**1000 beside
+        # 2**-1000), tiny rows, heavy cancellation; what it settles is correctly rounded
+        # and nearly everything is settled on ordinary rows
+        ker = exactdot._kernels()
+        if ker is None:
+            pytest.skip("no compiled kernels")
+        settled = []
+        real = exactdot._dot2_first
+
+        def spy(*args, **kw):
+            done = real(*args, **kw)
+            settled.append(done.mean())
+            return done
+
+        monkeypatch.setattr(exactdot, "_dot2_first", spy)
+        for k in (1, 7, 8, 9, 15, 16, 17, 64, 1003):
+            a = random_matrix(rng, 9, k, 1.0)
+            b = random_matrix(rng, k, 8, 1.0)
+            self.check(a, b)
+        assert min(settled) > 0.99
+        a = random_matrix(rng, 8, 203, 2.0)
+        b = random_matrix(rng, 203, 7, 2.0)
+        a[0, 0], a[0, 5] = 2.0**1000, 2.0**-1000  # scaled by 2**-1001: underflows
+        b[:, 0] = b[:, 1] * (1.0 + 2.0**-30)
+        a[1] = a[2] * (1.0 + 2.0**-40)  # near cancellation against row 2
+        a[2, :50] = -a[2, 50:100]
+        b[50:100, 2] = b[:50, 2]
+        a[3] *= 2.0**-1060  # tiny: the exact path
+        b[:, 3] *= 2.0**980
+        a[4, ::3] = 0.0
+        self.check(a, b)
+
+    @pytest.mark.parametrize("orders", ["C, B^T view", "C, C", "F, C", "F, B^T view"])
+    @pytest.mark.parametrize("density", [0.002, 0.2, 1.0])
+    def test_recompute_uncertified_in_strips(self, rng, orders, density):
+        # the operands read in place or gathered a strip at a time with their scales
+        # (exactdot.Rows), with few and many entries per strip: the correctly rounded
+        # values at exactly the entries not certified, nothing else touched
+        oa, ob = orders.split(", ")
+        m, k, p = 90, 333, 70
+        a = random_matrix(rng, m, k, 2.0)
+        b = random_matrix(rng, k, p, 2.0)
+        a[5] *= 2.0**-1000
+        aa = np.asfortranarray(a) if oa == "F" else a
+        bt = b.T if ob == "B^T view" else b.T.copy()
+        ok = rng.random((m, p)) >= density
+        c = np.full((m, p), 7.0)
+        n = faithful.recompute_uncertified(np, c, ok, aa, bt, tiles=(40, 30))
+        want = ExactReference(a, b).rounded()
+        assert n == int((~ok).sum())
+        assert_array_equal(c[~ok], want[~ok])
+        assert np.all(c[ok] == 7.0)
+        c2 = np.full((m, p), 7.0)  # an offset into a larger product
+        sub = ok[10:, 20:]
+        faithful.recompute_uncertified(np, c2, sub, aa, bt, offset=(10, 20))
+        assert_array_equal(c2[10:, 20:][~sub], want[10:, 20:][~sub])
 
     def test_ties_round_to_even(self):
         a = np.array([[1.0, 2.0**-53]])

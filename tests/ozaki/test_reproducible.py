@@ -23,7 +23,7 @@ from numpy.testing import assert_array_equal
 import ozlinalg
 from ozlinalg.engines import base as engine_registry
 from ozlinalg.engines.sgemm import SGEMMEngine
-from ozlinalg.ozaki import auto, crt, decide
+from ozlinalg.ozaki import auto, crt, decide, faithful
 from ozlinalg.ozaki.crt import count as crt_count
 from ozlinalg.testing import random_matrix
 
@@ -95,6 +95,30 @@ class TestSameBits:
                     assert_array_equal(got, want, err_msg=f"{name} {threads} {limit}")
                 if name == "host-gpu":
                     break  # one host stand-in: its threads are the CPU's
+
+    @pytest.mark.parametrize("method", FAITHFUL)
+    def test_faithful_count_prediction(self, rng, monkeypatch, method):
+        # faithful mode's automatic count from its sampled prediction (ozaki.crt.certify.
+        # faithful_moduli, ozaki.gemm.predicted_slices; here on a small product): the same
+        # count and bits on every engine, thread count and memory limit (tiles; W kept or
+        # recomputed per pass)
+        monkeypatch.setattr(faithful, "PREDICT_MIN_SIZE", 0)
+        a = random_matrix(rng, 140, 200, 2.0)
+        b = random_matrix(rng, 200, 90, 2.0)
+        want = None
+        for name in ENGINES:
+            for threads in (1, 2):
+                eng = make_engine(name, threads)
+                for limit in LIMITS:
+                    got, prof = run(monkeypatch, eng, a, b, limit, method=method,
+                                    accuracy="faithful")
+                    if want is None:
+                        want, count = got, prof.slices
+                        continue
+                    assert prof.slices == count, (name, threads, limit)
+                    assert_array_equal(got, want, err_msg=f"{name} {threads} {limit}")
+                if name == "host-gpu":
+                    break
 
     def test_tiles_really_differ(self, rng, monkeypatch):
         # the memory limits above cut this product into several output tiles

@@ -71,6 +71,14 @@ typedef struct {
     double unit, cu;
     double *out, *slop;
     ptrdiff_t o0, o1, s0, s1;
+    /* faithful == 2: the certificate's vectors (columns: unit stride) and its output */
+    const double *pa, *pb, *ra, *rb;
+    const uint8_t *za, *zb;
+    const int64_t *ea, *eb;
+    ptrdiff_t pa0, ra0, za0, ea0;
+    double kk, slack;
+    uint8_t *ok;
+    ptrdiff_t k0, k1;
 } combine_args;
 
 /* Four moduli's residues c_u into the quotient qt += f_u c_u (in turn: the generic
@@ -300,6 +308,120 @@ faithful_combine(const double *restrict lbuf, const combine_args *a, double *res
     }
 }
 
+/* ozlinalg.ozaki.faithful.certify_core of one entry (libm's frexp / ldexp). */
+OZ_INLINE uint8_t
+certified_scalar(double r, double bnd, int64_t E, double slack)
+{
+    if (r == 0.0)
+        return bnd == 0.0;
+    if (!isfinite(r)) { /* nb_frexp's convention: the value itself, exponent 0 */
+        double gap = 0x1p-53;
+        return E >= -967 && E <= 1023 && bnd < gap * (1.0 - slack);
+    }
+    int e;
+    double mant = frexp(fabs(r), &e);
+    int64_t ee = (int64_t)e + E;
+    if (ee < -967 || ee > 1023)
+        return 0;
+    double gap = ldexp(1.0, e - 53 - (mant == 0.5 ? 1 : 0));
+    return bnd < gap * (1.0 - slack);
+}
+
+/* faithful_combine's finish with the Ozaki-II certificate of each entry instead of its
+ * slop (ozlinalg.ozaki.faithful.crt_certify: the same operations, so the same truth
+ * values): the entry's bound (slop + delta) (1 + slack) against the distance to its
+ * neighbouring floats, read off the bits of |r| (frexp's exponent and the mantissa's
+ * zero test) where r is a normal number of biased exponent >= 54 (the gap a normal
+ * power of two), by libm otherwise. Row i, columns j0 .. j0 + w. */
+OZ_INLINE void
+faithful_certify_finish(const combine_args *a, ptrdiff_t i, ptrdiff_t j0, const double *s,
+                        const double *e, const double *eb, double *restrict orow, ptrdiff_t os,
+                        uint8_t *restrict okrow, ptrdiff_t ks, ptrdiff_t w)
+{
+    double cu = a->cu, kk = a->kk, slack = a->slack, one_s = 1.0 + slack;
+    double lim = 1.0 - slack;
+    double pai = a->pa[i * a->pa0], rai = a->ra[i * a->ra0];
+    int zi = a->za[i * a->za0] != 0;
+    int64_t eai = a->ea[i * a->ea0];
+    const double *restrict pb = a->pb + j0, *restrict rb = a->rb + j0;
+    const uint8_t *restrict zb = a->zb + j0;
+    const int64_t *restrict ebj = a->eb + j0;
+    int special = 0;
+    for (ptrdiff_t j = 0; j < w; j++) {
+        double sj = s[j];
+        double r2 = sj + e[j];
+        double bb = r2 - sj;
+        double e2 = (sj - (r2 - bb)) + (e[j] - bb);
+        orow[j * os] = r2;
+        double slop = fabs(e2) + cu * eb[j];
+        double d = (rai * pb[j] + rb[j] * (pai + kk * rai)) * (1.0 + 0x1p-30);
+        d = (zi | (zb[j] != 0)) ? 0.0 : d;
+        double bnd = (slop + d) * one_s;
+        double ar = fabs(r2);
+        uint64_t bits;
+        memcpy(&bits, &ar, sizeof bits);
+        int64_t be = (int64_t)(bits >> 52);
+        uint64_t pow2 = (bits & 0xFFFFFFFFFFFFFull) == 0;
+        uint64_t gbits = (uint64_t)(be - 52 - (int64_t)pow2) << 52;
+        double gap;
+        memcpy(&gap, &gbits, sizeof gap);
+        int64_t ee = be - 1022 + eai + ebj[j];
+        uint8_t nz = (ee >= -967) & (ee <= 1023) & (bnd < gap * lim);
+        uint8_t zr = bnd == 0.0;
+        okrow[j * ks] = r2 != 0.0 ? nz : zr;
+        special |= (be < 54) | (be == 2047);
+    }
+    if (special) {
+        for (ptrdiff_t j = 0; j < w; j++) {
+            double r2 = orow[j * os];
+            double ar = fabs(r2);
+            uint64_t bits;
+            memcpy(&bits, &ar, sizeof bits);
+            int64_t be = (int64_t)(bits >> 52);
+            if (!(be < 54 || be == 2047) || r2 == 0.0)
+                continue;
+            double sj = s[j];
+            double bb = r2 - sj;
+            double e2 = (sj - (r2 - bb)) + (e[j] - bb);
+            double slop = fabs(e2) + cu * eb[j];
+            double d = (rai * pb[j] + rb[j] * (pai + kk * rai)) * (1.0 + 0x1p-30);
+            d = (zi | (zb[j] != 0)) ? 0.0 : d;
+            okrow[j * ks] = certified_scalar(r2, (slop + d) * one_s, eai + ebj[j], slack);
+        }
+    }
+}
+
+/* faithful_combine up to the last TwoSum, then faithful_certify_finish. */
+OZ_INLINE void
+faithful_combine_certify(const double *restrict lbuf, const combine_args *a, ptrdiff_t i,
+                         ptrdiff_t j0, double *restrict s, double *restrict e,
+                         double *restrict eb, double *restrict orow, ptrdiff_t os,
+                         uint8_t *restrict okrow, ptrdiff_t ks, ptrdiff_t w)
+{
+    int nl = a->nl;
+    const double *restrict top = lbuf + (ptrdiff_t)(nl - 1) * ROW;
+    double ptop = a->powers[(nl - 1) * a->pw0];
+    for (ptrdiff_t j = 0; j < w; j++) {
+        s[j] = top[j] * ptop;
+        e[j] = 0.0;
+        eb[j] = 0.0;
+    }
+    for (int l = nl - 2; l >= 0; l--) {
+        double pw = a->powers[l * a->pw0];
+        const double *restrict lb = lbuf + (ptrdiff_t)l * ROW;
+        for (ptrdiff_t j = 0; j < w; j++) {
+            double t = lb[j] * pw;
+            double r = s[j] + t;
+            double bb = r - s[j];
+            double err = (s[j] - (r - bb)) + (t - bb);
+            s[j] = r;
+            e[j] = e[j] + err;
+            eb[j] = eb[j] + fabs(e[j]);
+        }
+    }
+    faithful_certify_finish(a, i, j0, s, e, eb, orow, os, okrow, ks, w);
+}
+
 /* Row i's entries j0 .. j0 + w: the sums of every modulus, four per pass (a missing
  * one is a row of zeros of weight 0: exact zeros added), then the finish. */
 OZ_INLINE void
@@ -326,7 +448,11 @@ rebuild_chunk(const combine_args *a, ptrdiff_t i, ptrdiff_t j0, ptrdiff_t w, dou
                             st[2], st[3], f, wl, 0, w);
     }
     crt_balance(qt, lbuf, a, w);
-    if (faithful) {
+    if (faithful == 2) {
+        faithful_combine_certify(lbuf, a, i, j0, sc, qt, sc + ROW,
+                                 a->out + i * a->o0 + j0 * os, os,
+                                 a->ok + i * a->k0 + j0 * ss, ss, w);
+    } else if (faithful) {
         /* qt is free again: the TwoSum's error sums live there */
         faithful_combine(lbuf, a, sc, qt, sc + ROW, a->out + i * a->o0 + j0 * os, os,
                          a->slop + i * a->s0 + j0 * ss, ss, w);
@@ -358,9 +484,31 @@ crt_rebuild(ozval *v, int nt, int faithful)
     a.out = OZ_D(ko);
     a.o0 = OZ_S(ko, 0);
     a.o1 = OZ_S(ko, 1);
-    a.slop = faithful ? OZ_D(8) : NULL;
-    a.s0 = faithful ? OZ_S(8, 0) : 0;
-    a.s1 = faithful ? OZ_S(8, 1) : 0;
+    a.slop = faithful == 1 ? OZ_D(8) : NULL;
+    a.s0 = faithful == 1 ? OZ_S(8, 0) : 0;
+    a.s1 = faithful == 1 ? OZ_S(8, 1) : 0;
+    a.ok = NULL;
+    if (faithful == 2) {
+        /* res frac wl plimbs unit powers cu out | pa pb ra rb za zb k ea eb slack ok */
+        a.pa = OZ_D(8);
+        a.pb = OZ_D(9);
+        a.ra = OZ_D(10);
+        a.rb = OZ_D(11);
+        a.za = OZ_B(12);
+        a.zb = OZ_B(13);
+        a.kk = v[14].d;
+        a.ea = OZ_I64(15);
+        a.eb = OZ_I64(16);
+        a.slack = v[17].d;
+        a.ok = OZ_B(18);
+        a.pa0 = OZ_S(8, 0);
+        a.ra0 = OZ_S(10, 0);
+        a.za0 = OZ_S(12, 0);
+        a.ea0 = OZ_S(15, 0);
+        a.k0 = OZ_S(18, 0);
+        a.k1 = OZ_S(18, 1);
+        a.s1 = a.k1; /* the certificate's column stride takes the slop's place */
+    }
     ptrdiff_t padded = (a.nmod + 3) / 4 * 4;
     /* the numba kernel's preconditions: frac and wlimbs padded to four moduli, at least
      * three limb rows, 1 <= nl <= wlimbs' columns */
@@ -369,7 +517,18 @@ crt_rebuild(ozval *v, int nt, int faithful)
     if (OZ_N(1, 0) < padded || OZ_N(2, 0) < padded || a.nlb < 3 || a.nl < 1 || a.nl > a.nlb ||
         OZ_N(ko, 0) < a.m || OZ_N(ko, 1) < a.p)
         return OZK_BADLAYOUT;
-    if (faithful && (OZ_N(5, 0) < a.nl || OZ_N(8, 0) < a.m || OZ_N(8, 1) < a.p))
+    if (faithful && OZ_N(5, 0) < a.nl)
+        return OZK_BADLAYOUT;
+    if (faithful == 1 && (OZ_N(8, 0) < a.m || OZ_N(8, 1) < a.p))
+        return OZK_BADLAYOUT;
+    if (faithful == 2 && (OZ_N(8, 0) < a.m || OZ_N(10, 0) < a.m || OZ_N(12, 0) < a.m
+                          || OZ_N(15, 0) < a.m || OZ_N(9, 0) < a.p || OZ_N(11, 0) < a.p
+                          || OZ_N(13, 0) < a.p || OZ_N(16, 0) < a.p || OZ_N(18, 0) < a.m
+                          || OZ_N(18, 1) < a.p))
+        return OZK_BADLAYOUT;
+    /* the columns' vectors are read with unit stride */
+    if (faithful == 2 && a.p > 1 && (OZ_S(9, 0) != 1 || OZ_S(11, 0) != 1 || OZ_S(13, 0) != 1
+                                     || OZ_S(16, 0) != 1))
         return OZK_BADLAYOUT;
     /* frac and the weights' rows of the moduli (with the padding) packed once */
     double *pk = malloc(sizeof(double) * (size_t)(padded * (1 + a.nlb)));
@@ -399,7 +558,9 @@ crt_rebuild(ozval *v, int nt, int faithful)
                 continue;
             for (ptrdiff_t j0 = 0; j0 < a.p; j0 += COMBINE_CHUNK) {
                 ptrdiff_t w = OZ_MIN(COMBINE_CHUNK, a.p - j0);
-                if (unit && faithful)
+                if (unit && faithful == 2)
+                    rebuild_chunk(&a, i, j0, w, qt, lbuf, sc, 2, 1, 1, 1);
+                else if (unit && faithful)
                     rebuild_chunk(&a, i, j0, w, qt, lbuf, sc, 1, 1, 1, 1);
                 else if (unit)
                     rebuild_chunk(&a, i, j0, w, qt, lbuf, sc, 0, 1, 1, 1);
@@ -423,4 +584,10 @@ int
 k_crt_combine_faithful(ozval *v, int nt)
 {
     return crt_rebuild(v, nt, 1);
+}
+
+int
+k_crt_combine_certify(ozval *v, int nt)
+{
+    return crt_rebuild(v, nt, 2);
 }

@@ -259,6 +259,138 @@ dot2_entry(const double *ai, const double *bj, ptrdiff_t as, ptrdiff_t bs, ptrdi
     }
 }
 
+/* x y = h + r exactly for |h| >= 2**-960 (or x y = 0): one FMA where the ISA has it
+ * (a single rounding of an exact value: the same pair), else Dekker's product. */
+OZ_INLINE void
+two_prod_fast(double x, double y, double *h_out, double *r_out)
+{
+#if defined(__FMA__)
+    double h = x * y;
+    *h_out = h;
+    *r_out = fma(x, y, -h);
+#else
+    two_prod(x, y, h_out, r_out);
+#endif
+}
+
+/* Dot2 in DOT2_LANES interleaved lanes (lane l takes k = l mod DOT2_LANES within each
+ * run of DOT2_LANES, the tail lane by lane), for contiguous rows: the lanes' chains
+ * are independent, so the loop vectorizes. Every product x y = h + r (exact,
+ * two_prod_fast: |h| >= 2**-960 or an input zero, else the entry goes to the exact path:
+ * also where a scaled input underflowed, x y then being below 2**-1022) and
+ * every p + h = t + q (TwoSum) is error-free, so the exact dot product is
+ * sum_l p_l + sum (q + r); the lanes' p_l are added with TwoSums too, their errors
+ * joining the sum of the q + r. That sum S is the only inexact part: each of its
+ * floating additions z = fl(x + y) errs by at most u |z| (round to nearest; zero
+ * when z is subnormal), so |S_exact - S| <= u A with A the exact sum of those |z|.
+ * The kernel adds the |z| in floating point too (nonnegative terms: the computed sum
+ * is at least (1 - u)**N times the exact one, N < 2**20 terms), so
+ * u A <= u fl(A) (1 + 2**-30); the product rounds up by 2**-1074 at most. With
+ * P + S = r2 + rem (TwoSum), |exact - r2| <= |rem| + u fl(A) (1 + 2**-30) + 2**-1074
+ * and r2 is the correctly rounded value when this is below half the distance to its
+ * neighbours (the 2**-40 slack for the sum's own rounding), as dot2_entry. An a
+ * posteriori bound, below dot2_entry's gamma_2k**2 sum |x y| on these inputs. */
+#define DOT2_LANES 8
+
+OZ_INLINE void
+dot2_lanes_entry(const double *restrict ai, const double *restrict bj, ptrdiff_t k,
+                 double fa, double fb, int64_t eab, double *out, uint8_t *ok)
+{
+    double p[DOT2_LANES], s[DOT2_LANES], acc[DOT2_LANES];
+    int64_t bad[DOT2_LANES], any[DOT2_LANES];
+    for (int l = 0; l < DOT2_LANES; l++) {
+        p[l] = s[l] = acc[l] = 0.0;
+        bad[l] = any[l] = 0;
+    }
+    ptrdiff_t kv = k - k % DOT2_LANES;
+    for (ptrdiff_t kk = 0; kk < kv; kk += DOT2_LANES) {
+        for (int l = 0; l < DOT2_LANES; l++) {
+            double av = ai[kk + l], bv = bj[kk + l];
+            double x = av * fa, y = bv * fb;
+            double h, r;
+            two_prod_fast(x, y, &h, &r);
+            /* of the inputs: a scaled entry that underflows leaves |h| < 2**-960 */
+            int64_t nz = (av != 0.0) & (bv != 0.0);
+            bad[l] |= nz & (fabs(h) < 0x1p-960);
+            any[l] |= nz;
+            double t = p[l] + h;
+            double bb = t - p[l];
+            double q = (p[l] - (t - bb)) + (h - bb);
+            p[l] = t;
+            double w = q + r;
+            double sn = s[l] + w;
+            s[l] = sn;
+            acc[l] = acc[l] + (fabs(w) + fabs(sn));
+        }
+    }
+    for (ptrdiff_t kk = kv; kk < k; kk++) {
+        int l = (int)(kk - kv);
+        double av = ai[kk], bv = bj[kk];
+        double x = av * fa, y = bv * fb;
+        double h, r;
+        two_prod_fast(x, y, &h, &r);
+        int64_t nz = (av != 0.0) & (bv != 0.0);
+        bad[l] |= nz & (fabs(h) < 0x1p-960);
+        any[l] |= nz;
+        double t = p[l] + h;
+        double bb = t - p[l];
+        double q = (p[l] - (t - bb)) + (h - bb);
+        p[l] = t;
+        double w = q + r;
+        double sn = s[l] + w;
+        s[l] = sn;
+        acc[l] = acc[l] + (fabs(w) + fabs(sn));
+    }
+    int64_t fail = 0, some = 0;
+    for (int l = 0; l < DOT2_LANES; l++) {
+        fail |= bad[l];
+        some |= any[l];
+    }
+    if (fail) { /* an error term may be inexact */
+        *ok = 0;
+        return;
+    }
+    if (!some) { /* every product exactly zero */
+        *out = 0.0;
+        *ok = 1;
+        return;
+    }
+    double P = p[0], S = s[0], A = acc[0];
+    for (int l = 1; l < DOT2_LANES; l++) {
+        double t = P + p[l];
+        double bb = t - P;
+        double e = (P - (t - bb)) + (p[l] - bb);
+        P = t;
+        S = S + s[l];
+        A = A + fabs(S);
+        S = S + e;
+        A = A + fabs(S);
+        A = A + acc[l];
+    }
+    double r2 = P + S;
+    double bb = r2 - P;
+    double rem = (P - (r2 - bb)) + (S - bb);
+    if (r2 == 0.0) {
+        *ok = 0;
+        return;
+    }
+    double bound = A * (0x1p-53 * (1.0 + 0x1p-30)) + 0x1p-1074;
+    int ex;
+    double mant = nb_frexp(fabs(r2), &ex);
+    int64_t ee = (int64_t)ex + eab;
+    if (ee < -967 || ee > 1023) {
+        *ok = 0;
+        return;
+    }
+    double half = nb_ldexp(1.0, ex - 54 - (mant == 0.5 ? 1 : 0));
+    if (fabs(rem) + bound < half * (1.0 - 0x1p-40)) {
+        *out = nb_ldexp(r2, (int)eab);
+        *ok = 1;
+    } else {
+        *ok = 0;
+    }
+}
+
 int
 k_dot2_nearest(ozval *v, int nt)
 {
@@ -279,8 +411,8 @@ k_dot2_nearest(ozval *v, int nt)
         ptrdiff_t i = wrap(rows[e * r0], na), j = wrap(cols[e * c0], nbt);
         int64_t eab = ea[i * ea0] + eb[j * eb0];
         if (a1 == 1 && b1 == 1)
-            dot2_entry(a + i * a0, bt + j * b0, 1, 1, k, sa[i * sa0], sb[j * sb0], eab, g2,
-                       out + e * o0, ok + e * k0);
+            dot2_lanes_entry(a + i * a0, bt + j * b0, k, sa[i * sa0], sb[j * sb0], eab,
+                             out + e * o0, ok + e * k0);
         else
             dot2_entry(a + i * a0, bt + j * b0, a1, b1, k, sa[i * sa0], sb[j * sb0], eab, g2,
                        out + e * o0, ok + e * k0);

@@ -400,12 +400,27 @@ k_fixed_col_sums(ozval *v, int nt)
 
 /* ---- certificates -------------------------------------------------------------------- */
 
-/* ozlinalg.ozaki.faithful.certify_core of one entry. */
+/* ozlinalg.ozaki.faithful.certify_core of one entry. A normal |r| of biased exponent
+ * be in [54, 2046] has frexp's exponent be - 1022 and mantissa 0.5 exactly when its
+ * fraction bits are zero; the gap 2**(be - 1075 - pow2) is then a normal number,
+ * built from its bits (the same value as ldexp, without the libm calls). */
 OZ_INLINE uint8_t
 certified(double r, double bnd, int64_t E, double slack)
 {
     if (r == 0.0)
         return bnd == 0.0;
+    double ar = fabs(r);
+    uint64_t bits;
+    memcpy(&bits, &ar, sizeof bits);
+    int64_t be = (int64_t)(bits >> 52);
+    if (be >= 54 && be <= 2046) {
+        int64_t pow2 = (bits & 0xFFFFFFFFFFFFFull) == 0;
+        int64_t ee = be - 1022 + E;
+        uint64_t gbits = (uint64_t)(be - 52 - pow2) << 52;
+        double gap;
+        memcpy(&gap, &gbits, sizeof gap);
+        return (ee >= -967) & (ee <= 1023) & (bnd < gap * (1.0 - slack));
+    }
     int e;
     double mant = nb_frexp(fabs(r), &e);
     int64_t ee = (int64_t)e + E;

@@ -140,6 +140,26 @@ class _FusedCRT:
             2.0**-53 * (1.0 + 2.0**-20), out, slop)
         return out, slop
 
+    def faithful_certify(self, vec, ea, eb, slack):
+        """``(c, certified)``: ``faithful_result`` and ``ozlinalg.ozaki.faithful.crt_certify``
+        of it in the same fused pass (no slop array; the same values and truth values)."""
+        consts = self.consts
+        res, self.res = self.res, None
+        from ...exact import LIMB_BITS  # noqa: PLC0415
+
+        nl = len(consts.P_limbs)
+        out = self.engine.scratch.empty(res.shape[1:], np.float64)
+        ok = np.empty(res.shape[1:], np.bool_)
+        powers = np.array([2.0 ** (LIMB_BITS * l) for l in range(nl)])
+        f64 = np.ascontiguousarray
+        self.engine._k(res.size).crt_combine_certify(
+            res, *_combine_constants(consts), 2.0**LIMB_BITS, powers,
+            2.0**-53 * (1.0 + 2.0**-20), out, f64(vec.pa, np.float64),
+            f64(vec.pb, np.float64), f64(vec.ra, np.float64), f64(vec.rb, np.float64),
+            f64(vec.za, np.bool_), f64(vec.zb, np.bool_), float(vec.k),
+            f64(ea, np.int64), f64(eb, np.int64), float(slack), ok)
+        return out, ok
+
     def result(self):
         consts = self.consts
         res, self.res = self.res, None

@@ -19,7 +19,7 @@ from ..decide import abs_sum_upper, sq_norm_upper
 from ..native import native_entries
 from ..scaling import apply_exponents
 from ..split import normalize_rows, slice_storage
-from .certify import certify_tile
+from .certify import certify_tile, faithful_moduli
 from .count import check_fixed, decide_auto
 from .moduli import MAX_MODULI, crt_constants
 from .reconstruct import CRTAccumulator
@@ -348,13 +348,20 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
             # the predicted spread, for profiles and calibration (the decision is above)
             counts.setdefault("crt_rho", []).append(
                 -0.5 * math.log2(plan.H) if 0 < plan.H < math.inf else -math.inf)
-            nmod = 1 if n_idx is None else n_idx + 1
+            nmod = n_auto = 1 if n_idx is None else n_idx + 1
             if faith:
                 nmod = min(nmod + faithful.EXTRA_MODULI, MAX_MODULI)
         else:
             nmod = moduli
         consts = crt_constants(nmod)
         mu, nu = block_shifts(blk, rows, bounds, consts.log2P)
+        if faith and moduli == "auto" and _predicts(blk, natives):
+            fewer = faithful_moduli(xp, a, bt, rows, _integer_plan(blk, rows, mu, nu), k,
+                                    n_auto, nmod)
+            if fewer < nmod:  # the shifts of the count taken
+                nmod = fewer
+                consts = crt_constants(nmod)
+                mu, nu = block_shifts(blk, rows, bounds, consts.log2P)
         if verdicts is not None and moduli != "auto":
             check_fixed(blk, rows, bounds, mu, nu, consts.log2P, max_moduli, verdicts)
         bounds.release()  # the bound matrix is no longer needed
@@ -397,6 +404,14 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
             _store(xp, c, cpr, i0, j0, out is not None, timers)
         del da
     return (c, res_all) if faith else c
+
+
+def _predicts(blk, natives):
+    """Whether faithful mode's count is chosen from a prediction: a large product with
+    no native entries (a property of the product, not of its tiles or memory plan: where
+    W is recomputed per pass, the second count's shifts take one more pass of bound
+    GEMMs, cheaper than the modulus saved)."""
+    return blk.m * blk.p * blk.k >= faithful.PREDICT_MIN_SIZE and not natives
 
 
 def _store(xp, c, tile, i0, j0, add, timers):

@@ -49,7 +49,8 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         does not depend on the tiles, nor on which engine chose them.
     accuracy : {"dgemm", "faithful"}
         ``"faithful"``: every entry certified within one ulp (:mod:`.faithful`),
-        ``moduli="auto"`` taking ``faithful.EXTRA_MODULI`` more moduli; the
+        ``moduli="auto"`` taking up to ``faithful.EXTRA_MODULI`` more moduli (2 to 4
+        from a sampled prediction on large products, :func:`.certify.faithful_moduli`); the
         entries not certified are recomputed exactly (``recompute=False``: left
         in ``profile_counts["uncertified"]`` as ``(rows, cols)`` instead).
     check : bool
