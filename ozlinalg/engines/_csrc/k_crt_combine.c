@@ -268,16 +268,13 @@ crt_finish(const double *restrict lbuf, const combine_args *a, double *restrict 
     }
 }
 
-/* Columns 0 .. w of the balanced limbs summed top limb first with TwoSums into orow and
- * their error bounds into srow: per column the generic operations in the generic order,
- * the loops over the columns (they vectorize). s, e, eb: scratch rows. */
+/* The levels of one row's reconstruction summed top down with TwoSum: s the sum,
+ * e the running sum of the rounding errors, eb the sum of |e| (the bound's terms).
+ * Shared by the plain and the certifying faithful rebuilds. */
 OZ_INLINE void
-faithful_combine(const double *restrict lbuf, const combine_args *a, double *restrict s,
-                 double *restrict e, double *restrict eb, double *restrict orow, ptrdiff_t os,
-                 double *restrict srow, ptrdiff_t ss, ptrdiff_t w)
+twosum_levels(const double *restrict lbuf, const combine_args *a, int nl,
+              double *restrict s, double *restrict e, double *restrict eb, ptrdiff_t w)
 {
-    int nl = a->nl;
-    double cu = a->cu;
     const double *restrict top = lbuf + (ptrdiff_t)(nl - 1) * ROW;
     double ptop = a->powers[(nl - 1) * a->pw0];
     for (ptrdiff_t j = 0; j < w; j++) {
@@ -298,6 +295,19 @@ faithful_combine(const double *restrict lbuf, const combine_args *a, double *res
             eb[j] = eb[j] + fabs(e[j]);
         }
     }
+}
+
+/* Columns 0 .. w of the balanced limbs summed top limb first with TwoSums into orow and
+ * their error bounds into srow: per column the generic operations in the generic order,
+ * the loops over the columns (they vectorize). s, e, eb: scratch rows. */
+OZ_INLINE void
+faithful_combine(const double *restrict lbuf, const combine_args *a, double *restrict s,
+                 double *restrict e, double *restrict eb, double *restrict orow, ptrdiff_t os,
+                 double *restrict srow, ptrdiff_t ss, ptrdiff_t w)
+{
+    int nl = a->nl;
+    double cu = a->cu;
+    twosum_levels(lbuf, a, nl, s, e, eb, w);
     for (ptrdiff_t j = 0; j < w; j++) {
         double sj = s[j];
         double r2 = sj + e[j];
@@ -399,26 +409,7 @@ faithful_combine_certify(const double *restrict lbuf, const combine_args *a, ptr
                          uint8_t *restrict okrow, ptrdiff_t ks, ptrdiff_t w)
 {
     int nl = a->nl;
-    const double *restrict top = lbuf + (ptrdiff_t)(nl - 1) * ROW;
-    double ptop = a->powers[(nl - 1) * a->pw0];
-    for (ptrdiff_t j = 0; j < w; j++) {
-        s[j] = top[j] * ptop;
-        e[j] = 0.0;
-        eb[j] = 0.0;
-    }
-    for (int l = nl - 2; l >= 0; l--) {
-        double pw = a->powers[l * a->pw0];
-        const double *restrict lb = lbuf + (ptrdiff_t)l * ROW;
-        for (ptrdiff_t j = 0; j < w; j++) {
-            double t = lb[j] * pw;
-            double r = s[j] + t;
-            double bb = r - s[j];
-            double err = (s[j] - (r - bb)) + (t - bb);
-            s[j] = r;
-            e[j] = e[j] + err;
-            eb[j] = eb[j] + fabs(e[j]);
-        }
-    }
+    twosum_levels(lbuf, a, nl, s, e, eb, w);
     faithful_certify_finish(a, i, j0, s, e, eb, orow, os, okrow, ks, w);
 }
 
