@@ -169,7 +169,7 @@ class _Factors:
             return lapack.getrs(self.f, self.piv, r, trans=1 if self.trans else 0,
                                 check_finite=False, min_size=self._native)
 
-    def serves(self, dtype):
+    def serves(self):
         """The condition estimate allows refinement from this level (always True where
         there is no estimate: the contraction decides)."""
         if self.failed:
@@ -316,11 +316,11 @@ def refined_solve(xp, a, b, *, kind, lower, transposed, dtype, method, accuracy,
         factors = _Factors(xp, a, kind, lower, transposed, levels[i], anorm1)
         tried.append(levels[i].slices)
         top = i == len(levels) - 1
-        if not top and not factors.serves(dtype):
+        if not top and not factors.serves():
             i = _needed(levels, factors, i)
             continue
         if factors.failed:
-            _record(xp, op, b, levels, tried, work, False, None, factors, t0, failed=True)
+            _record(op, b, levels, tried, work, False, None, factors, t0, failed=True)
             return None
         x = factors.solve(work.b)
         x, eta, ok = work.classical(factors, x)
@@ -337,7 +337,7 @@ def refined_solve(xp, a, b, *, kind, lower, transposed, dtype, method, accuracy,
         fell_back = True
         x = factors.solve(work.b)
         eta = work.backward(x, work.residual(x))
-    _record(xp, op, b, levels, tried, work, fell_back, eta, factors, t0)
+    _record(op, b, levels, tried, work, fell_back, eta, factors, t0)
     return x, factors.rcond, factors
 
 
@@ -351,7 +351,7 @@ def _needed(levels, factors, i):
     return len(levels) - 1
 
 
-def _record(xp, op, b, levels, tried, work, fell_back, eta, factors, t0, failed=False):
+def _record(op, b, levels, tried, work, fell_back, eta, factors, t0, failed=False):
     if not active_profiles():
         return
     record_refine(RefineRecord(
