@@ -292,6 +292,31 @@ two_prod_fast(double x, double y, double *h_out, double *r_out)
  * posteriori bound, below dot2_entry's gamma_2k**2 sum |x y| on these inputs. */
 #define DOT2_LANES 8
 
+/* One term a b of lane l: TwoProd, TwoSum into p[l], the error q + r into s[l] and the
+ * magnitudes of that sum's additions into acc[l] (the bound's A); bad / any flag an
+ * underflowed scaled input and a nonzero term. The vector loop and the tail share it. */
+OZ_INLINE void
+dot2_lane_step(double av, double bv, double fa, double fb, int l, double *restrict p,
+               double *restrict s, double *restrict acc, int64_t *restrict bad,
+               int64_t *restrict any)
+{
+    double x = av * fa, y = bv * fb;
+    double h, r;
+    two_prod_fast(x, y, &h, &r);
+    /* of the inputs: a scaled entry that underflows leaves |h| < 2**-960 */
+    int64_t nz = (av != 0.0) & (bv != 0.0);
+    bad[l] |= nz & (fabs(h) < 0x1p-960);
+    any[l] |= nz;
+    double t = p[l] + h;
+    double bb = t - p[l];
+    double q = (p[l] - (t - bb)) + (h - bb);
+    p[l] = t;
+    double w = q + r;
+    double sn = s[l] + w;
+    s[l] = sn;
+    acc[l] = acc[l] + (fabs(w) + fabs(sn));
+}
+
 OZ_INLINE void
 dot2_lanes_entry(const double *restrict ai, const double *restrict bj, ptrdiff_t k,
                  double fa, double fb, int64_t eab, double *out, uint8_t *ok)
@@ -304,43 +329,11 @@ dot2_lanes_entry(const double *restrict ai, const double *restrict bj, ptrdiff_t
     }
     ptrdiff_t kv = k - k % DOT2_LANES;
     for (ptrdiff_t kk = 0; kk < kv; kk += DOT2_LANES) {
-        for (int l = 0; l < DOT2_LANES; l++) {
-            double av = ai[kk + l], bv = bj[kk + l];
-            double x = av * fa, y = bv * fb;
-            double h, r;
-            two_prod_fast(x, y, &h, &r);
-            /* of the inputs: a scaled entry that underflows leaves |h| < 2**-960 */
-            int64_t nz = (av != 0.0) & (bv != 0.0);
-            bad[l] |= nz & (fabs(h) < 0x1p-960);
-            any[l] |= nz;
-            double t = p[l] + h;
-            double bb = t - p[l];
-            double q = (p[l] - (t - bb)) + (h - bb);
-            p[l] = t;
-            double w = q + r;
-            double sn = s[l] + w;
-            s[l] = sn;
-            acc[l] = acc[l] + (fabs(w) + fabs(sn));
-        }
+        for (int l = 0; l < DOT2_LANES; l++)
+            dot2_lane_step(ai[kk + l], bj[kk + l], fa, fb, l, p, s, acc, bad, any);
     }
-    for (ptrdiff_t kk = kv; kk < k; kk++) {
-        int l = (int)(kk - kv);
-        double av = ai[kk], bv = bj[kk];
-        double x = av * fa, y = bv * fb;
-        double h, r;
-        two_prod_fast(x, y, &h, &r);
-        int64_t nz = (av != 0.0) & (bv != 0.0);
-        bad[l] |= nz & (fabs(h) < 0x1p-960);
-        any[l] |= nz;
-        double t = p[l] + h;
-        double bb = t - p[l];
-        double q = (p[l] - (t - bb)) + (h - bb);
-        p[l] = t;
-        double w = q + r;
-        double sn = s[l] + w;
-        s[l] = sn;
-        acc[l] = acc[l] + (fabs(w) + fabs(sn));
-    }
+    for (ptrdiff_t kk = kv; kk < k; kk++)
+        dot2_lane_step(ai[kk], bj[kk], fa, fb, (int)(kk - kv), p, s, acc, bad, any);
     int64_t fail = 0, some = 0;
     for (int l = 0; l < DOT2_LANES; l++) {
         fail |= bad[l];
