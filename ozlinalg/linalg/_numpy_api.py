@@ -166,11 +166,13 @@ def solve(a, b, *, refine=False):
     if refine == "auto":
         refine = refines(a.shape[-1], b2.shape[-1])
 
+    opts = get_options()
+
     def one(am, bm):
         if refine:
             got = refined_solve(xp, am, bm, kind="gen", lower=False, transposed=False,
-                                dtype=np.dtype(rt), method=get_options().method,
-                                accuracy=get_options().accuracy)
+                                dtype=np.dtype(rt), method=opts.method,
+                                accuracy=opts.accuracy)
             if got is not None:  # else: a zero pivot at DGEMM level, NumPy's error below
                 return got[0]
         lu_, piv = _lu_or_native(xp, am)
