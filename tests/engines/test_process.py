@@ -277,26 +277,47 @@ class TestKernelChoice:
             assert proc.returncode != 0 and var in proc.stderr, (var, proc.stderr[-500:])
 
     def test_capped_level_gives_the_same_bits(self, rng):
+        # every ISA level of the compiled kernels, and the generic NumPy passes, give
+        # the same bits: on the oneDNN engine where its INT8 GEMM is exact here (its
+        # fused passes and the faithful mode's exact dots), else on the SGEMM engine
+        # that then runs (the exact dots of the faithful mode and of crt's certificate,
+        # and exact_dots called directly: its Dot2 and limb kernels)
         if kernels.load()[0] is None:
             pytest.skip("compiled kernels not built")
+        from ozlinalg.engines.onednn import EngineUnavailable
+
+        try:
+            get_engine(np, "onednn")
+            engine = "onednn"
+        except EngineUnavailable:  # no oneDNN, or its INT8 GEMM failed the self-test
+            engine = "sgemm"
         code = """
             import hashlib, numpy as np, ozlinalg
-            from ozlinalg.engines import kernels
+            from ozlinalg.engines import get_engine, kernels, select
+            from ozlinalg.ozaki.exactdot import exact_dots
             rng = np.random.default_rng(11)
             a = rng.standard_normal((150, 170)); b = rng.standard_normal((170, 90))
             out = [ozlinalg.matmul(a, b, method=m) for m in ("hybrid-ef", "bitmask", "rn", "crt")]
             out.append(ozlinalg.matmul(a, b, accuracy="faithful"))
-            print(kernels.load()[1], hashlib.sha256(b"".join(x.tobytes() for x in out)).hexdigest())
+            rows, cols = rng.integers(0, 150, 500), rng.integers(0, 90, 500)
+            bt = np.ascontiguousarray(b.T)
+            out += [exact_dots(np, a, bt, rows, cols, dot2=d) for d in (True, False)]
+            print(select.validate_engine(get_engine(np).name), kernels.load()[1].split()[-1],
+                  hashlib.sha256(b"".join(x.tobytes() for x in out)).hexdigest())
         """
         got = {}
         for isa in kernels.LEVELS.values():
-            proc = _run(code, {"OZLINALG_KERNELS_ISA": isa, "OZLINALG_ENGINE": "onednn"})
+            proc = _run(code, {"OZLINALG_KERNELS_ISA": isa, "OZLINALG_ENGINE": engine})
             assert proc.returncode == 0, proc.stderr[-2000:]
-            reason, digest = proc.stdout.split()[-2:]
+            name, loaded, digest = proc.stdout.split()[-3:]
+            assert name == engine, proc.stdout
+            assert loaded in kernels.LEVELS.values(), proc.stdout  # a compiled build ran
             got[isa] = digest
-        generic = _run(code, {"OZLINALG_FUSED": "0", "OZLINALG_ENGINE": "onednn"})
+        generic = _run(code, {"OZLINALG_FUSED": "0", "OZLINALG_ENGINE": engine})
         assert generic.returncode == 0, generic.stderr[-2000:]
-        assert len(set(got.values()) | {generic.stdout.split()[-1]}) == 1, got
+        name, loaded, digest = generic.stdout.split()[-3:]
+        assert name == engine and loaded == "OZLINALG_FUSED=0", generic.stdout
+        assert len(set(got.values()) | {digest}) == 1, got
 
     def test_missing_kernels_warn_once(self):
         proc = _run("""
