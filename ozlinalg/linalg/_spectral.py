@@ -50,7 +50,11 @@ from .._matmul import matmul as _mm
 from .._profile import record_native_flops
 from ..scipy_io import emulating
 
-__all__ = ["eigh_core", "svd_core", "STEP_LIMIT", "CONVERGED"]
+__all__ = ["eigh_core", "svd_core", "STEP_LIMIT", "CONVERGED", "FALLBACK"]
+
+#: The profile's name (``Profile.native_calls``) of a decomposition that fell back
+#: to LAPACK's double precision because the refinement did not converge.
+FALLBACK = "lapack fallback"
 
 #: Refinement steps at most (two suffice from single precision on separated spectra;
 #: clusters and graded spectra take one or two more).
@@ -232,6 +236,7 @@ def eigh_core(xp, a, *, vectors=True, lower=True):
     with emulating():
         w, v, ok = _eigh_refined(xp, h)
     if not ok:
+        record_native_flops(9.0 * n**3, FALLBACK)
         w, v = xp.linalg.eigh(h)
     return w, (v if vectors else None)
 
@@ -366,6 +371,7 @@ def svd_core(xp, a, *, vectors=True, full_matrices=True):
         else:
             ur, s, v, ok = _svd_refined(xp, sq)
         if not ok:
+            record_native_flops(22.0 * n**3, FALLBACK)
             ur, s, vh = xp.linalg.svd(sq)
             v = _ct(vh)
         if not vectors:
