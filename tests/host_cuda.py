@@ -851,10 +851,15 @@ def host_gpu_modules(devices=1):
     cp = host_cupy_for_scripts(cls=HostDeviceArray, name="cupy")
     base_asarray = cp.asarray
 
-    def asarray(x, dtype=None):
-        if isinstance(x, HostDeviceArray) and (dtype is None or x.dtype == np.dtype(dtype)):
+    def asarray(x, dtype=None, order=None):
+        if isinstance(x, HostDeviceArray) and (dtype is None or x.dtype == np.dtype(dtype)) \
+                and (order in (None, "K", "A") or (x.flags.f_contiguous if order in "Ff"
+                                                   else x.flags.c_contiguous)):
             return x  # as CuPy: no copy
-        return base_asarray(x.view(np.ndarray) if isinstance(x, HostDeviceArray) else x, dtype)
+        out = base_asarray(x.view(np.ndarray) if isinstance(x, HostDeviceArray) else x, dtype)
+        if order in ("F", "f") and not out.flags.f_contiguous:
+            out = _as_device(np.asfortranarray(out.view(np.ndarray)))
+        return out
 
     def array(x, dtype=None, copy=True, order="K", ndmin=0):
         return _as_device(np.array(_plain(x), dtype=dtype, copy=True, order=order, ndmin=ndmin))

@@ -348,3 +348,37 @@ class TestPolar:
         with ozlinalg.profile() as prof:
             polar(np.random.default_rng(15).standard_normal((16, 16)))
         assert prof.emulated_gemm_calls > 0
+
+
+class TestOnTheGpuStandIn:
+    """The same code on CuPy arrays: :class:`host_cuda.HostGPU` makes ``import cupy``
+    a host stand-in whose products run on the cuBLASLt engine's code (and any
+    product on the CPU engine fails)."""
+
+    @pytest.fixture
+    def cp(self):
+        from host_cuda import HostGPU
+
+        with HostGPU():
+            import cupy
+
+            yield cupy
+
+    @pytest.mark.parametrize("cplx", [False, True])
+    def test_eigh_svd_polar(self, cp, cplx):
+        rng = np.random.default_rng(16)
+        a = _hermitian_cases(20, rng)["complex" if cplx else "clustered"]
+        g = rng.standard_normal((24, 16)) + (1j * rng.standard_normal((24, 16)) if cplx else 0)
+        w, v = eigh(cp.asarray(a))
+        u, s, vh = svd(cp.asarray(g), full_matrices=False)
+        up, p = polar(cp.asarray(g))
+        for x in (w, v, u, s, vh, up, p):
+            assert type(x) is cp.ndarray
+        w, v, u, s, vh, up, p = (cp.asnumpy(x) for x in (w, v, u, s, vh, up, p))
+        w_cpu = sla.eigvalsh(a)  # native: an emulated product on the CPU engine fails here
+        np.testing.assert_allclose(w, w_cpu, rtol=0, atol=8 * 20 * U * 3)
+        res, orth = _eig_metrics(a, w, v)
+        assert res <= 4 * 20 * U and orth <= 4 * 20 * U
+        assert max(_svd_metrics(g, u, s, vh)) <= 4 * 24 * U
+        np.testing.assert_allclose(s, sla.svdvals(g), rtol=0, atol=8 * 24 * U * s.max())
+        np.testing.assert_allclose(up @ p, g, atol=64 * 24 * U * 4)
