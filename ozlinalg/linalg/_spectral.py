@@ -47,6 +47,7 @@ import math
 import numpy as np
 
 from .._matmul import matmul as _mm
+from .._options import get_options
 from .._profile import record_native_flops
 from ..scipy_io import emulating
 
@@ -152,7 +153,28 @@ def _eigh_of_cluster(xp, t):
             theta, w = _eigh_small(xp, ts)
     else:
         theta, w = _eigh_small(xp, ts)
-    return theta + mu, w
+    return theta + mu, _orthonormalised(xp, w)
+
+
+def _orthonormalised(xp, w):
+    """``w (I + (I - w^H w) / 2)``: one Newton-Schulz step takes a LAPACK basis's
+    orthogonality error (about ``k u``) to its square, below the rounding of ``w``."""
+    k = w.shape[1]
+    return w + _pmm(w, (xp.eye(k, dtype=w.dtype) - _pmm(_ct(w), w)) / 2)
+
+
+#: A cluster block whose off-diagonal entries are below this times ||A|| is left
+#: unrotated: its columns are Ritz vectors to a rounding of the eigenvalues.
+_ROUNDING = 2.0**-52
+
+
+def _update(x, e, rotated):
+    """``x @ e`` for ``x + x e``. A cluster's rotation makes ``e`` of order one, and a
+    DGEMM-level product then leaves ``||X^H X - I||`` at LAPACK's level (about
+    ``n u``): the faithful product keeps it at the rounding of ``x``'s entries."""
+    if rotated and get_options().accuracy == "dgemm":
+        return _mm(x, e, accuracy="faithful")
+    return _mm(x, e)
 
 
 def _noise(n, norm_a):
@@ -184,6 +206,7 @@ def _eigh_step(xp, a, x, norm_a):
     delta = max(2.0 * (float(xp.linalg.norm(off)) + norm_a * float(xp.linalg.norm(r))),
                 2.0 * math.sqrt(noise * norm_a))
     runs = _clusters(_host(xp, lam), delta)
+    rotated = False
     sep = _separated_mask(xp, runs, n)
     gap = xp.where(sep, lam[None, :] - lam[:, None], 1.0)
     num = s + lam[None, :] * r
@@ -196,11 +219,20 @@ def _eigh_step(xp, a, x, norm_a):
         k = hi - lo
         c = eye[:k, :k] + r[lo:hi, lo:hi] / 2
         t = _pmm(_pmm(_ct(c), s[lo:hi, lo:hi]), c)
+        d = xp.diagonal(t).real
+        if float(xp.abs(t - xp.diag(d).astype(t.dtype)).max()) <= _ROUNDING * norm_a:
+            # already Ritz vectors to the products' noise (an exact multiple eigenvalue,
+            # or a cluster rotated by the step before): a rotation would only add
+            # its own rounding to the orthogonality
+            e[lo:hi, lo:hi] = c - eye[:k, :k]
+            lam[lo:hi] = d
+            continue
         theta, w = _eigh_of_cluster(xp, t)
         e[:, lo:hi] = _pmm(e[:, lo:hi], w)
         e[lo:hi, lo:hi] = _pmm(c, w) - eye[:k, :k]
         lam[lo:hi] = theta
-    x = x + _mm(x, e)
+        rotated = True
+    x = x + _update(x, e, rotated)
     return x, lam, eps, norm_a
 
 
@@ -281,6 +313,7 @@ def _svd_step(xp, a, u, v, norm_a):
                        + norm_a * (float(xp.linalg.norm(r)) + float(xp.linalg.norm(sg)))),
                 2.0 * math.sqrt(noise * norm_a))
     runs = _clusters(_host(xp, sig), delta)
+    rotated = False
     sep = _separated_mask(xp, runs, n)
     si, sj = sig[:, None], sig[None, :]
     den = xp.where(sep, sj * sj - si * si, 1.0)
@@ -303,15 +336,23 @@ def _svd_step(xp, a, u, v, norm_a):
         cu = eye[:k, :k] + r[lo:hi, lo:hi] / 2
         cv = eye[:k, :k] + sg[lo:hi, lo:hi] / 2
         tb = _pmm(_pmm(_ct(cu), t[lo:hi, lo:hi]), cv)
+        d = xp.diagonal(tb)
+        if float(xp.abs(tb - xp.diag(d)).max()) <= _ROUNDING * norm_a \
+                and bool((d.real >= 0).all()):
+            f[lo:hi, lo:hi] = cu - eye[:k, :k]  # as in the eigen step: no rotation needed
+            g[lo:hi, lo:hi] = cv - eye[:k, :k]
+            sig[lo:hi] = xp.abs(d)
+            continue
         p, sv, qh = _svd_small(xp, tb)
-        q = _ct(qh)
+        p, q = _orthonormalised(xp, p), _orthonormalised(xp, _ct(qh))
         f[:, lo:hi] = _pmm(f[:, lo:hi], p)
         g[:, lo:hi] = _pmm(g[:, lo:hi], q)
         f[lo:hi, lo:hi] = _pmm(cu, p) - eye[:k, :k]
         g[lo:hi, lo:hi] = _pmm(cv, q) - eye[:k, :k]
         sig[lo:hi] = sv
-    u = u + _mm(u, f)
-    v = v + _mm(v, g)
+        rotated = True
+    u = u + _update(u, f, rotated)
+    v = v + _update(v, g, rotated)
     return u, v, sig, eps, norm_a
 
 
