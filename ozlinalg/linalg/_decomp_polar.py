@@ -12,7 +12,7 @@ from .._profile import record_native_flops
 from ..scipy_io import emulating, lapack_dtype, lapack_kw
 from ._decomp_cholesky import _potrf
 from ._decomp_qr import _geqrf, _orgqr
-from ._spectral import svd_core
+from ._spectral import _scale_exponent, _scaled, svd_core
 from ._validation import as_array, scipy_native
 
 __all__ = ["polar"]
@@ -102,6 +102,9 @@ def _unitary_factor(xp, a):
     whose polar factor is not unique), from the refined SVD (U V^H, as SciPy)."""
     m, n = a.shape
     tall = a if m >= n else _ct(a)
+    # the polar factor of 2**-e a is a's: a power of two keeps ||a||_F finite and
+    # nonzero for huge and subnormal matrices alike
+    tall = _scaled(tall, -_scale_exponent(xp, tall))
     u, ok = qdwh(xp, tall)
     if ok:
         k = tall.shape[1]

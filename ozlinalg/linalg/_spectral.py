@@ -88,6 +88,15 @@ def _scale_exponent(xp, a):
     return math.frexp(m)[1]
 
 
+def _scaled(x, e):
+    """``x * 2**e``, exact (in two power-of-two factors: ``2**e`` alone may
+    overflow or underflow for subnormal or huge matrices)."""
+    if not e:
+        return x
+    h = e // 2
+    return (x * math.ldexp(1.0, h)) * math.ldexp(1.0, e - h)
+
+
 def _hermitian(xp, a, lower):
     """The full Hermitian matrix of `a`'s lower (or upper) triangle, real diagonal."""
     t = xp.tril(a, -1) if lower else xp.triu(a, 1)
@@ -240,7 +249,7 @@ def _eigh_refined(xp, a, top=True):
     """(w, v, converged) of the full Hermitian float64 / complex128 matrix `a`."""
     n = a.shape[0]
     e = _scale_exponent(xp, a)
-    a_s = a * 2.0**-e if e else a
+    a_s = _scaled(a, -e)
     record_native_flops(9.0 * n**3 / 2, "ssyevd")
     w32, v32 = xp.linalg.eigh(a_s.astype(_start_dtype(xp, a.dtype)))
     x = v32.astype(a.dtype)
@@ -252,7 +261,7 @@ def _eigh_refined(xp, a, top=True):
             converged = True
             break
     order = xp.argsort(lam)
-    return lam[order] * 2.0**e, x[:, order], converged
+    return _scaled(lam[order], e), x[:, order], converged
 
 
 def eigh_core(xp, a, *, vectors=True, lower=True):
@@ -360,7 +369,7 @@ def _svd_refined(xp, a):
     """(u, s, v, converged) of a square float64 / complex128 matrix (v, not v^H)."""
     n = a.shape[0]
     e = _scale_exponent(xp, a)
-    a_s = a * 2.0**-e if e else a
+    a_s = _scaled(a, -e)
     record_native_flops(22.0 * n**3, "sgesdd")
     u32, s32, vh32 = xp.linalg.svd(a_s.astype(_start_dtype(xp, a.dtype)))
     u, v = u32.astype(a.dtype), _ct(vh32).astype(a.dtype)
@@ -372,7 +381,7 @@ def _svd_refined(xp, a):
             converged = True
             break
     order = xp.argsort(-sig)
-    return u[:, order], sig[order] * 2.0**e, v[:, order], converged
+    return u[:, order], _scaled(sig[order], e), v[:, order], converged
 
 
 def _qr_reduce(xp, a, full):
