@@ -20,6 +20,7 @@ from .ozaki import METHODS
 from . import linalg
 from ._wrapper import OzArray, asarray
 from .linalg import _numpy_api as numpy_linalg
+from .linalg import certify_eigh
 from .routing import backend, dask_aware, install, make_dask_aware, uninstall
 
 # linalg's public functions take dask arrays too (ozlinalg.dask, imported on first use):
@@ -70,6 +71,7 @@ __all__ = [
     "linalg",
     "numpy_linalg",
     "solve",
+    "certify_eigh",
     "backend",
     "install",
     "uninstall",

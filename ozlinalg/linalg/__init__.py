@@ -33,6 +33,7 @@ The NumPy-compatible functions (``numpy.linalg`` semantics, stacked inputs)
 are in :mod:`ozlinalg.numpy_linalg`.
 """
 from ._basic import det, inv, lstsq, matmul, solve, solve_triangular
+from ._certify import certify_eigh
 from ._decomp_cholesky import cho_factor, cho_solve, cholesky
 from ._decomp_lu import lu, lu_factor, lu_solve
 from ._decomp_qr import qr
@@ -43,5 +44,6 @@ __all__ = [
     "cho_factor", "cho_solve", "cholesky",
     "qr",
     "solve", "solve_triangular", "inv", "det", "lstsq", "matmul",
+    "certify_eigh",
     "LinAlgError", "LinAlgWarning",
 ]
