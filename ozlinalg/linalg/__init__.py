@@ -20,6 +20,13 @@ solve                by `assume_a`: LU, Cholesky, trsm, or a division
 solve_triangular     recursive blocked ``trsm``
 inv, det             from the LU (or Cholesky / trsm) factors
 lstsq                QR (full rank), native fallback when rank deficient
+eigh, eigvalsh       single-precision start refined by Ogita-Aishima steps
+                     (every O(n^3) step an emulated product; clusters by
+                     Rayleigh-Ritz); generalized: emulated Cholesky of b
+svd, svdvals, pinv   the SVD form of the same refinement (rectangular: the
+                     emulated QR first)
+polar                QDWH (emulated QR, Cholesky, trsm, GEMM)
+certify_eigh         certified eigenvalue radii from faithful products
 matmul               :func:`ozlinalg.matmul` (not in scipy.linalg)
 ==================  ===================================================
 
@@ -35,14 +42,18 @@ are in :mod:`ozlinalg.numpy_linalg`.
 from ._basic import det, inv, lstsq, matmul, solve, solve_triangular
 from ._certify import certify_eigh
 from ._decomp_cholesky import cho_factor, cho_solve, cholesky
+from ._decomp_eigh import eigh, eigvalsh
 from ._decomp_lu import lu, lu_factor, lu_solve
+from ._decomp_polar import polar
 from ._decomp_qr import qr
+from ._decomp_svd import pinv, svd, svdvals
 from ._validation import LinAlgError, LinAlgWarning
 
 __all__ = [
     "lu_factor", "lu_solve", "lu",
     "cho_factor", "cho_solve", "cholesky",
     "qr",
+    "eigh", "eigvalsh", "svd", "svdvals", "pinv", "polar",
     "solve", "solve_triangular", "inv", "det", "lstsq", "matmul",
     "certify_eigh",
     "LinAlgError", "LinAlgWarning",
