@@ -12,7 +12,9 @@ starting parts that would not end before ``--deadline`` (480 s):
 
 * ``quick``: ``--quick`` -- ``pytest -m gpu tests`` (capped at 200 s), the smoke check,
   every method at n = 2048 and 4096;
-* ``8192``: ``--skip-tests --sizes 8192`` -- every method;
+* ``8192``: ``--skip-tests --sizes 8192 --refine-sizes 4096 --eigh-sizes 4096`` -- every
+  method, then the refined solves and ``eigh`` at n = 4096 (ozlinalg/_gpu_refine.py,
+  ozlinalg/_gpu_eigen.py; the latter skips, saying why, past the part's deadline);
 * ``16384``: ``--skip-tests --sizes 16384 --methods crt,hybrid-ef,native,cublas-emu``.
 
 The multi-GPU step (ozlinalg's Dask graphs on CuPy chunks,
@@ -75,7 +77,8 @@ INT8_METHODS = tuple(m for m in METHODS if m != "splitfp")
 #: The owed run: (name, arguments), in order.
 OWED_PARTS = (
     ("quick", ["--quick"]),
-    ("8192", ["--skip-tests", "--sizes", "8192", "--refine-sizes", "4096"]),
+    ("8192", ["--skip-tests", "--sizes", "8192", "--refine-sizes", "4096",
+              "--eigh-sizes", "4096"]),
     ("16384", ["--skip-tests", "--sizes", "16384", "--methods",
                "crt,hybrid-ef,native,cublas-emu"]),
 )
@@ -487,8 +490,11 @@ def run_part(args, rep):
         sizes = [int(v) for v in args.sizes.split(",")]
     refine_sizes = [int(v) for v in args.refine_sizes.split(",")] if args.refine_sizes \
         else sizes
+    eigh_sizes = [int(v) for v in args.eigh_sizes.split(",")] if args.eigh_sizes else sizes
     if args.refine_step:
         return run_refine_step(args, rep, refine_sizes)
+    if args.eigh_step:
+        return run_eigh_step(args, rep, eigh_sizes)
     methods = list(BASELINES) + list(METHODS)
     if args.methods:
         methods = [m.strip() for m in args.methods.split(",")]
@@ -534,6 +540,8 @@ def run_part(args, rep):
         traceback.print_exc()
     if args.refine_sizes:
         run_refine_step(args, rep, refine_sizes, env=False)
+    if args.eigh_sizes:
+        run_eigh_step(args, rep, eigh_sizes, env=False)
     try:
         import cupy as cp
 
@@ -555,17 +563,35 @@ def run_refine_step(args, rep, sizes, env=True):
     environment), or after a part's benchmark (``--refine-sizes``)."""
     from ozlinalg import _gpu_refine as step
 
-    if env:
+    _run_step(args, rep, "refine", env and step.SECONDS_PER_SIZE * len(sizes),
+              lambda: step.run_step(rep, log, sizes))
+
+
+def run_eigh_step(args, rep, sizes, env=True):
+    """The eigh step (ozlinalg/_gpu_eigen.py), the same way (``--eigh-sizes``); it skips
+    what would end after ``--deadline`` seconds from this part's start."""
+    from ozlinalg import _gpu_eigen as step
+
+    def time_left():
+        return args.deadline - (time.perf_counter() - T0)
+
+    _run_step(args, rep, "eigh", env and step.estimate_seconds(sizes),
+              lambda: step.run_step(rep, log, sizes, time_left=time_left))
+
+
+def _run_step(args, rep, name, alone_s, run):
+    """A step's run; alone (``alone_s``: its estimate) after the environment."""
+    if alone_s:
         rep.data["env"]["argv"] = list(sys.argv[1:] if args.argv is None else args.argv)
-        rep.data["env"]["estimate_s"] = round(_START_S + step.SECONDS_PER_SIZE * len(sizes))
+        rep.data["env"]["estimate_s"] = round(_START_S + alone_s)
         try:
             part_env(rep)
         except Exception as exc:
             rep.data["errors"].append(f"env: {exc!r}")
     try:
-        step.run_step(rep, log, sizes)
+        run()
     except Exception as exc:
-        rep.data["errors"].append(f"refine: {exc!r}")
+        rep.data["errors"].append(f"{name}: {exc!r}")
         traceback.print_exc()
     rep.write()
 
@@ -575,14 +601,18 @@ def part_estimate(args):
     ns = build_parser().parse_args(args)
     sizes = ([2048, 4096] if ns.quick else [2048, 4096, 8192, 16384]) if not ns.sizes \
         else [int(v) for v in ns.sizes.split(",")]
+    from ozlinalg._gpu_eigen import estimate_seconds as eigh_seconds
     from ozlinalg._gpu_refine import SECONDS_PER_SIZE
 
     refine = len(ns.refine_sizes.split(",")) if ns.refine_sizes else 0
+    eigh = [int(v) for v in ns.eigh_sizes.split(",")] if ns.eigh_sizes else []
     if ns.refine_step:
         return _START_S + SECONDS_PER_SIZE * (refine or len(sizes))
+    if ns.eigh_step:
+        return _START_S + eigh_seconds(eigh or sizes)
     methods = ns.methods.split(",") if ns.methods else list(BASELINES) + list(METHODS)
     return (estimate_seconds(sizes, methods, None if ns.skip_tests else TESTS_TIMEOUT_S)
-            + SECONDS_PER_SIZE * refine)
+            + SECONDS_PER_SIZE * refine + (eigh_seconds(eigh) if eigh else 0.0))
 
 
 def run_owed(out_dir, deadline, runner=None):
@@ -602,7 +632,8 @@ def run_owed(out_dir, deadline, runner=None):
         out = os.path.join(out_dir, f"gpu-{name}.md")
         log(f"owed part {name}: estimated ~{est:.0f} s ({left:.0f} s left) -> {out}")
         t = time.perf_counter()
-        status = runner(args + ["--out", out], max(30, int(left - 5)))
+        timeout = max(30, int(left - 5))  # the part's own deadline: its steps skip past it
+        status = runner(args + ["--out", out, "--deadline", str(timeout)], timeout)
         done.append((name, f"{status} in {time.perf_counter() - t:.0f} s"))
         log(f"owed part {name}: {status}")
     log("owed run:", done)
@@ -652,12 +683,18 @@ def build_parser():
     ap.add_argument("--out-dir", default=os.environ.get("OUT", "."),
                     help="--owed: where the parts' reports go (default $OUT)")
     ap.add_argument("--deadline", type=float, default=480.0,
-                    help="--owed: start no part whose estimate ends after this many seconds")
+                    help="--owed: start no part whose estimate ends after this many "
+                         "seconds; a part: skip the eigh step's matrices that would")
     ap.add_argument("--refine-sizes", type=str, default=None,
                     help="comma-separated n: after the benchmark, the refined-solve step "
                          "(ozlinalg.solve(refine=True) against cuSOLVER) at these sizes")
     ap.add_argument("--refine-step", action="store_true",
                     help="only the refined-solve step, at --refine-sizes (else --sizes)")
+    ap.add_argument("--eigh-sizes", type=str, default=None,
+                    help="comma-separated n: after the benchmark (and refined solves), the "
+                         "eigh step (ozlinalg.linalg.eigh against cuSOLVER syevd)")
+    ap.add_argument("--eigh-step", action="store_true",
+                    help="only the eigh step, at --eigh-sizes (else --sizes)")
     ap.add_argument("--dask-gpus", action="store_true",
                     help="only the multi-GPU Dask step (dask-cuda LocalCUDACluster, one "
                          "worker per GPU; skips without dask-cuda or a second GPU)")

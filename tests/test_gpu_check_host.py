@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from host_cuda import HostEngine, HostGPU, host_cupy_for_scripts
 
-from ozlinalg import _gpu_check
+from ozlinalg import _gpu_check, _gpu_eigen
 from ozlinalg._array import cupy_or_none
 from ozlinalg.engines import base as engine_registry
 
@@ -164,7 +164,7 @@ def test_owed_run_runs_every_part_within_the_deadline(tmp_path, gpu_check, monke
 
     def in_process(args, timeout):  # the parts' own arguments, at a host-sized n
         ran.append(list(args))
-        args = ["64" if prev == "--refine-sizes" else a
+        args = ["64" if prev in ("--refine-sizes", "--eigh-sizes") else a
                 for prev, a in zip([None] + args[:-1], args)]
         mod.main(args + ["--sizes", "64", "--skip-tests"])
         return "exit 0"
@@ -178,6 +178,9 @@ def test_owed_run_runs_every_part_within_the_deadline(tmp_path, gpu_check, monke
     assert {r["solver"] for r in refined["refined"]} == {
         "cuSOLVER", "emulated (refine=False)", "refined hybrid-ef", "refined crt"}
     assert all(r["eta"] < 1e-14 for r in refined["refined"])
+    assert "--eigh-sizes" in ran[1] and "--deadline" in ran[1]  # each part its deadline
+    check_eigh_rows(refined["eigh"], 64)
+    assert _gpu_eigen.TITLE in (tmp_path / "gpu-8192.md").read_text()
     for name in ("quick", "8192", "16384"):
         data = json.loads((tmp_path / f"gpu-{name}.json").read_text())
         assert data["rows"] and data["errors"] == [], name
@@ -193,15 +196,81 @@ def test_owed_run_fits_a_ten_minute_call(gpu_check):
     mod, _ = gpu_check
     total = sum(mod.part_estimate(args) for _, args in mod.OWED_PARTS)
     assert total < 480 < 600  # the default deadline, inside one 10-minute call
+    # the eigh step is in it: ~10-16 products and two syevd per matrix at n = 4096
+    eigh = _gpu_eigen.estimate_seconds([4096])
+    assert 15 < eigh < 60
+    assert mod.part_estimate(["--eigh-step", "--eigh-sizes", "4096"]) > eigh
+
+
+# ------------------------------------------------ the eigh step (--eigh-sizes)
+
+
+#: The eigh and Dask steps' dry runs install the CuPy stand-in of host_cuda.HostGPU,
+#: which would take real CuPy's place (in dask's dispatch too: tests/dask/test_dask_gpu.py).
+needs_no_real_cupy = pytest.mark.skipif(cupy_or_none() is not None,
+                                        reason="real CuPy present: the GPU runs the step")
+
+
+def check_eigh_rows(rows, n):
+    """Both solvers on both matrices, sane numbers, the profile's fields."""
+    assert [(r["matrix"], r["solver"].split()[0]) for r in rows] == [
+        ("random", "cuSOLVER"), ("random", "ozlinalg.linalg.eigh"),
+        ("clustered", "cuSOLVER"), ("clustered", "ozlinalg.linalg.eigh")]
+    for r in rows:
+        assert r["n"] == n and "note" not in r, r
+        assert r["time"] > 0 and r["ratio"] > 0
+        assert r["residual"] < 4 * n * 2.0**-53 and r["orthogonality"] < 4 * n * 2.0**-53
+    for r in rows[1::2]:  # ozlinalg's: the refinement ran on the emulated GEMM
+        assert r["eig_agreement"] < 8 * n * 2.0**-53
+        assert 8 <= r["products_n3"] <= 24 and r["int8_gemms"] >= 8 * 36
+        assert 0 < r["emulated_share"] <= 1 and r["first_call"] > 0
+        assert "ssyevd x1" in r["native"] and "fallback" not in r["native"]
+        assert len(r["split"].split(" / ")) == 4
+
+
+@needs_no_real_cupy
+def test_eigh_step_on_the_gpu_stand_in(tmp_path):
+    """The step alone (--eigh-step) with CuPy arrays: ozlinalg's eigh and the metrics'
+    products on the GPU engine's code (the CPU engine refuses), the report written."""
+    with HostGPU() as engine:
+        _gpu_check.main(["--eigh-step", "--eigh-sizes", "64", "--out",
+                         str(tmp_path / "gpu-eigh.md")])
+    data = json.loads((tmp_path / "gpu-eigh.json").read_text())
+    assert data["errors"] == []
+    check_eigh_rows(data["eigh"], 64)
+    assert engine.lt.calls > 0
+    assert [e["matrix"] for e in data["eigh_estimates"]] == ["random", "clustered"]
+    text = (tmp_path / "gpu-eigh.md").read_text()
+    assert f"## {_gpu_eigen.TITLE}" in text and "| 64 | clustered | ozlinalg" in text
+
+
+@needs_no_real_cupy
+def test_eigh_step_skips_past_the_deadline(tmp_path):
+    """A part whose deadline is too close: each matrix skipped, saying why; no failure."""
+    with HostGPU() as engine:
+        _gpu_check.main(["--eigh-step", "--eigh-sizes", "64", "--deadline", "1",
+                         "--out", str(tmp_path / "gpu-eigh.md")])
+    data = json.loads((tmp_path / "gpu-eigh.json").read_text())
+    assert data["errors"] == [] and engine.lt.calls == 0
+    assert [r["matrix"] for r in data["eigh"]] == ["random", "clustered"]
+    assert all(r["note"].startswith("skipped: estimated ~") for r in data["eigh"])
+    assert "before the part's deadline" in (tmp_path / "gpu-eigh.md").read_text()
+
+
+def test_eigh_estimate_uses_the_part_measured_rate():
+    rows = [{"n": 8192, "method": "hybrid-ef", "time": 0.04},
+            {"n": 8192, "method": "crt", "time": 0.01},
+            {"n": 16384, "method": "hybrid-ef", "note": "FAILED: ..."}]
+    assert _gpu_eigen.product_seconds(4096, rows) == pytest.approx(0.005)
+    assert _gpu_eigen.product_seconds(4096) == pytest.approx(
+        _gpu_eigen.MODEL_PRODUCT_OPS * 2 * 4096**3)
+    assert _gpu_eigen.matrix_seconds(4096, "random", 0.1) > \
+        _gpu_eigen.matrix_seconds(4096, "random", 0.005)
 
 
 # ------------------------------------------------ the multi-GPU Dask step (--dask-gpus)
 
 
-#: The Dask step's dry runs install the CuPy stand-in of host_cuda.HostGPU, which
-#: would take real CuPy's place in dask's dispatch (tests/dask/test_dask_gpu.py).
-needs_no_real_cupy = pytest.mark.skipif(cupy_or_none() is not None,
-                                        reason="real CuPy present: the GPU runs the step")
 
 
 

@@ -2,7 +2,7 @@
 # The owed GPU run, one command on the device machine (docs/gpu.md):
 #   run(command="bash benchmarks/gpu/gpu_owed.sh", carry=[".whl"], timeout_s=600)
 # Installs the carried wheels (benchmarks/gpu/gpu_wheels.sh made them), then runs
-# benchmarks/gpu/gpu_check.py --owed: parts quick, 8192 (+ refined solves), 16384, each in its own
+# benchmarks/gpu/gpu_check.py --owed: parts quick, 8192 (+ refined solves, eigh), 16384, each in its own
 # process, none started past the 480 s deadline; reports gpu-<part>.md/.json and
 # this log (gpu-owed.log) under $OUT, 7 files.
 #   bash benchmarks/gpu/gpu_owed.sh --dask-gpus
