@@ -13,6 +13,12 @@ det, slogdet   LU: product / sum of logs of U's diagonal, pivot sign
 cholesky       blocked Cholesky (potrf), ``upper=`` as NumPy 2.x
 qr             blocked Householder QR (geqrf/orgqr), all four modes
 lstsq          QR (full rank; rank-deficient -> native SVD lstsq)
+eigh,          symmetric / Hermitian eigensolver refined on the emulated GEMM
+eigvalsh       (``_spectral.eigh_core``) per matrix; ``EighResult``
+svd            SVD refined on the emulated GEMM (``_spectral.svd_core``) per
+               matrix; ``hermitian=True`` through ``eigh``, as NumPy
+pinv           ``V diag(1/s) U^H`` (one emulated product), NumPy's cutoff
+matrix_rank    count of singular values above NumPy's default tolerance
 matmul         :func:`ozlinalg.matmul` (float inputs)
 multi_dot      optimal chain order (NumPy's), each product emulated
 =============  ====================================================
@@ -37,11 +43,12 @@ from ._condition import gecon, norm1, numerically_singular, pocon
 from ._decomp_cholesky import _potrf
 from ._decomp_lu import _getrf, _getrs
 from ._decomp_qr import _geqrf, _orgqr
+from ._numpy_spectral import eigh, eigvalsh, matrix_rank, pinv, svd
 from ._refine import refined_solve
 from ._validation import LinAlgError, batch_loop
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq", "matmul",
-           "multi_dot", "LinAlgError"]
+           "multi_dot", "eigh", "eigvalsh", "svd", "pinv", "matrix_rank", "LinAlgError"]
 
 _F8 = np.dtype(np.float64)  # NumPy's linalg computes in double whatever the input
 
