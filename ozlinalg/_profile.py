@@ -64,7 +64,7 @@ class Route(NamedTuple):
     :attr:`Profile.routing`)."""
 
     function: str  # the routed name, e.g. "numpy.linalg.solve"
-    op: str  # the operation whose crossover decided: matmul, getrf, potrf, geqrf
+    op: str  # the operation whose crossover decided: matmul, getrf, potrf, geqrf, ...
     order: int  # the matrix order the decision was made on (-1: unknown, NaN chunks)
     engine: str  # the engine that would emulate it, e.g. "cpu-sgemm"
     emulated: bool

@@ -13,7 +13,10 @@ extrapolated up to ``--max-n``. Between a size where emulation loses and the nex
 where it wins, the same fit interpolates the crossover. Each operation's entry
 records its crossover (None: never within ``--max-n``), the fastest method, and
 the measured ratio of every method at every size tried; the refined solves are
-recorded as "not measured" where ``ozlinalg.solve`` has no ``refine=`` keyword.
+recorded as "not measured" where ``ozlinalg.solve`` has no ``refine=`` keyword, the
+spectral decompositions (``syevd``: ``ozlinalg.linalg.eigh`` against
+``scipy.linalg.eigh(driver="evd")``; ``gesdd``: ``ozlinalg.linalg.svd`` against
+``scipy.linalg.svd(lapack_driver="gesdd")``) where ``ozlinalg.linalg`` lacks them.
 
 The result goes to the tuning cache (:mod:`ozlinalg._tuning`, docs/tuning.md)
 unless ``--dry-run``; ``--json`` prints the file's content. A directory that
@@ -96,11 +99,29 @@ def _has_refine():
         return False
 
 
+#: spectral op -> the ``ozlinalg.linalg`` function it times
+_SPECTRAL = {"syevd": "eigh", "gesdd": "svd"}
+
+
+def _missing(op, refine):
+    """Why `op` cannot be measured with this ozlinalg (None: it can)."""
+    if op in _tuning.REFINED_OPS and not refine:
+        return "ozlinalg.solve has no refine= keyword here"
+    if op in _SPECTRAL:
+        import ozlinalg.linalg  # noqa: PLC0415
+
+        if not callable(getattr(ozlinalg.linalg, _SPECTRAL[op], None)):
+            return f"ozlinalg.linalg has no {_SPECTRAL[op]} here"
+    return None
+
+
 def _problem(op, n, rng):
     a = rng.standard_normal((n, n))
     if op in ("potrf", "posv_refined"):  # symmetric, diagonally dominant: SPD, cheap
         a = (a + a.T) / 2 + n * np.eye(n)
-    elif op != "matmul":
+    elif op == "syevd":  # symmetric, a spread spectrum
+        a = (a + a.T) / 2
+    elif op not in ("matmul", "gesdd"):
         a += np.sqrt(n) * np.eye(n)
     b = rng.standard_normal((n, n)) if op == "matmul" else rng.standard_normal(n)
     return a, b
@@ -112,6 +133,7 @@ def _calls(op, a, b):
     from scipy.linalg import lapack as sll  # noqa: PLC0415
 
     import ozlinalg  # noqa: PLC0415
+    import ozlinalg.linalg as ol  # noqa: PLC0415
     from ozlinalg import lapack  # noqa: PLC0415
 
     native = {
@@ -121,6 +143,8 @@ def _calls(op, a, b):
         "geqrf": lambda: sll.dgeqrf(a)[0],
         "gesv_refined": lambda: sla.solve(a, b),
         "posv_refined": lambda: sla.solve(a, b, assume_a="pos"),
+        "syevd": lambda: sla.eigh(a, driver="evd"),
+        "gesdd": lambda: sla.svd(a, lapack_driver="gesdd"),
     }[op]
     emul = {
         "matmul": lambda: ozlinalg.matmul(a, b),
@@ -129,6 +153,8 @@ def _calls(op, a, b):
         "geqrf": lambda: lapack.geqrf(a)[0],
         "gesv_refined": lambda: ozlinalg.solve(a, b, refine=True),
         "posv_refined": lambda: ozlinalg.solve(a, b, assume_a="pos", refine=True),
+        "syevd": lambda: ol.eigh(a),
+        "gesdd": lambda: ol.svd(a),
     }[op]
 
     def emulated(method):
@@ -138,7 +164,16 @@ def _calls(op, a, b):
     return native, emulated
 
 
+#: spectral op -> the index of its values (eigenvalues, singular values) in the result
+_VALUES = {"syevd": 0, "gesdd": 1}
+
+
 def _sane(op, got, want):
+    if op in _VALUES:  # the values are unique, the vectors only up to signs
+        if not all(np.all(np.isfinite(x)) for x in got):
+            return False
+        got, want = got[_VALUES[op]], want[_VALUES[op]]
+        return float(np.abs(got - want).max()) <= SANITY * (float(np.abs(want).max()) or 1.0)
     got = np.asarray(got)
     if not np.all(np.isfinite(got)):
         return False
@@ -198,29 +233,44 @@ def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, 
     sizes = [n for n in sizes if n <= max_n] or [max_n]
     start = time.perf_counter()
     out = {}
-    todo = [op for op in ops if refine or op not in _tuning.REFINED_OPS]
+    missing = {op: _missing(op, refine) for op in ops}
+    todo = [op for op in ops if missing[op] is None]
     for op in ops:
         if op not in todo:
             out[op] = {"crossover": None, "method": None, "measured": False, "ratios": {},
-                       "note": "not measured: ozlinalg.solve has no refine= keyword here"}
-            log(f"  {op:<13} not measured (ozlinalg.solve has no refine= keyword here)")
-    for op in todo:  # warm-up, untimed: first calls load kernels, fill the scratch pool
-        native, emulated = _calls(op, *_problem(op, min(64, max_n), rng))
-        native()
-        for m in methods:
-            emulated(m)
+                       "note": f"not measured: {missing[op]}"}
+            log(f"  {op:<13} not measured ({missing[op]})")
+    first = {}
+    for op in todo:  # warm-up: first calls load kernels, fill the scratch pool; then one
+        # timed round at the same order, which predicts the first size's time
+        n_w = min(64, max_n)
+        native, emulated = _calls(op, *_problem(op, n_w, rng))
+        for _ in range(2):  # untimed, then timed
+            t = time.perf_counter()
+            native()
+            for m in methods:
+                emulated(m)
+        first[op] = (n_w, time.perf_counter() - t)
     for k, op in enumerate(todo):
         share = max(0.5, (budget_s - (time.perf_counter() - start)) / (len(todo) - k))
         op_start = time.perf_counter()
-        ratios, best, last = {}, {}, None
+        ratios, best, last = {}, {}, first[op]
+        skipped = ""
         for n in sizes:
             repeat = (3 if n <= 512 else 2 if n <= 1024 else 1) - (1 if quick and n > 256 else 0)
-            if last is not None:  # the last size's time per repetition, scaled as n^3
-                last_n, once = last
+            # the last size's time per repetition, scaled as n^3, within the op's share;
+            # the first size from the warm-up's (its fixed costs overstate the scaling:
+            # only a size that would not fit what is left of the whole budget is skipped)
+            last_n, once = last
+            if ratios:
                 left = share - (time.perf_counter() - op_start)
-                if once * (n / last_n) ** 3 * repeat > left:
-                    log(f"  {op:<13} n = {n}: skipped (would not fit the time budget)")
-                    break
+            else:
+                left = max(share, budget_s - (time.perf_counter() - start))
+            if once * (n / last_n) ** 3 * repeat > left:
+                log(f"  {op:<13} n = {n}: skipped (would not fit the time budget)")
+                skipped = (f"n = {n} would take about {once * (n / last_n) ** 3 * repeat:.0f}"
+                           f" s, {max(left, 0.0):.0f} s of the budget left")
+                break
             a, b = _problem(op, n, rng)
             native, emulated = _calls(op, a, b)
             # interleaved, native first and last: a busy spell hits both sides
@@ -245,8 +295,8 @@ def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, 
             log(f"  {op:<13} n = {n:>5}: native {1e3 * t_nat:9.1f} ms, " + ", ".join(
                 f"{m} {r:.2f}x" for m, r in ratios[str(n)].items())
                 + f"   [{time.perf_counter() - start:5.1f} s]")
-        cross, extrapolated, note = _crossover(best, max_n) if best else (None, False,
-                                                                          "no size ran")
+        cross, extrapolated, note = _crossover(best, max_n) if best else (
+            None, False, "no size ran" + (f": {skipped}" if skipped else ""))
         method = None
         if best:  # the fastest where it starts to pay (else at the largest order tried)
             pays = [n for n in best if cross is not None and n >= cross]

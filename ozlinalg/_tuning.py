@@ -59,8 +59,8 @@ from ._env import env_text, invalid
 from ._exceptions import PerformanceWarning
 
 __all__ = ["ENV_CACHE_DIR", "ENV_TUNING", "FACTORIZATION_OPS", "REFINED_OPS", "SCHEMA",
-           "TUNABLE_METHODS", "TUNED_OPS", "Tuned", "cache_dir", "cache_path", "host_rates",
-           "key_for", "load", "model_crossover", "store", "tuned", "validate"]
+           "SPECTRAL_OPS", "TUNABLE_METHODS", "TUNED_OPS", "Tuned", "cache_dir", "cache_path",
+           "host_rates", "key_for", "load", "model_crossover", "store", "tuned", "validate"]
 
 ENV_CACHE_DIR = "OZLINALG_CACHE_DIR"
 ENV_TUNING = "OZLINALG_TUNING"
@@ -72,8 +72,12 @@ SCHEMA = 1
 FACTORIZATION_OPS = ("getrf", "potrf", "geqrf")
 #: The refined solves (``ozlinalg.solve(a, b, refine=True)``, ``assume_a="pos"``).
 REFINED_OPS = ("gesv_refined", "posv_refined")
+#: The spectral decompositions, named by the LAPACK driver of their native baseline:
+#: ``syevd`` (``eigh``, ``eigvalsh``), ``gesdd`` (``svd``, ``svdvals``, ``pinv``,
+#: ``matrix_rank``, ``polar``).
+SPECTRAL_OPS = ("syevd", "gesdd")
 #: Every operation with a crossover (``ozlinalg.engines.base.CROSSOVER_OPS``).
-TUNED_OPS = ("matmul", *FACTORIZATION_OPS, *REFINED_OPS)
+TUNED_OPS = ("matmul", *FACTORIZATION_OPS, *REFINED_OPS, *SPECTRAL_OPS)
 #: The methods the tuner compares; both meet the DGEMM-level accuracy contract
 #: with ``slices="auto"`` (the count rules of ozaki/auto.py and ozaki/crt).
 TUNABLE_METHODS = ("hybrid-ef", "crt")
@@ -408,18 +412,42 @@ def model_ratio(op, n, int8_rate, dgemm_rate, pass_seconds, method, *, block=DEF
     return share * max(1, threads) + (1.0 - share) * update
 
 
+#: Per spectral op: ``(emulated n x n x n products, LAPACK's flops / n^3, start)``. The
+#: emulated decomposition refines an approximate one: ``syevd`` about 4 products a step,
+#: ``gesdd`` about 7 (and a QR of a non-square matrix), 3 steps at most; ``start`` is the
+#: approximate decomposition's time as a share of native FP64's (a single-precision
+#: LAPACK call: about half). Native with vectors: about 9 n^3 flops (``dsyevd``) and 22
+#: n^3 (``dgesdd``), costed at the DGEMM rate although their reductions to tri- / bidiagonal
+#: form are half BLAS-2, slower: native is taken as fast as it could be (conservative).
+SPECTRAL_MODEL = {"syevd": (4 * 3, 9.0, 0.5), "gesdd": (7 * 3, 22.0, 0.5)}
+
+
+def model_spectral_ratio(op, n, int8_rate, dgemm_rate, pass_seconds, method):
+    """Predicted emulated / native time of the spectral `op` at order `n` with `method`:
+    the start plus the refinement's products, each at the emulated GEMM's predicted ratio
+    to DGEMM (``model_ratio("matmul", ...)``), against LAPACK's flops at the DGEMM rate."""
+    products, native_flops, start = SPECTRAL_MODEL[op]
+    gemm = model_ratio("matmul", n, int8_rate, dgemm_rate, pass_seconds, method)
+    return start + products * 2.0 / native_flops * gemm
+
+
 def model_crossover(op, int8_rate, dgemm_rate, pass_seconds, *, block=DEFAULT_BLOCK,
                     threads=1):
     """``(order or None, method)``: the smallest order of :data:`MODEL_ORDERS` (at least
     :data:`MODEL_MIN_ORDER`) from which the predicted ratio times :data:`MODEL_MARGIN`
     stays below 1, with the method predicted fastest; ``(None, None)`` where there is
     none or the op has no model (the refined solves)."""
-    if op not in ("matmul", *FACTORIZATION_OPS) or not int8_rate or int8_rate <= 0:
+    if op not in ("matmul", *FACTORIZATION_OPS, *SPECTRAL_OPS) or not int8_rate \
+            or int8_rate <= 0:
         return None, None
     best = None
     for method in MODEL_METHODS:
-        ratios = [model_ratio(op, n, int8_rate, dgemm_rate, pass_seconds, method,
-                              block=block, threads=threads) for n in MODEL_ORDERS]
+        if op in SPECTRAL_OPS:
+            ratios = [model_spectral_ratio(op, n, int8_rate, dgemm_rate, pass_seconds,
+                                           method) for n in MODEL_ORDERS]
+        else:
+            ratios = [model_ratio(op, n, int8_rate, dgemm_rate, pass_seconds, method,
+                                  block=block, threads=threads) for n in MODEL_ORDERS]
         order = None
         for n, r in zip(reversed(MODEL_ORDERS), reversed(ratios)):
             if r * MODEL_MARGIN >= 1:

@@ -5,8 +5,9 @@ Through NEP 13 (``__array_ufunc__``) and NEP 18 (``__array_function__``):
 
 * ``x @ y``, ``np.matmul(x, y)`` and ``np.dot(x, y)`` (1-D/2-D) run on
   :func:`ozlinalg.matmul`;
-* ``np.linalg.solve/inv/det/slogdet/cholesky/qr/lstsq/multi_dot(x, ...)``
-  run on :mod:`ozlinalg.numpy_linalg`;
+* ``np.linalg.solve/inv/det/slogdet/cholesky/qr/lstsq/multi_dot(x, ...)`` and
+  ``np.linalg.eigh/eigvalsh/svd/pinv/matrix_rank(x, ...)`` run on
+  :mod:`ozlinalg.numpy_linalg`;
 
 and return :class:`OzArray` (so chains stay emulated). Every other NumPy
 function or ufunc unwraps its arguments and calls NumPy: ufunc results
@@ -62,6 +63,11 @@ def _routes():
         np.linalg.qr: nl.qr,
         np.linalg.lstsq: nl.lstsq,
         np.linalg.multi_dot: nl.multi_dot,
+        np.linalg.eigh: nl.eigh,
+        np.linalg.eigvalsh: nl.eigvalsh,
+        np.linalg.svd: nl.svd,
+        np.linalg.pinv: nl.pinv,
+        np.linalg.matrix_rank: nl.matrix_rank,
     }
 
 

@@ -4,6 +4,7 @@ and validation, the model, and how the backend's "performant" strategy uses them
 Every test writes its own cache in a temporary directory (``OZLINALG_CACHE_DIR``) and
 fixes the model's probes, so the decisions are the same on every machine.
 """
+import itertools
 import json
 import os
 import pickle
@@ -19,7 +20,7 @@ import scipy.linalg
 import ozlinalg
 from ozlinalg import PerformanceWarning, _tuning
 from ozlinalg._profile import Route
-from ozlinalg._tune import _crossover, _has_refine
+from ozlinalg._tune import _crossover, _has_refine, measure
 from ozlinalg._tune import main as tune_main
 from ozlinalg.engines.base import CROSSOVER_OPS, Engine, get_engine
 from ozlinalg.engines.sgemm import SGEMMEngine
@@ -348,7 +349,7 @@ class TestModel:
 
     def test_never_at_this_class_of_rates(self):
         for ratio in (2, 8, 16):  # SGEMM, AVX2, VNNI: INT8 at most 16x DGEMM
-            for op in ("matmul", "getrf", "potrf", "geqrf"):
+            for op in ("matmul", "getrf", "potrf", "geqrf", "syevd", "gesdd"):
                 assert _tuning.model_crossover(op, ratio * 50e9, 50e9, 1e-9,
                                                block=512) == (None, None)
 
@@ -359,6 +360,21 @@ class TestModel:
         assert faster[0] <= order
         ratio = _tuning.model_ratio("matmul", order, 64 * 50e9, 50e9, 1e-9, method)
         assert ratio * _tuning.MODEL_MARGIN < 1
+
+    def test_spectral_ops_cost_their_products_against_lapack(self):
+        """eigh / svd: a single-precision start plus the refinement's n^3 products at the
+        emulated GEMM's ratio, against dsyevd's / dgesdd's flops at the DGEMM rate: never
+        even at AMX rates (64x), where the GEMM alone pays."""
+        rates = (64 * 50e9, 50e9, 1e-9)
+        assert _tuning.model_crossover("matmul", *rates)[0] is not None
+        for op in _tuning.SPECTRAL_OPS:
+            assert _tuning.model_crossover(op, *rates) == (None, None)
+            products, flops, start = _tuning.SPECTRAL_MODEL[op]
+            gemm = _tuning.model_ratio("matmul", 4096, *rates, "crt")
+            r = _tuning.model_spectral_ratio(op, 4096, *rates, "crt")
+            assert r == pytest.approx(start + products * 2 / flops * gemm) and r > start
+        order, _ = _tuning.model_crossover("gesdd", 4096 * 50e9, 50e9, 1e-12)
+        assert order is not None and order >= _tuning.MODEL_MIN_ORDER  # rates it never sees
 
     def test_no_model_for_the_refined_solves_nor_without_a_rate(self):
         for op in _tuning.REFINED_OPS:
@@ -426,7 +442,7 @@ class TestRoute:
 
     def test_crossover_ops(self):
         assert set(CROSSOVER_OPS) == {"matmul", "getrf", "potrf", "geqrf", "gesv_refined",
-                                      "posv_refined"}
+                                      "posv_refined", "syevd", "gesdd"}
 
     def test_explicit_options_are_remembered(self):
         with ozlinalg.options(method="crt"):
@@ -463,12 +479,37 @@ class TestTuneCommand:
         assert "cache written" in out.err and "matmul" in out.err
         data, path = _tuning.load(engine, str(cache))
         assert data is not None and data["ops"] == printed["ops"]
-        for op in ("matmul", "getrf", "potrf", "geqrf"):
+        for op in ("matmul", "getrf", "potrf", "geqrf", "syevd", "gesdd"):
             e = data["ops"][op]
             assert e["measured"] and set(e["ratios"]) == {"48"}
             assert set(e["ratios"]["48"]) <= set(_tuning.TUNABLE_METHODS)
         if not _has_refine():
             assert data["ops"]["gesv_refined"]["note"].startswith("not measured")
+
+    def test_spectral_ops_need_the_scipy_functions(self, cache, monkeypatch):
+        import ozlinalg.linalg as ol
+
+        monkeypatch.delattr(ol, "svd", raising=False)
+        ops = measure_ops(["syevd", "gesdd"])
+        assert ops["gesdd"] == {"crossover": None, "method": None, "measured": False,
+                                "ratios": {}, "note": "not measured: ozlinalg.linalg has no "
+                                                      "svd here"}
+        assert ops["syevd"]["measured"] and set(ops["syevd"]["ratios"]) == {"24"}
+
+    def test_a_first_size_beyond_the_budget_is_skipped(self, cache, monkeypatch):
+        """The first order is predicted from the warm-up's timed round (n^3): one that
+        would not fit what is left of the whole budget is not run (never, no ratios)."""
+        import ozlinalg._tune as tune_mod
+
+        clock = itertools.count(0, 100)  # every reading 100 s after the last
+        monkeypatch.setattr(tune_mod.time, "perf_counter", lambda: next(clock))
+        lines = []
+        ops = tune_mod.measure(get_engine(np), sizes=(256,), max_n=256, budget_s=1000,
+                               ops=["syevd"], log=lines.append)
+        e = ops["syevd"]
+        assert e["crossover"] is None and e["ratios"] == {} and e["measured"]
+        assert e["note"].startswith("no size ran: n = 256 would take about")
+        assert any("skipped" in line for line in lines)
 
     def test_dry_run_and_unwritable(self, cache, capsys):
         assert tune_main(["--quick", "--max-n", "32", "--budget", "3", "--dry-run",
@@ -496,3 +537,8 @@ class TestTuneCommand:
         with pytest.raises(SystemExit) as exc:
             main(["tune", "--help"])
         assert exc.value.code == 0
+
+
+def measure_ops(ops, n=24):
+    return measure(get_engine(np), sizes=(n,), max_n=n, budget_s=5, ops=ops,
+                   log=lambda line: None)

@@ -71,9 +71,11 @@ APPROX_PRESCALE = 2.0**48
 
 #: Operations with a crossover: the emulated GEMM, the three blocked
 #: factorizations (solves, inverses, determinants and triangular solves are
-#: counted with ``getrf``, ``cho_*`` with ``potrf``, ``lstsq`` with ``geqrf``)
-#: and the refined solves (``ozlinalg.solve(a, b, refine=True)``; ``posv_refined``
-#: with ``assume_a="pos"``).
+#: counted with ``getrf``, ``cho_*`` with ``potrf``, ``lstsq`` with ``geqrf``),
+#: the refined solves (``ozlinalg.solve(a, b, refine=True)``; ``posv_refined``
+#: with ``assume_a="pos"``) and the spectral decompositions (``eigh`` /
+#: ``eigvalsh`` as ``syevd``; ``svd``, ``svdvals``, ``pinv``, ``matrix_rank``,
+#: ``polar`` as ``gesdd``).
 CROSSOVER_OPS = _tuning.TUNED_OPS
 
 

@@ -40,12 +40,17 @@ __all__ = ["OPS", "REFINED", "Plan", "screen", "decide", "plan", "record", "decl
 #: "performant" strategy (:data:`ozlinalg.engines.base.CROSSOVER_OPS`): the LU
 #: family and triangular solves (the blocked TRSM of ``getrs``) count as
 #: ``getrf``, the Cholesky family as ``potrf``, QR and least squares as
-#: ``geqrf``, products as ``matmul``. Names missing here count as ``matmul``.
+#: ``geqrf``, the symmetric / Hermitian eigensolvers as ``syevd`` (LAPACK's
+#: driver their native baseline runs), the SVD and what is computed from it
+#: (pseudo-inverse, rank, polar decomposition) as ``gesdd``, products as
+#: ``matmul``. Names missing here count as ``matmul``.
 OPS = {
     **dict.fromkeys(("solve", "inv", "det", "slogdet", "lu_factor", "lu_solve", "lu",
                      "solve_triangular"), "getrf"),
     **dict.fromkeys(("cholesky", "cho_factor", "cho_solve"), "potrf"),
     **dict.fromkeys(("qr", "lstsq", "tsqr"), "geqrf"),
+    **dict.fromkeys(("eigh", "eigvalsh"), "syevd"),
+    **dict.fromkeys(("svd", "svdvals", "pinv", "matrix_rank", "polar"), "gesdd"),
     "multi_dot": "matmul",
 }
 
@@ -133,6 +138,7 @@ def screen(args, kwargs):
 #: under "eager": LU and Cholesky (solves, inverses, determinants, factorizations) are one
 #: native LAPACK panel there whatever runs them. Not geqrf: NumPy's own lstsq (gelsd)
 #: hangs on Inf / NaN where ozlinalg raises (docs/backend.md, deliberate differences).
+#: Not syevd / gesdd: their refinement is emulated products at every order.
 _SMALL_NATIVE_OPS = ("getrf", "potrf")
 
 

@@ -17,12 +17,15 @@ _SCIPY_API = "ozlinalg.linalg:"
 #: module -> {function name: ``"module:function"`` or an adapter}
 ROUTES: dict = {
     "numpy.linalg": {n: _NUMPY_API + n for n in (
-        "solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq", "multi_dot")},
+        "solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq", "multi_dot",
+        "eigh", "eigvalsh", "svd", "pinv", "matrix_rank")},
     "scipy.linalg": {n: _SCIPY_API + n for n in (
         "lu_factor", "lu_solve", "lu", "cho_factor", "cho_solve", "cholesky", "qr",
-        "solve", "solve_triangular", "inv", "det", "lstsq")},
+        "solve", "solve_triangular", "inv", "det", "lstsq",
+        "eigh", "eigvalsh", "svd", "svdvals", "pinv", "polar")},
     "cupy.linalg": {n: _NUMPY_API + n for n in (
-        "solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq")},
+        "solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq",
+        "eigh", "eigvalsh", "svd", "pinv", "matrix_rank")},
     "cupyx.scipy.linalg": {n: _SCIPY_API + n for n in (
         "lu_factor", "lu_solve", "solve_triangular")},
 }
