@@ -11,9 +11,9 @@ NumPy's gufuncs give, ``pinv``'s ``rcond`` / ``rtol`` and ``matrix_rank``'s
 ``V diag(1/s) U^H`` is an emulated :func:`ozlinalg.matmul`.
 
 Inputs the emulation does not take are passed to the native NumPy (or CuPy)
-function, so that results and errors are exactly NumPy's there: fewer than two
-dimensions, non-square matrices for ``eigh`` / ``eigvalsh`` / ``hermitian=True``,
-empty matrices, float16 / long double / object dtypes, and non-finite entries
+function, so that results and errors are exactly NumPy's there: orders below
+``Options.min_size`` (0 by default), fewer than two dimensions, non-square
+matrices for ``eigh`` / ``eigvalsh`` / ``hermitian=True``, empty matrices, float16 / long double / object dtypes, and non-finite entries
 (NumPy's ``eigh`` and ``svd`` do not check finiteness: its LAPACK decides what
 NaN / Inf give). A core that raises ``LinAlgError`` (no convergence) hands the
 call to the native function too, whose verdict is LAPACK's.
@@ -25,6 +25,7 @@ import numpy as np
 from .._array import array_namespace
 from .._emulable import emulable, original
 from .._matmul import matmul as _emulated_matmul
+from .._options import get_options
 from ._spectral import eigh_core, svd_core
 from ._validation import LinAlgError, batch_loop
 
@@ -72,10 +73,13 @@ _DEFAULTS = {"hermitian": (False,), "rtol": (None, _NoValue), "tol": (None,),
 
 def _emulates(xp, a, square):
     """Whether the call on `a` is computed here: at least 2-D, square where asked,
-    non-empty, of a dtype the emulation takes (not float16), and finite."""
+    non-empty, of a dtype the emulation takes (not float16), of order at least
+    ``Options.min_size`` (as the SciPy namespace), and finite."""
     if a.ndim < 2 or a.size == 0 or not emulable(a.dtype, half=False):
         return False
     if square and a.shape[-1] != a.shape[-2]:
+        return False
+    if min(a.shape[-2:]) < get_options().min_size:
         return False
     return a.dtype.kind not in "fc" or bool(xp.isfinite(a).all())
 

@@ -444,3 +444,21 @@ class TestMatrixRank:
 def test_exported_from_numpy_linalg():
     for name in ("eigh", "eigvalsh", "svd", "pinv", "matrix_rank"):
         assert name in onl.__all__ and callable(getattr(onl, name))
+
+
+@pytest.mark.parametrize("name, kind, kw", [
+    ("eigh", "herm", {}), ("eigvalsh", "herm", {}), ("svd", "gen", {}),
+    ("svd", "herm", {"hermitian": True}), ("pinv", "gen", {}), ("matrix_rank", "gen", {})])
+def test_below_min_size_is_numpys_own(name, kind, kw):
+    """Calls by name of order below ``options(min_size=...)`` run NumPy's function."""
+    a = draw(np.random.default_rng(31), (2, 5, 5), np.float64, kind)
+    with ozlinalg.options(min_size=6), ozlinalg.profile() as prof:
+        got = getattr(onl, name)(a, **kw)
+    assert prof.emulated_gemm_calls == 0
+    ref = npf(name)(a, **kw)
+    for g, r in zip(got if isinstance(got, tuple) else (got,),
+                    ref if isinstance(ref, tuple) else (ref,)):
+        np.testing.assert_array_equal(g, r)
+    with ozlinalg.options(min_size=5), ozlinalg.profile() as prof:
+        getattr(onl, name)(a, **kw)
+    assert prof.emulated_gemm_calls > 0
