@@ -12,11 +12,12 @@ NumPy's gufuncs give, ``pinv``'s ``rcond`` / ``rtol`` and ``matrix_rank``'s
 
 Inputs the emulation does not take are passed to the native NumPy (or CuPy)
 function, so that results and errors are exactly NumPy's there: orders below
-``Options.min_size`` (0 by default), fewer than two dimensions, non-square
-matrices for ``eigh`` / ``eigvalsh`` / ``hermitian=True``, empty matrices,
-float16 / long double / object dtypes, and non-finite entries (NumPy's ``eigh``
-and ``svd`` do not check finiteness: its LAPACK decides what NaN / Inf give). A core that raises ``LinAlgError`` (no convergence) hands the
-call to the native function too, whose verdict is LAPACK's.
+``Options.min_size`` (0 by default), fewer than two dimensions, non-square matrices
+for ``eigh`` / ``eigvalsh`` / ``hermitian=True``, empty matrices, float16 / long
+double / object dtypes, and non-finite entries (NumPy's ``eigh`` and ``svd`` do not
+check finiteness: its LAPACK decides what NaN / Inf give). A core that raises
+``LinAlgError`` (no convergence) hands the call to the native function too, whose
+verdict is LAPACK's.
 """
 from __future__ import annotations
 
