@@ -49,6 +49,9 @@ SANITY = 1e-8
 #: The trend is extrapolated only from a last measured ratio this close to 1, and only
 #: where its asymptote ``a`` is positive (two noisy points far from 1 give any slope).
 EXTRAPOLATE_FROM = 1.5
+#: An op's first size runs whenever it is predicted to take at most this (seconds), or to
+#: fit what is left of the budget: each op gets a ratio unless one size would overrun it.
+FIRST_SIZE_S = 5.0
 
 
 def _best(fn, repeat):
@@ -260,12 +263,12 @@ def measure(engine, *, sizes=SIZES, max_n=4096, budget_s=BUDGET_S, quick=False, 
             repeat = (3 if n <= 512 else 2 if n <= 1024 else 1) - (1 if quick and n > 256 else 0)
             # the last size's time per repetition, scaled as n^3, within the op's share;
             # the first size from the warm-up's (its fixed costs overstate the scaling:
-            # only a size that would not fit what is left of the whole budget is skipped)
+            # skipped only where it would overrun FIRST_SIZE_S and what is left of the budget)
             last_n, once = last
             if ratios:
                 left = share - (time.perf_counter() - op_start)
             else:
-                left = max(share, budget_s - (time.perf_counter() - start))
+                left = max(share, FIRST_SIZE_S, budget_s - (time.perf_counter() - start))
             if once * (n / last_n) ** 3 * repeat > left:
                 log(f"  {op:<13} n = {n}: skipped (would not fit the time budget)")
                 skipped = (f"n = {n} would take about {once * (n / last_n) ** 3 * repeat:.0f}"
