@@ -36,9 +36,12 @@ class Options:
     native_order : int
         Under ``strategy="eager"``: routed calls of LU / Cholesky based functions
         (``np.linalg.solve``, ``inv``, ``det``, ``cholesky``, ``scipy.linalg.solve``,
-        ``lu_factor``, ...) on matrices of order below this run as the original
-        NumPy / SciPy function: their blocked form is one native LAPACK panel, its
-        products of inner dimension below 8 add nothing native FP64 lacks
+        ``lu_factor``, ...) and of the eigen / singular value decompositions
+        (``eigh``, ``svd``, ``pinv``, ``matrix_rank``, ``polar``, ...) on matrices of
+        order below this run as the original NumPy / SciPy function: the blocked
+        factorizations are one native LAPACK panel there, its products of inner
+        dimension below 8 add nothing native FP64 lacks; the decompositions'
+        refinement would cost about ten emulated products' fixed per-call cost
         (docs/process.md, "Tiny calls"). 0 routes them to the emulation too. Calls
         made by name and products are not affected. Default 16.
     max_slices : int
@@ -79,12 +82,14 @@ class Options:
         certified per entry, uncertified entries recomputed exactly; applies to
         the factorizations' and solvers' products too (see
         :mod:`ozlinalg.ozaki.faithful`, docs/guarantees.md).
-    engine : {None, "auto", "onednn", "sgemm"}
+    engine : {None, "auto", "onednn", "avx2", "sgemm"}
         Which engine multiplies NumPy arrays (see :mod:`ozlinalg.engines.select`):
-        ``"onednn"`` (exact INT8 GEMM on the CPU's INT8 units), ``"sgemm"``
-        (INT8 values on BLAS SGEMM), ``"auto"`` (oneDNN where it loads and
-        passes its exactness self-test). ``None`` (the default): the
-        ``OZLINALG_ENGINE`` environment variable, else ``"auto"``.
+        ``"onednn"`` (exact INT8 GEMM on the CPU's INT8 units), ``"avx2"`` (exact
+        INT8 GEMM on AVX2 ``vpmaddwd``, for CPUs without VNNI), ``"sgemm"`` (INT8
+        values on BLAS SGEMM), ``"auto"`` (oneDNN where it loads and passes its
+        exactness self-test, else the AVX2 engine where the CPU has AVX2, else
+        SGEMM). ``None`` (the default): the ``OZLINALG_ENGINE`` environment
+        variable, else ``"auto"``.
     """
 
     method: str = "hybrid-ef"

@@ -207,12 +207,13 @@ def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     if (atol < 0.) or (rtol < 0.):
         raise ValueError("atol and rtol values must be positive.")
     val = atol + max_s * rtol
-    rank = int((s > val).sum())
+    kept = (s > val).sum()  # SciPy returns NumPy's integer
+    rank = int(kept)
     u = u[:, :rank] / s[:rank]
     if u.size and vh.size and min(u.shape[0], vh.shape[1]) >= get_options().min_size:
         b = _mm(u, vh[:rank]).astype(u.dtype, copy=False).conj().T
     else:
         b = (u @ vh[:rank]).conj().T
     if return_rank:
-        return b, rank
+        return b, kept
     return b

@@ -138,8 +138,10 @@ def screen(args, kwargs):
 #: under "eager": LU and Cholesky (solves, inverses, determinants, factorizations) are one
 #: native LAPACK panel there whatever runs them. Not geqrf: NumPy's own lstsq (gelsd)
 #: hangs on Inf / NaN where ozlinalg raises (docs/backend.md, deliberate differences).
-#: Not syevd / gesdd: their refinement is emulated products at every order.
-_SMALL_NATIVE_OPS = ("getrf", "potrf")
+#: syevd / gesdd: their refinement is about ten emulated products at every order, each
+#: with its fixed per-call cost (milliseconds on the SGEMM engine), for matrices whose
+#: LAPACK residual is already a few ulps; client suites make thousands of such calls.
+_SMALL_NATIVE_OPS = ("getrf", "potrf", "syevd", "gesdd")
 
 
 def _limit(opts, xp_name, op):
@@ -153,7 +155,7 @@ def _limit(opts, xp_name, op):
     with _LOCK:  # against a concurrent engine replacement (_forget_thresholds)
         if opts.strategy == "eager":
             lim = int(opts.min_size)
-            if op in _SMALL_NATIVE_OPS:  # one native panel anyway
+            if op in _SMALL_NATIVE_OPS:  # see _SMALL_NATIVE_OPS
                 lim = max(lim, int(opts.native_order))
             tuned = Tuned(lim, None, "eager")
         else:
@@ -210,7 +212,8 @@ def decide(opts, xp_name, op, order):
         if order >= lim:
             return True, "eager"
         if order >= opts.min_size:
-            return False, f"order below native_order {lim} (one native panel)"
+            why = "one native panel" if op in ("getrf", "potrf") else "per-product cost"
+            return False, f"order below native_order {lim} ({why})"
         return False, f"below min_size {opts.min_size}"
     if lim is None:
         return False, "no crossover (never faster)"

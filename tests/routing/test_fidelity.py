@@ -1012,10 +1012,7 @@ for c in CASES:
 
 
 #: Known differences still to fix (strict: a fix fails here until its entry goes).
-KNOWN = {
-    ("scipy", "pinv", "return_rank"):
-        "ozlinalg.linalg.pinv(return_rank=True) returns the rank as int; SciPy as numpy.int64",
-}
+KNOWN: dict = {}
 
 
 def _param(case):

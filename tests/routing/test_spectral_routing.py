@@ -163,13 +163,20 @@ def test_performant_runs_natively_on_this_cpu(call, sym, gen):
 
 
 def test_min_size_and_native_order(sym):
-    """``min_size`` decides under "eager"; ``native_order`` does not (it is for the LU and
-    Cholesky families, one native panel below it)."""
+    """``min_size`` and ``native_order`` decide under "eager" (below native_order the
+    refinement's per-product cost would dominate tiny calls)."""
     with ozlinalg.backend(strategy="eager", min_size=N + 1), ozlinalg.profile() as prof:
         np.linalg.eigh(sym)
     assert [(r.emulated, r.reason) for r in prof.routing] == [(False, f"below min_size {N + 1}")]
     assert prof.emulated_gemm_calls == 0
     with ozlinalg.backend(strategy="eager", min_size=0, native_order=N + 1), \
+            ozlinalg.profile() as prof:
+        np.linalg.eigh(sym)
+        np.linalg.svd(sym)
+    assert [(r.emulated, r.reason) for r in prof.routing] == [
+        (False, f"order below native_order {N + 1} (per-product cost)")] * 2
+    assert prof.emulated_gemm_calls == 0
+    with ozlinalg.backend(strategy="eager", min_size=0, native_order=N), \
             ozlinalg.profile() as prof:
         np.linalg.eigh(sym)
         np.linalg.svd(sym)
