@@ -29,8 +29,9 @@ GPU = _gpu_available()
 
 
 #: The ``engines`` subset (``pytest -m engines``): what the CI runs again on each
-#: engine (.ci/run: OZLINALG_ENGINE=sgemm, and oneDNN capped below VNNI with
-#: ONEDNN_MAX_CPU_ISA=AVX2, where its self-test must reject it). Every engine path:
+#: engine (.ci/run: OZLINALG_ENGINE=sgemm, OZLINALG_ENGINE=avx2, and oneDNN capped
+#: below VNNI with ONEDNN_MAX_CPU_ISA=AVX2, where its self-test must reject it). Every
+#: engine path:
 #: matmul with every method and fixed / auto counts, Ozaki II, faithful products, the
 #: factorizations (real and complex), the same-bits tests, the small-call path, and the
 #: engine selection.
@@ -39,6 +40,7 @@ ENGINE_SUBSET = (
     "test_matmul.py", "test_crt.py", "test_complex.py", "test_faithful.py",
     "test_reproducible.py", "test_lapack.py", "test_complex_factorizations.py",
     "test_small.py", "test_engine_onednn.py::TestSelection",
+    "test_engine_avx2.py::TestSelection",
 )
 
 
@@ -104,11 +106,12 @@ def one_blas_thread():
         yield
 
 
-CPU_ENGINES = ["sgemm", "onednn"]
+CPU_ENGINES = ["sgemm", "onednn", "avx2"]
 
 
 def cpu_engine_or_skip(name):
-    """The NumPy engine ``name``; skips (with oneDNN's reason) where it cannot run."""
+    """The NumPy engine ``name``; skips (with the engine's reason: oneDNN missing or not
+    exact, no AVX2 build) where it cannot run."""
     from ozlinalg.engines.onednn import EngineUnavailable
     from ozlinalg.engines.select import cpu_engine
 
@@ -120,7 +123,8 @@ def cpu_engine_or_skip(name):
 
 @pytest.fixture(params=CPU_ENGINES)
 def cpu_engine(request):
-    """Each NumPy engine: the SGEMM engine, and the oneDNN INT8 engine where it runs."""
+    """Each NumPy engine: the SGEMM engine, and the oneDNN and AVX2 INT8 engines where
+    they run."""
     return cpu_engine_or_skip(request.param)
 
 

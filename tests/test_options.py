@@ -138,7 +138,7 @@ class TestEngineVariables:
              (_dnnl.ENV_LIBRARY, "/no/such/libdnnl.so.3"), (select.ENV_ENGINE, "mkl")]
 
     @pytest.mark.parametrize(("var", "text"), CASES)
-    @pytest.mark.parametrize("name", ["auto", "sgemm", "onednn"])
+    @pytest.mark.parametrize("name", ["auto", "sgemm", "onednn", "avx2"])
     def test_raises_whichever_engine(self, fresh_engines, var, text, name):
         fresh_engines.setenv(var, text)
         with pytest.raises(ValueError, match=f"{var}={text!r}"):

@@ -22,16 +22,21 @@ Environment:
 * ``OZLINALG_KERNELS_ISA=x86-64|x86-64-v3|x86-64-v4``: the highest level to load
   (tests of the lower builds on a newer CPU).
 
+The builds from x86-64-v3 on also hold the AVX2 engine's exact INT8 GEMM
+(``gemm16``, :func:`load_gemm`; :mod:`ozlinalg.engines.avx2`).
+
 Any other value of either raises ValueError naming it (:mod:`ozlinalg._env`).
 """
 from __future__ import annotations
 
 import importlib
 
+import numpy as np
+
 from .._env import env_flag, env_text, invalid
 from ._process import fork_safe_lock
 
-__all__ = ["ENV_FUSED", "ENV_ISA", "LEVELS", "check_environment", "load"]
+__all__ = ["ENV_FUSED", "ENV_ISA", "LEVELS", "check_environment", "load", "load_gemm"]
 
 ENV_FUSED = "OZLINALG_FUSED"
 ENV_ISA = "OZLINALG_KERNELS_ISA"
@@ -84,6 +89,39 @@ def _choose():
             if mod is not None:
                 return mod, f"compiled, {mod.isa}"
     return base, f"compiled, {base.isa}"
+
+
+def _choose_gemm():
+    _, cap = check_environment()
+    base = _module(1)
+    if base is None:
+        return None, ("compiled kernels not built (ozlinalg was installed without a C "
+                      "compiler with OpenMP, or on a platform other than x86-64 Linux)")
+    level = min(base.cpu_level(), cap)
+    if level < 3:
+        why = (f"{ENV_ISA}={env_text(ENV_ISA)}" if cap < 3 else
+               "this CPU has no AVX2 (x86-64-v3)")
+        return None, why
+    info = np.zeros(3, np.int64)
+    for lv in sorted(LEVELS, reverse=True):
+        mod = _module(lv) if 3 <= lv <= level else None
+        if mod is not None:
+            mod.gemm16_info(info)
+            if info[0]:
+                return mod, f"compiled, {mod.isa}"
+    return None, "the x86-64-v3 build of the compiled kernels is missing"
+
+
+def load_gemm():
+    """``(module or None, reason)``: the build whose exact INT8 GEMM (``gemm16``,
+    ``_csrc/k_gemm16.c``, AVX2 ``vpmaddwd``) the AVX2 engine runs: the highest level
+    from x86-64-v3 on that the CPU supports, capped by :data:`ENV_ISA` (decided once).
+    :data:`ENV_FUSED` does not apply: it turns off the passes around the GEMMs, and
+    this is the GEMM."""
+    with _LOCK:
+        if "gemm" not in _LOADED:
+            _LOADED["gemm"] = _choose_gemm()
+        return _LOADED["gemm"]
 
 
 def load():

@@ -1,26 +1,29 @@
-"""Which engine multiplies NumPy arrays: oneDNN's INT8 GEMM where it is exact, else SGEMM.
+"""Which engine multiplies NumPy arrays: oneDNN's INT8 GEMM where it is exact, else the
+AVX2 ``vpmaddwd`` GEMM, else SGEMM.
 
 ``"auto"`` (the default) takes the oneDNN engine (:mod:`.onednn`) when
 ``libdnnl.so.3`` loads and its INT8 GEMM passes the one-time exactness
-self-test at the extreme values, and the SGEMM engine (:mod:`.sgemm`)
-otherwise; the reason is kept on the engine (``engine.describe()``, shown by
+self-test at the extreme values; otherwise the AVX2 engine (:mod:`.avx2`: the
+compiled ``vpmaddwd`` GEMM of the x86-64-v3 build, same self-test) where the CPU
+has AVX2; and the SGEMM engine (:mod:`.sgemm`) where neither can run. The
+reasons are kept on the engine (``engine.describe()``, shown by
 ``ozlinalg.profile()`` and ``python -m ozlinalg compare``).
 
 Forcing one:
 
-* ``OZLINALG_ENGINE=sgemm|onednn|auto`` (environment, read when the default
+* ``OZLINALG_ENGINE=sgemm|onednn|avx2|auto`` (environment, read when the default
   engine is first created; any other value raises ValueError);
-* ``ozlinalg.options(engine="sgemm" | "onednn" | "auto")`` (per context,
+* ``ozlinalg.options(engine="sgemm" | "onednn" | "avx2" | "auto")`` (per context,
   overrides the environment).
 
 What is cached: the engine, or the :class:`~ozlinalg.engines.onednn.EngineUnavailable`
-of a genuine verdict (the library does not load, or its INT8 GEMM gave a wrong
-answer), for the rest of the process. Anything else raised while creating an
-engine (MemoryError during the self-test, KeyboardInterrupt) propagates and
-leaves nothing behind: the next call creates it again, so a transient shortage
-never demotes ``"auto"`` to SGEMM for good.
+of a genuine verdict (the library or the compiled GEMM is missing, or the INT8 GEMM
+gave a wrong answer), for the rest of the process. Anything else raised while
+creating an engine (MemoryError during the self-test, KeyboardInterrupt) propagates
+and leaves nothing behind: the next call creates it again, so a transient shortage
+never demotes ``"auto"`` to a slower engine for good.
 
-Asking for ``"onednn"`` where it cannot run raises
+Asking for ``"onednn"`` or ``"avx2"`` where it cannot run raises
 :class:`~ozlinalg.engines.onednn.EngineUnavailable` with the reason: it
 never falls back silently to an engine the caller did not choose, and never
 runs where it is not exact.
@@ -39,59 +42,96 @@ ENV_ENGINE = "OZLINALG_ENGINE"
 
 #: Accepted names (and aliases) of the NumPy engines.
 ENGINE_CHOICES = {"auto": "auto", "sgemm": "sgemm", "cpu-sgemm": "sgemm", "onednn": "onednn",
-                  "cpu-onednn": "onednn", "int8": "onednn"}
+                  "cpu-onednn": "onednn", "int8": "onednn", "avx2": "avx2",
+                  "cpu-avx2": "avx2"}
+
+#: What ``"auto"`` runs where oneDNN cannot, in order of preference: the AVX2 engine
+#: (exact; measured faster than SGEMM on a 2-core AMD EPYC Zen 2 without VNNI,
+#: docs/performance.md "The AVX2 engine"), then SGEMM.
+FALLBACKS = ("avx2", "sgemm")
 
 _LOCK = fork_safe_lock()
-_CACHE: dict = {}  # "sgemm" / "onednn" -> Engine or the EngineUnavailable it raised
+#: "sgemm" / "onednn" / "avx2" -> Engine or the EngineUnavailable it raised;
+#: "fallback" -> the engine "auto" runs where oneDNN cannot
+_CACHE: dict = {}
 
 
 def validate_engine(name):
-    """Canonical engine name ("auto", "sgemm", "onednn") or ValueError; None stays None."""
+    """Canonical engine name ("auto", "sgemm", "onednn", "avx2") or ValueError; None
+    stays None."""
     if name is None:
         return None
     key = str(name).strip().lower()
     if key not in ENGINE_CHOICES:
         raise ValueError(f"ozlinalg: unknown engine {name!r}; choose 'auto', 'onednn' "
-                         "(exact INT8 GEMM on the CPU's INT8 units) or 'sgemm' "
-                         "(INT8 values on BLAS SGEMM)")
+                         "(exact INT8 GEMM on the CPU's INT8 units), 'avx2' (exact INT8 "
+                         "GEMM on AVX2 vpmaddwd) or 'sgemm' (INT8 values on BLAS SGEMM)")
     return ENGINE_CHOICES[key]
+
+
+def _create(name):
+    """A new engine ``name``, or the EngineUnavailable of its verdict."""
+    if name == "sgemm":
+        return SGEMMEngine()
+    from .onednn import EngineUnavailable  # noqa: PLC0415
+
+    # Only a verdict is kept; a MemoryError or KeyboardInterrupt passes
+    # through with nothing cached, and the next call tries again.
+    try:
+        if name == "avx2":
+            from .avx2 import AVX2Engine  # noqa: PLC0415
+
+            return AVX2Engine()
+        from .onednn import OneDNNEngine  # noqa: PLC0415
+
+        return OneDNNEngine()
+    except EngineUnavailable as exc:
+        return exc
 
 
 def _make(name):
     with _LOCK:
         if name not in _CACHE:
             check_environment()  # whichever engine: a bad variable raises, never demotes
-            if name == "sgemm":
-                _CACHE[name] = SGEMMEngine()
-            else:
-                from .onednn import EngineUnavailable, OneDNNEngine  # noqa: PLC0415
-
-                # Only a verdict is kept; a MemoryError or KeyboardInterrupt passes
-                # through with nothing cached, and the next call tries again.
-                try:
-                    _CACHE[name] = OneDNNEngine()
-                except EngineUnavailable as exc:
-                    _CACHE[name] = exc
+            _CACHE[name] = _create(name)
         return _CACHE[name]
 
 
+_NAMES = {"avx2": "AVX2", "onednn": "oneDNN"}
+
+
 def _fallback(verdict):
-    """The SGEMM engine "auto" runs when oneDNN cannot, carrying ``verdict`` as its
-    reason. One engine per verdict, never relabelled: an engine already handed out
-    (and cached by :func:`~ozlinalg.engines.base.get_engine`) keeps the reason it
-    was chosen for."""
+    """The engine "auto" runs when oneDNN cannot: the first of :data:`FALLBACKS` whose
+    named engine runs here (SGEMM always does), a new instance carrying ``verdict``
+    and the verdicts of the engines passed over as its reason. One engine per
+    verdict, never relabelled: an engine already handed out (and cached by
+    :func:`~ozlinalg.engines.base.get_engine`) keeps the reason it was chosen for."""
     with _LOCK:
-        eng = _CACHE.get("sgemm-fallback")
+        eng = _CACHE.get("fallback")
+        if eng is not None and eng.selection_verdict is verdict:
+            return eng
+    why = [f"oneDNN engine not used: {verdict}"]
+    name = "sgemm"
+    for cand in FALLBACKS[:-1]:
+        named = _make(cand)  # its verdict, cached: decides once per process
+        if not isinstance(named, Exception):
+            name = cand
+            break
+        why.append(f"{_NAMES[cand]} engine not used: {named}")
+    with _LOCK:
+        eng = _CACHE.get("fallback")
         if eng is None or eng.selection_verdict is not verdict:
-            eng = SGEMMEngine()
+            eng = _create(name)
+            if isinstance(eng, Exception):  # passed as the named engine: cannot happen
+                raise eng
             eng.selection_verdict = verdict
-            eng.selection_reason = f"oneDNN engine not used: {verdict}"
-            _CACHE["sgemm-fallback"] = eng
+            eng.selection_reason = "; ".join(why)
+            _CACHE["fallback"] = eng
         return eng
 
 
 def cpu_engine(name="auto"):
-    """The NumPy engine called ``name`` ("auto", "sgemm", "onednn"), created once."""
+    """The NumPy engine called ``name`` ("auto", "sgemm", "onednn", "avx2"), created once."""
     name = validate_engine(name) or "auto"
     if name == "auto":
         eng = _make("onednn")
@@ -100,7 +140,7 @@ def cpu_engine(name="auto"):
         return _fallback(eng)
     eng = _make(name)
     if isinstance(eng, Exception):
-        raise type(eng)(f"ozlinalg: engine 'onednn' was asked for but cannot run: {eng}")
+        raise type(eng)(f"ozlinalg: engine {name!r} was asked for but cannot run: {eng}")
     return eng
 
 
@@ -112,7 +152,7 @@ def _env_engine():
     try:
         return validate_engine(env)
     except ValueError:
-        raise invalid(ENV_ENGINE, env, "auto, onednn or sgemm") from None
+        raise invalid(ENV_ENGINE, env, "auto, onednn, avx2 or sgemm") from None
 
 
 def default_cpu_engine():

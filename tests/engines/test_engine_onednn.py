@@ -1,5 +1,6 @@
-"""The CPU INT8 engine on oneDNN: exactness, selection, fused passes, and the
-SGEMM engine's results bit for bit.
+"""The CPU INT8 engine on oneDNN: exactness, selection, fused passes (also on the AVX2
+engine, which shares them: tests/engines/test_engine_avx2.py), and the SGEMM engine's
+results bit for bit.
 
 One test body runs over both NumPy engines where that is the point (like
 tests/engines/test_engine_cublaslt.py does for the GPU engine and its host stand-in):
@@ -330,13 +331,15 @@ def _assert_fused_certificate_agrees(fused, consts, prods):
 
 
 class TestFusedPassesMatchGeneric:
-    """Each compiled kernel gives the generic array code's bits."""
+    """Each compiled kernel gives the generic array code's bits, on both engines that
+    run them (the AVX2 engine shares the oneDNN engine's passes)."""
 
-    @pytest.fixture
-    def fused(self, onednn):
-        if onednn.kernels is None:
-            pytest.skip(f"no fused kernels here: {onednn.kernels_reason}")
-        return onednn
+    @pytest.fixture(params=["onednn", "avx2"])
+    def fused(self, request):
+        eng = cpu_engine_or_skip(request.param)
+        if eng.kernels is None:
+            pytest.skip(f"no fused kernels here: {eng.kernels_reason}")
+        return eng
 
     @pytest.mark.parametrize("kind", ["hybrid", "bitmask", "rn"])
     @pytest.mark.parametrize("order", ["C", "F"])
@@ -718,6 +721,12 @@ class TestFusedPassesMatchGeneric:
         xa, _ = normalize_rows(np, random_matrix(rng, 40, 300, 4.0))
         xb, _ = normalize_rows(np, random_matrix(rng, 300, 30, 4.0).T)
         q = fused.approx_squares(xa, xb)
+        if fused.bf16_gemm is None:  # the AVX2 engine: the FP32 estimate, left scaled
+            assert q is None
+            q32, scale = fused.scaled_estimate(xa, xb)
+            assert q32.dtype == np.float32
+            q = q32.astype(np.float64) / scale
+            np.testing.assert_array_equal(q, fused.approx_matmul(xa * xa, xb * xb))
         exact = (xa * xa) @ (xb * xb).T
         assert np.all(np.abs(q / exact - 1) < 2.0**-6)
         q2 = fused.approx_matmul((xa * xa).astype(np.float32), (xb * xb).astype(np.float32))
@@ -728,14 +737,26 @@ class TestFusedPassesMatchGeneric:
 BELOW_VNNI = ("SSE41", "AVX", "AVX2", "AVX512_CORE")
 
 
+def _fallback_name():
+    """The engine ``"auto"`` runs where oneDNN cannot: the AVX2 engine where it runs
+    here (ozlinalg.engines.select.FALLBACKS), else SGEMM."""
+    for name in select.FALLBACKS[:-1]:
+        try:
+            return select.cpu_engine(name).name
+        except EngineUnavailable:
+            continue
+    return "cpu-sgemm"
+
+
 class TestSelection:
     """Which engine runs, why, and how to force one."""
 
     def test_default_engine_follows_the_environment(self):
         """What the CI's engine legs set (README, "Tests"): ``OZLINALG_ENGINE`` picks the
         default engine; ``ONEDNN_MAX_CPU_ISA`` below VNNI makes oneDNN fail its
-        exactness self-test, and the default engine is SGEMM with that reason
-        recorded. Skips where neither variable is set."""
+        exactness self-test, and the default engine is the fallback (the AVX2 engine
+        where it runs, else SGEMM) with that reason recorded. Skips where neither
+        variable is set."""
         from ozlinalg.engines import _dnnl, get_engine
 
         env = os.environ.get("OZLINALG_ENGINE", "").strip()
@@ -747,7 +768,7 @@ class TestSelection:
             if _dnnl.load()[0] is None:
                 pytest.skip(f"no oneDNN library here: {_dnnl.load()[1]}")
             text = eng.describe()
-            assert eng.name == "cpu-sgemm", text
+            assert eng.name == _fallback_name(), text
             assert "failed the INT8 exactness self-test" in text and isa.lower() in text
             with pytest.raises(EngineUnavailable, match="self-test"):
                 select.cpu_engine("onednn")
@@ -795,11 +816,11 @@ class TestSelection:
               "a = np.arange(12.0).reshape(3, 4); "
               "print(bool((ozlinalg.matmul(a, a.T) == a @ a.T).all()))")
 
-    def test_without_onednn_sgemm_runs_and_says_why(self):
+    def test_without_onednn_the_fallback_runs_and_says_why(self):
         r = self._python(self._WHICH, OZLINALG_ONEDNN_LIBRARY="none")
         assert r.returncode == 0, r.stderr
         name, text, ok = r.stdout.split("\n")[:3]
-        assert name == "cpu-sgemm" and ok == "True"
+        assert name == _fallback_name() and ok == "True"
         assert "oneDNN engine not used" in text and "disabled" in text
 
     def test_env_forces_sgemm(self):
@@ -813,13 +834,14 @@ class TestSelection:
         assert "EngineUnavailable" in r.stderr and "disabled" in r.stderr
 
     @pytest.mark.parametrize("isa", BELOW_VNNI)
-    def test_below_vnni_the_self_test_fails_and_sgemm_runs(self, onednn, isa):
+    def test_below_vnni_the_self_test_fails_and_the_fallback_runs(self, onednn, isa):
         # oneDNN capped below VNNI computes s8s8s32 with saturating vpmaddubsw: not
-        # exact at -128 / 127. The self-test sees it; the SGEMM engine runs.
+        # exact at -128 / 127. The self-test sees it; the fallback engine runs (AVX2
+        # where it runs, else SGEMM).
         r = self._python(self._WHICH, ONEDNN_MAX_CPU_ISA=isa)
         assert r.returncode == 0, r.stderr
         name, text, ok = r.stdout.split("\n")[:3]
-        assert name == "cpu-sgemm" and ok == "True"
+        assert name == _fallback_name() and ok == "True"
         assert "failed the INT8 exactness self-test" in text and isa.lower() in text
 
     def test_cli_names_the_engine(self):
@@ -865,7 +887,7 @@ class TestSelection:
         with pytest.raises(EngineUnavailable, match="no library"):
             select.cpu_engine("onednn")
         eng = select.cpu_engine("auto")
-        assert eng.name == "cpu-sgemm" and "no library" in eng.describe()
+        assert eng.name == _fallback_name() and "no library" in eng.describe()
 
     def test_fallback_keeps_the_reason_it_was_chosen_for(self, monkeypatch):
         # The default engine is cached once handed out; a later "auto" selection
@@ -1009,7 +1031,7 @@ class TestSelfTestRetry:
 
         fresh.setattr(OneDNNEngine, "gemm", wrong)
         eng = select.cpu_engine("auto")
-        assert eng.name == "cpu-sgemm" and "entries wrong" in eng.describe()
+        assert eng.name == _fallback_name() and "entries wrong" in eng.describe()
         assert isinstance(select._CACHE["onednn"], EngineUnavailable)
         seen = len(calls)
         with pytest.raises(EngineUnavailable, match="self-test"):

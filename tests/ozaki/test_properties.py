@@ -144,7 +144,7 @@ def test_engine_exact_on_full_int8_range(k, seed, lo, hi):
     from ozlinalg.engines.onednn import EngineUnavailable
     from ozlinalg.engines.select import cpu_engine
 
-    for name in ("sgemm", "onednn"):
+    for name in ("sgemm", "onednn", "avx2"):
         try:
             eng = cpu_engine(name)
         except EngineUnavailable:  # no INT8 engine here: the SGEMM one is checked

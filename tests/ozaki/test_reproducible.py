@@ -4,7 +4,8 @@ thread count, memory limit (tile plan) and batch position, and for fixed counts
 on every row / column subset.
 
 One test body runs over all engines available here: the SGEMM engine, the
-oneDNN INT8 engine (skipped where it cannot run) and the GPU engine on
+oneDNN INT8 engine and the AVX2 ``vpmaddwd`` engine (each skipped where it cannot
+run) and the GPU engine on
 tests/host_cuda.py's stand-ins (and on a real GPU, marked ``gpu``, where one
 exists). ``TestDecisions`` perturbs the engines' magnitude estimates within
 their stated error bound next to a threshold: the decision must stay the one
@@ -34,7 +35,8 @@ LIMITS = [None, 1 << 20, "min"]
 
 
 def make_engine(name, threads):
-    """A fresh engine ``name`` ("sgemm", "onednn", "host-gpu") with ``threads`` threads."""
+    """A fresh engine ``name`` ("sgemm", "onednn", "avx2", "host-gpu") with ``threads``
+    threads."""
     if name == "sgemm":
         return SGEMMEngine(threads=threads)
     if name == "onednn":
@@ -42,10 +44,32 @@ def make_engine(name, threads):
         from ozlinalg.engines.onednn import OneDNNEngine
 
         return OneDNNEngine(threads=threads)
+    if name == "avx2":
+        cpu_engine_or_skip("avx2")
+        from ozlinalg.engines.avx2 import AVX2Engine
+
+        return AVX2Engine(threads=threads)
     return HostEngine(fused_split=compiler_available())
 
 
-ENGINES = ["sgemm", "onednn", "host-gpu"]
+ENGINES = ["sgemm", "onednn", "avx2", "host-gpu"]
+
+
+def engines_here():
+    """:data:`ENGINES` less the CPU INT8 engines that cannot run here (each is
+    compared where it runs; a missing one never skips the others' comparison)."""
+    from ozlinalg.engines.onednn import EngineUnavailable
+    from ozlinalg.engines.select import cpu_engine
+
+    out = []
+    for name in ENGINES:
+        if name in ("onednn", "avx2"):
+            try:
+                cpu_engine(name)
+            except EngineUnavailable:
+                continue
+        out.append(name)
+    return out
 
 
 def run(monkeypatch, engine, a, b, limit=None, **kw):
@@ -82,7 +106,7 @@ class TestSameBits:
         a = random_matrix(rng, 140, 200, 2.0)
         b = random_matrix(rng, 200, 90, 2.0)
         want = None
-        for name in ENGINES:
+        for name in engines_here():
             for threads in (1, 2):
                 eng = make_engine(name, threads)
                 for limit in LIMITS:
@@ -106,7 +130,7 @@ class TestSameBits:
         a = random_matrix(rng, 140, 200, 2.0)
         b = random_matrix(rng, 200, 90, 2.0)
         want = None
-        for name in ENGINES:
+        for name in engines_here():
             for threads in (1, 2):
                 eng = make_engine(name, threads)
                 for limit in LIMITS:
@@ -152,7 +176,7 @@ class TestSameBits:
         b = random_matrix(rng, 300, 20, 1.0)
         for accuracy in ("dgemm", "faithful"):
             want, _ = run(monkeypatch, make_engine("sgemm", 2), a, b, accuracy=accuracy)
-            for name in ENGINES:
+            for name in engines_here():
                 got, _ = run(monkeypatch, make_engine(name, 1), a, b, 1 << 19,
                              accuracy=accuracy)
                 assert_array_equal(got, want)
@@ -389,7 +413,7 @@ def test_native_entries_same_bits(rng, monkeypatch, method):
     a[:30] = rng.uniform(-1, 1, (30, 300)) * d
     b[:, :20] = rng.uniform(-1, 1, (300, 20)) / d[:, None]
     want = None
-    for name in ENGINES:
+    for name in engines_here():
         for limit in (None, 1 << 20, "min"):
             got, prof = run(monkeypatch, make_engine(name, 2), a, b, limit, method=method,
                             balance=False)
@@ -407,7 +431,7 @@ def test_factorizations_same_bits(rng, monkeypatch, accuracy):
     a = random_matrix(rng, n, n, 1.0) + n * np.eye(n)
     spd = a @ a.T
     outs = {}
-    for name in ENGINES:
+    for name in engines_here():
         for limit in (None, 1 << 19):  # panel products in several tiles
             eng = make_engine(name, 2)
             monkeypatch.setitem(engine_registry._ENGINES, "numpy", eng)

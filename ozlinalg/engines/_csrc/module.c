@@ -75,9 +75,11 @@ parse_array(PyObject *obj, const char *tok, size_t len, ozarr *out, Py_buffer *v
         if (tok[c] == code)
             ok = 1;
     if (!ok || view->ndim != ndim) {
+        char want[16]; /* the type codes (PyErr_Format has no %.*s before Python 3.12) */
+        snprintf(want, sizeof want, "%.*s", (int)t, tok);
         PyErr_Format(PyExc_TypeError,
-                     "ozlinalg kernel %s: argument %d must be a %d-D array of type '%.*s', "
-                     "got %d-D '%s'", kname, pos, ndim, (int)t, tok, view->ndim,
+                     "ozlinalg kernel %s: argument %d must be a %d-D array of type '%s', "
+                     "got %d-D '%s'", kname, pos, ndim, want, view->ndim,
                      view->format ? view->format : "B");
         PyBuffer_Release(view);
         return -1;

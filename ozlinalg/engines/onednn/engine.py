@@ -1,6 +1,7 @@
 """The oneDNN engine's class: creation (library, kernels, self-test), slice storage and
 the exact INT8 GEMMs; its fused passes come from the pass-family mixins (see
-:mod:`ozlinalg.engines.onednn`)."""
+:mod:`ozlinalg.engines.onednn`). Everything but the GEMM is :class:`Int8Engine`, which
+the AVX2 engine (:mod:`ozlinalg.engines.avx2`) shares."""
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,7 @@ from .selftest import self_test
 from .small import SmallPasses
 from .split import SplitPasses
 
-__all__ = ["ENV_FUSED", "INT32_EXACT", "OneDNNEngine"]
+__all__ = ["ENV_FUSED", "INT32_EXACT", "Int8Engine", "OneDNNEngine"]
 
 #: Largest magnitude an INT32 run may reach.
 INT32_EXACT = (1 << 31) - 1
@@ -50,27 +51,28 @@ def _load_kernels():
 _WARNED: list = []
 
 
-class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, AccumulatePasses,
-                   FaithfulPasses, SmallPasses, SGEMMEngine):
-    """Exact INT8 GEMMs on oneDNN (``dnnl_gemm_s8s8s32``) for NumPy arrays.
+class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, AccumulatePasses,
+                 FaithfulPasses, SmallPasses, SGEMMEngine):
+    """What the CPU engines with int8 slices share around their exact INT8 GEMM: the
+    storage, the fused passes (one mixin per pass family), the INT32 runs of
+    :meth:`int_matmul_sum` and the one-time exactness self-test. A subclass supplies
+    the GEMM (:meth:`_run_gemm`): :class:`OneDNNEngine` (oneDNN's ``s8s8s32``) and
+    :class:`ozlinalg.engines.avx2.AVX2Engine` (the compiled ``vpmaddwd`` GEMM)."""
 
-    Raises :class:`EngineUnavailable` (with the reason) where oneDNN does not
-    load or its INT8 GEMM fails the exactness self-test.
-    """
-
-    name = "cpu-onednn"
     device = "cpu"
     slice_bytes = 1
+    #: What the exactness self-test's messages call the engine.
+    label = "INT8"
+    #: oneDNN's BF16 GEMM for the magnitude estimates (``dnnl_gemm_bf16bf16f32``'s
+    #: binding), or None: the SGEMM engine's FP32 estimate (:mod:`.estimate`).
+    bf16_gemm = None
 
-    def __init__(self, threads: int | None = None, lib=None, fused: bool | None = None):
-        # OpenMP threads (oneDNN's and the kernels'): one in a forked child
-        super().__init__(threads or native_threads())
-        at_fork_child(OneDNNEngine._after_fork_onednn, self)
-        if lib is None:
-            lib, reason = _dnnl.load()
-            if lib is None:
-                raise EngineUnavailable(reason)
-        self.lib = lib
+    def _setup(self, threads, fused):
+        """The part of creation before the GEMM is known: threads (OpenMP: one in a
+        forked child), the compiled passes (``fused`` False: none), the BLAS libraries
+        and the scratch pool."""
+        SGEMMEngine.__init__(self, threads or native_threads())
+        at_fork_child(Int8Engine._after_fork_onednn, self)
         if fused is False:
             self.kernels, self.kernels_reason = None, "disabled"
         else:
@@ -80,12 +82,6 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
         # The pool reads OZLINALG_SCRATCH_CACHE: a bad value must raise here, not
         # inside the self-test, which would take it for an inexact GEMM.
         self.scratch  # noqa: B018
-        ok, detail = self._run_self_test()
-        self.self_test = detail
-        if not ok:
-            raise EngineUnavailable(
-                f"oneDNN {self.version} (ISA {lib.isa_name}) failed the INT8 exactness "
-                f"self-test: {detail}")
 
     def _run_self_test(self):
         """:func:`self_test`, where running out of memory is no verdict.
@@ -101,9 +97,9 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
         except MemoryError as exc:
             release_after_oom()
             raise MemoryError(
-                "ozlinalg: out of memory during the oneDNN engine's one-time exactness "
-                "self-test (a few MiB); nothing was cached, the next call tries again"
-            ) from exc
+                f"ozlinalg: out of memory during the {self.label} engine's one-time "
+                "exactness self-test (a few MiB); nothing was cached, the next call tries "
+                "again") from exc
 
     @functools.cached_property
     def scratch(self):
@@ -111,31 +107,10 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
         :mod:`ozlinalg.engines._scratch`)."""
         return ScratchPool()
 
-    # -- what ran ---------------------------------------------------------------------
-
-    @property
-    def version(self):
-        return ".".join(map(str, self.lib.version))
-
-    @property
-    def isa(self):
-        return self.lib.isa_name
-
-    def int8_peak_ratio(self):
-        """INT8 over FP64 peak per core at oneDNN's ISA: AMX 2048 / 32 ops a cycle (64),
-        VNNI 8x per instruction (16 with slack for cores whose FP64 units are fewer),
-        else 8 (``vpmaddubsw``)."""
-        isa = self.lib.isa  # cumulative masks (ozlinalg.engines._dnnl.ISA_NAMES)
-        if isa & 0xFEF == 0xFEF:  # avx512_core_amx
-            return 64.0
-        return 16.0 if isa & 0x67 == 0x67 or isa & 0xF == 0xF else 8.0  # VNNI (512 / 256)
-
-    def tuning_facts(self):
-        """The tuning cache's key here: the SGEMM engine's, oneDNN's effective ISA, the
-        compiled kernels' build, and oneDNN's version."""
-        return {**super().tuning_facts(), "isa": self.isa,
-                "kernels": self.kernels.isa if self.kernels is not None else None,
-                "libraries": {"onednn": self.version}}
+    def _passes_text(self):
+        """How the passes run, for :meth:`describe`."""
+        why = self.kernels_reason
+        return f"fused ({why})" if self.kernels else f"NumPy: {why}"
 
     #: BLAS threads for the native calls between emulated products (factorization
     #: panels, see :meth:`native_blas`); None leaves BLAS alone.
@@ -160,12 +135,6 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
     def _after_fork_onednn(self):
         # libgomp's pool does not survive fork: OpenMP work on one thread in the child
         self.threads = 1
-
-    def describe(self):
-        why = self.kernels_reason
-        passes = f"fused ({why})" if self.kernels else f"NumPy: {why}"
-        return (f"{self.name} (oneDNN {self.version}, ISA {self.isa}, int8 self-test passed, "
-                f"passes: {passes})")
 
     # -- storage ----------------------------------------------------------------------
 
@@ -238,13 +207,13 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
 
     # -- products ---------------------------------------------------------------------
 
-    @staticmethod
-    def _layout(x):
+    def _layout(self, x):
         """``(x, trans, ld, kstep)`` of int8 slices ``x`` (s, rows, k): ``trans`` False
         when the k entries of a row are contiguous (stored rows x k, row stride ld),
         True when the rows are (stored k x rows, ld = kstep = stride along k)."""
         if x.dtype != np.int8:
-            raise TypeError(f"ozlinalg: the oneDNN engine multiplies int8 slices, got {x.dtype}")
+            raise TypeError(f"ozlinalg: the {self.label} engine multiplies int8 slices, "
+                            f"got {x.dtype}")
         _, rows, k = x.shape
         if (x.strides[2] == 1 or k <= 1) and x.strides[1] >= max(k, 1):
             return x, False, max(x.strides[1], k, 1), 1
@@ -253,15 +222,12 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
         x = np.ascontiguousarray(x)
         return x, False, max(k, 1), 1
 
-    def gemm(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, m, p, k, beta):
-        """``c (m x p, int32, row-major) (+)= A @ B^T`` for int8 ``A`` (m x k) and ``B``
-        (p x k), each stored either way (``trans*``: stored transposed)."""
-        # (a one-row c may carry any row stride: oneDNN wants ldc >= p)
-        self.lib.gemm_s8s8s32(b"T" if transa else b"N", b"N" if transb else b"T", m, p, k,
-                              a_ptr, lda, b_ptr, ldb, c.ctypes.data,
-                              max(c.strides[0] // 4, p, 1), beta,
-                              self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
-        self.launches += 1
+    def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
+        """One GEMM of a run: ``out (+)= A_run @ B_run^T`` (``beta`` 0 / 1), ``A_run`` the
+        inner indices ``k0 .. k1`` of slice ``i`` of the operand ``la = (x, trans, ld,
+        kstep)`` (:meth:`_layout`), continuing into the next slices of the grouped
+        storage past its length; ``out`` column-major where ``colmajor``."""
+        raise NotImplementedError
 
     def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
         """Exact ``sum((i, j) in pairs) a[i] @ b[j].T`` as int32 (int64 when a sum could
@@ -283,8 +249,7 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
         joinable = (a.strides[0] == k * ka and b.strides[0] == -k * kb and one <= INT32_EXACT)
         runs = group_runs(pairs, joinable, max(1, INT32_EXACT // one))
         kc = max(1, INT32_EXACT // per_elem)  # pieces of a single product past INT32
-        a0, b0 = a.ctypes.data, b.ctypes.data
-        sa, sb = a.strides[0], b.strides[0]
+        la, lb = (a, ta, lda, ka), (b, tb, ldb, kb)
         # A column-major result is the row-major C^T = B A^T: the operands swap roles.
         colmajor = not out.flags.c_contiguous and out.flags.f_contiguous
         acc64 = None
@@ -298,11 +263,7 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
                 if cur and cur + w > INT32_EXACT:
                     acc64 = out.astype(np.int64, order="K") if acc64 is None else acc64 + out
                     cur = 0
-                pa, pb = a0 + i * sa + k0 * ka, b0 + j * sb + k0 * kb
-                if colmajor:
-                    self.gemm(tb, pb, ldb, ta, pa, lda, out.T, p, m, k1 - k0, 1 if cur else 0)
-                else:
-                    self.gemm(ta, pa, lda, tb, pb, ldb, out, m, p, k1 - k0, 1 if cur else 0)
+                self._run_gemm(la, i, lb, j, k0, k1, out, colmajor, 1 if cur else 0)
                 calls += 1
                 cur += w
         if acc64 is not None:
@@ -315,6 +276,90 @@ class OneDNNEngine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accu
             fn(0, rows)  # the fused kernels are row-parallel themselves
         else:
             super().map_rows(fn, rows, k)
+
+
+class OneDNNEngine(Int8Engine):
+    """Exact INT8 GEMMs on oneDNN (``dnnl_gemm_s8s8s32``) for NumPy arrays.
+
+    Raises :class:`EngineUnavailable` (with the reason) where oneDNN does not
+    load or its INT8 GEMM fails the exactness self-test.
+    """
+
+    name = "cpu-onednn"
+    label = "oneDNN"
+
+    def __init__(self, threads: int | None = None, lib=None, fused: bool | None = None):
+        # OpenMP threads (oneDNN's and the kernels'): one in a forked child
+        self._setup(threads, fused)
+        if lib is None:
+            lib, reason = _dnnl.load()
+            if lib is None:
+                raise EngineUnavailable(reason)
+        self.lib = lib
+        ok, detail = self._run_self_test()
+        self.self_test = detail
+        if not ok:
+            raise EngineUnavailable(
+                f"oneDNN {self.version} (ISA {lib.isa_name}) failed the INT8 exactness "
+                f"self-test: {detail}")
+
+    # -- what ran ---------------------------------------------------------------------
+
+    @property
+    def version(self):
+        return ".".join(map(str, self.lib.version))
+
+    @property
+    def isa(self):
+        return self.lib.isa_name
+
+    @property
+    def bf16_gemm(self):
+        """oneDNN's BF16 GEMM (the estimates), or None where this oneDNN has none."""
+        return self.lib.gemm_bf16 if self.lib._bf16 is not None else None
+
+    def int8_peak_ratio(self):
+        """INT8 over FP64 peak per core at oneDNN's ISA: AMX 2048 / 32 ops a cycle (64),
+        VNNI 8x per instruction (16 with slack for cores whose FP64 units are fewer),
+        else 8 (``vpmaddubsw``)."""
+        isa = self.lib.isa  # cumulative masks (ozlinalg.engines._dnnl.ISA_NAMES)
+        if isa & 0xFEF == 0xFEF:  # avx512_core_amx
+            return 64.0
+        return 16.0 if isa & 0x67 == 0x67 or isa & 0xF == 0xF else 8.0  # VNNI (512 / 256)
+
+    def tuning_facts(self):
+        """The tuning cache's key here: the SGEMM engine's, oneDNN's effective ISA, the
+        compiled kernels' build, and oneDNN's version."""
+        return {**super().tuning_facts(), "isa": self.isa,
+                "kernels": self.kernels.isa if self.kernels is not None else None,
+                "libraries": {"onednn": self.version}}
+
+    def describe(self):
+        return (f"{self.name} (oneDNN {self.version}, ISA {self.isa}, int8 self-test passed, "
+                f"passes: {self._passes_text()})")
+
+    # -- the GEMM ---------------------------------------------------------------------
+
+    def gemm(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, m, p, k, beta):
+        """``c (m x p, int32, row-major) (+)= A @ B^T`` for int8 ``A`` (m x k) and ``B``
+        (p x k), each stored either way (``trans*``: stored transposed)."""
+        # (a one-row c may carry any row stride: oneDNN wants ldc >= p)
+        self.lib.gemm_s8s8s32(b"T" if transa else b"N", b"N" if transb else b"T", m, p, k,
+                              a_ptr, lda, b_ptr, ldb, c.ctypes.data,
+                              max(c.strides[0] // 4, p, 1), beta,
+                              self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
+        self.launches += 1
+
+    def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
+        a, ta, lda, ka = la
+        b, tb, ldb, kb = lb
+        pa = a.ctypes.data + i * a.strides[0] + k0 * ka
+        pb = b.ctypes.data + j * b.strides[0] + k0 * kb
+        m, p = out.shape
+        if colmajor:
+            self.gemm(tb, pb, ldb, ta, pa, lda, out.T, p, m, k1 - k0, beta)
+        else:
+            self.gemm(ta, pa, lda, tb, pb, ldb, out, m, p, k1 - k0, beta)
 
 
 def _reversed(kind, operand):

@@ -27,7 +27,7 @@ class EstimatePasses(KernelPasses):
         Inputs are scaled by 2**48 (exact) so that no product is flushed as a
         subnormal; relative error per entry below 2**-7 (0.01 bit in log2).
         """
-        if self.lib._bf16 is None:
+        if self.bf16_gemm is None:
             return super().approx_matmul(a, b)
         return self._bf16_products(_to_bf16(self.approx_operand(a)), False,
                                    _to_bf16(self.approx_operand(b)), False)
@@ -35,7 +35,7 @@ class EstimatePasses(KernelPasses):
     def approx_squares(self, xa, xb):
         """``(xa**2) @ (xb**2).T`` to a few bits (``slices="auto"``'s estimate):
         squares written as BF16 in one fused pass per operand, one BF16 GEMM."""
-        if self.lib._bf16 is None or self.kernels is None:
+        if self.bf16_gemm is None or self.kernels is None:
             return None
         (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
         return self._bf16_products(a16, ta, b16, tb)
@@ -65,10 +65,10 @@ class EstimatePasses(KernelPasses):
         c = self.scratch.empty((m, p), np.float32)
         if m and p:
             if k:
-                self.lib.gemm_bf16(b"T" if ta else b"N", b"N" if tb else b"T", m, p, k,
-                                   a16.ctypes.data, max(a16.shape[1], 1), b16.ctypes.data,
-                                   max(b16.shape[1], 1), c.ctypes.data, max(p, 1),
-                                   self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
+                self.bf16_gemm(b"T" if ta else b"N", b"N" if tb else b"T", m, p, k,
+                               a16.ctypes.data, max(a16.shape[1], 1), b16.ctypes.data,
+                               max(b16.shape[1], 1), c.ctypes.data, max(p, 1),
+                               self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
             else:
                 c.fill(0)
         return c
@@ -76,7 +76,7 @@ class EstimatePasses(KernelPasses):
     def scaled_estimate(self, xa, xb):
         """``(q32, scale)``: the estimate of ``xa**2 @ xb**2.T`` times ``scale`` (2**96),
         float32, never converted; None where there is no BF16 GEMM or kernel."""
-        if self.lib._bf16 is None or self.kernels is None:
+        if self.bf16_gemm is None or self.kernels is None:
             return None
         (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
         return self._bf16_scaled(a16, ta, b16, tb), _EST_SCALE**2
@@ -84,8 +84,9 @@ class EstimatePasses(KernelPasses):
     def classify_estimate(self, q, consts, num):
         """One pass of ``ozlinalg.ozaki.decide.CountPlan.add_tile``: ``(codes, row_lo,
         row_hi)`` (0 kept, 1 native, 2 undecided; per row the smallest bounds of the kept
-        entries); None where the generic code must run."""
-        if self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous:
+        entries); None where the generic code must run (a float64 estimate among them)."""
+        if (self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous
+                or q.dtype != np.float32):
             return None
         m, p = q.shape
         codes = np.empty((m, p), np.int8)
@@ -97,7 +98,8 @@ class EstimatePasses(KernelPasses):
     def kept_below(self, q, consts, num, codes, bound, row_lo):
         """The kept entries whose lower bound is below ``bound`` (bool mask; ``row_lo``
         from :meth:`classify_estimate`); None: generic."""
-        if self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous:
+        if (self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous
+                or q.dtype != np.float32):
             return None
         out = np.empty(q.shape, np.bool_)
         inv, absf, c_lo, c_hi, slack, _ = consts

@@ -1,0 +1,129 @@
+"""The AVX2 engine: exact INT8 products on ``vpmaddwd`` for CPUs without VNNI.
+
+Below AVX-512 VNNI / AVX-VNNI, oneDNN computes its s8s8s32 GEMM with ``vpmaddubsw``,
+which adds pairs of u8 x s8 products into INT16 with saturation: not exact at
+-128 / 127, so its self-test rejects it (:mod:`ozlinalg.engines.onednn`). This
+engine's GEMM (``_csrc/k_gemm16.c``, compiled into the x86-64-v3 and v4 builds of the
+kernels, :func:`ozlinalg.engines.kernels.load_gemm`) widens the int8 slices to int16
+while packing them and multiplies with ``vpmaddwd`` (``_mm256_madd_epi16``: int16 x
+int16 pairs summed into an int32 lane, ``|a b + c d| <= 2 * 128**2``, exact), adding
+the lanes with ``vpaddd``: INT32 accumulation over the whole inner dimension, cache-
+and register-blocked (6 x 16 int32 tile), on the OpenMP threads of the compiled passes.
+
+Everything else is the oneDNN engine's (:class:`~ozlinalg.engines.onednn.engine.Int8Engine`):
+int8 slice storage, EF groups as one GEMM over the stacked slices, the INT32 run
+limit with the int64 spill, the fused passes, and the same one-time exactness
+self-test (extremes at k = 2**17 - 1024). The magnitude estimates of ``auto`` are
+the SGEMM engine's FP32 GEMM of the squares (oneDNN's BF16 GEMM is not assumed).
+Exact products and the same passes give the same bits as every other engine.
+
+Raises :class:`~ozlinalg.engines.onednn.EngineUnavailable` where the compiled GEMM
+is missing (no build, no AVX2, ``OZLINALG_KERNELS_ISA=x86-64``) or fails the
+self-test. Selection: :mod:`ozlinalg.engines.select` (``OZLINALG_ENGINE=avx2``,
+``ozlinalg.options(engine="avx2")``).
+"""
+from __future__ import annotations
+
+from numpy.lib.stride_tricks import as_strided
+
+from . import kernels
+from .onednn import EngineUnavailable
+from .onednn._common import GEMM_PARALLEL_MIN
+from .onednn.engine import Int8Engine
+
+__all__ = ["AVX2Engine"]
+
+
+class AVX2Engine(Int8Engine):
+    """Exact INT8 GEMMs on AVX2 ``vpmaddwd`` (module docstring) for NumPy arrays.
+
+    ``fused=False``: the passes as NumPy code (the GEMM stays compiled). ``gemm``: a
+    ``(module, reason)`` of :func:`~ozlinalg.engines.kernels.load_gemm` (tests).
+    """
+
+    name = "cpu-avx2"
+    label = "AVX2"
+    #: The instruction the products run on (the engine line, the tuning key).
+    isa = "avx2 (vpmaddwd)"
+    #: Never: one core issues one ``vpmaddwd`` a cycle on the Zen 2 machine this was
+    #: measured on, the INT8 GEMM runs at 2.3x DGEMM's rate, and a DGEMM-level product
+    #: needs 16 (crt) to 45 INT8 GEMMs: 7.6-21x native DGEMM's time at n = 2048
+    #: (docs/performance.md, "The AVX2 engine").
+    crossovers: dict = {}
+    #: Why ``"auto"`` chose this engine (the oneDNN verdict), set by
+    #: :func:`ozlinalg.engines.select.cpu_engine`; None otherwise.
+    selection_reason = selection_verdict = None
+
+    def __init__(self, threads: int | None = None, fused: bool | None = None, gemm=None):
+        self._setup(threads, fused)
+        mod, reason = gemm if gemm is not None else kernels.load_gemm()
+        if mod is None:
+            raise EngineUnavailable(f"no compiled AVX2 INT8 GEMM: {reason}")
+        self.gemm_kernels, self.gemm_reason = mod, reason
+        ok, detail = self._run_self_test()
+        self.self_test = detail
+        if not ok:
+            raise EngineUnavailable(
+                f"the AVX2 INT8 GEMM ({reason}) failed the INT8 exactness self-test: {detail}")
+
+    # -- what ran ---------------------------------------------------------------------
+
+    def int8_peak_ratio(self):
+        """An upper bound of the INT8 rate over DGEMM's: ``vpmaddwd`` does 16 products
+        per instruction against an FP64 FMA's 4, so 4x on a core that issues two of
+        each per cycle; 2x where it issues one ``vpmaddwd`` per cycle against two FMAs
+        (measured on Zen 2, docs/performance.md "The AVX2 engine")."""
+        return 4.0
+
+    def tuning_facts(self):
+        """The tuning cache's key here: the SGEMM engine's, the instruction and the
+        builds of the GEMM and of the passes."""
+        return {**super().tuning_facts(), "isa": self.isa, "gemm": self.gemm_kernels.isa,
+                "kernels": self.kernels.isa if self.kernels is not None else None,
+                "libraries": {}}
+
+    def describe(self):
+        why = self.selection_reason
+        return (f"{self.name} (exact INT8 GEMM on AVX2 vpmaddwd, {self.gemm_reason}, "
+                f"int8 self-test passed, passes: {self._passes_text()}"
+                f"{'; ' + why if why else ''})")
+
+    # -- the magnitude estimates ------------------------------------------------------
+
+    def scaled_estimate(self, xa, xb):
+        """``(q32, scale)``: the SGEMM engine's estimate of ``xa**2 @ xb**2.T``
+        (:meth:`Engine.approx_matmul`'s FP32 GEMM of the squares scaled by 2**48 each)
+        left as float32 times ``scale = 2**96`` for the fused classification pass;
+        None without the compiled passes."""
+        if self.kernels is None:
+            return None
+        qa = self.approx_operand(xa * xa)
+        qb = self.approx_operand(xb * xb)
+        return self.float_matmul(qa, qb), self.APPROX_SCALE
+
+    #: ``approx_operand``'s scale of a product (2**48 per operand).
+    APPROX_SCALE = 2.0**96
+
+    # -- the GEMM ---------------------------------------------------------------------
+
+    def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
+        x, y = _run_view(la, i, k0, k1), _run_view(lb, j, k0, k1)
+        m, p = out.shape
+        ker = self.gemm_kernels
+        ker.set_threads(self.threads if 2 * m * p * (k1 - k0) >= GEMM_PARALLEL_MIN else 1)
+        if colmajor:  # C^T = B A^T, row-major
+            ker.gemm16(y, x, out.T, beta)
+        else:
+            ker.gemm16(x, y, out, beta)
+        self.launches += 1
+
+
+def _run_view(lay, i, k0, k1):
+    """The int8 operand of one GEMM, ``(rows, k1 - k0)``: inner indices ``k0 .. k1`` of
+    slice ``i`` of ``lay = (x, trans, ld, kstep)`` (:meth:`Int8Engine._layout`), read
+    on into the next slices of the grouped storage where ``k1`` passes their length
+    (``int_matmul_sum`` joins pairs only where the storage is laid out so)."""
+    x = lay[0]
+    start = x[i, :, k0:k0 + 1]  # the view starts at (i, 0, k0)
+    return as_strided(start, shape=(x.shape[1], k1 - k0), strides=(x.strides[1], x.strides[2]),
+                      writeable=False)

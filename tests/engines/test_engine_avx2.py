@@ -1,0 +1,370 @@
+"""The AVX2 engine (exact INT8 GEMM on ``vpmaddwd``, ozlinalg/engines/avx2.py): its
+compiled GEMM against int64 NumPy at the extremes, every layout, edge tile and thread
+count; the exactness self-test; the SGEMM engine's results bit for bit; and how it is
+selected and named. Everything that needs the engine skips (naming the reason) where
+it cannot run (no AVX2, the baseline build, no compiled kernels); the fused passes it
+shares with the oneDNN engine are tested on both in tests/engines/test_engine_onednn.py.
+"""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import cpu_engine_or_skip
+
+import ozlinalg
+from ozlinalg.engines import kernels, select
+from ozlinalg.engines.onednn import EngineUnavailable, self_test
+from ozlinalg.ozaki import params
+from ozlinalg.testing import random_matrix
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def avx2():
+    return cpu_engine_or_skip("avx2")
+
+
+@pytest.fixture
+def gemm16():
+    """The compiled GEMM's module (skips where it is not built or the CPU lacks AVX2)."""
+    mod, reason = kernels.load_gemm()
+    if mod is None:
+        pytest.skip(f"no compiled AVX2 GEMM here: {reason}")
+    return mod
+
+
+@pytest.fixture(autouse=True)
+def driver_path(monkeypatch):
+    """The engine's GEMMs in the driver: small products' one-call path is switched off
+    (tests/ozaki/test_small.py tests it)."""
+    from ozlinalg.engines.avx2 import AVX2Engine
+
+    monkeypatch.setattr(AVX2Engine, "small_product", None)
+
+
+def _run(engine, a, b, **kw):
+    with ozlinalg.options(engine=engine), ozlinalg.profile() as prof:
+        c = ozlinalg.matmul(a, b, **kw)
+    return c, prof
+
+
+def _order(x, order):
+    return np.asfortranarray(x) if order == "F" else np.ascontiguousarray(x)
+
+
+def _int64(a, b):
+    return a.astype(np.int64) @ b.astype(np.int64).T
+
+
+class TestKernel:
+    """``gemm16`` (_csrc/k_gemm16.c) against int64 NumPy."""
+
+    @pytest.mark.parametrize("m, p, k", [(1, 1, 1), (6, 16, 2), (7, 17, 3), (5, 15, 33),
+                                         (37, 29, 301), (13, 70, 1025), (130, 3, 2049),
+                                         (61, 45, 4100)])
+    @pytest.mark.parametrize("layout", ["rows", "cols", "strided"])
+    @pytest.mark.parametrize("threads", [1, 2])
+    def test_shapes_layouts_threads(self, rng, gemm16, m, p, k, layout, threads):
+        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+        b = rng.integers(-128, 128, (p, k)).astype(np.int8)
+        if layout == "cols":  # stored k x rows (the operands' column-major slices)
+            a, b = np.asfortranarray(a), np.asfortranarray(b)
+        elif layout == "strided":  # every other row and inner index of larger arrays
+            a = np.repeat(np.repeat(a, 2, axis=0), 2, axis=1)[::2, ::2]
+            b = np.repeat(np.repeat(b, 2, axis=0), 2, axis=1)[::2, ::2]
+        gemm16.set_threads(threads)
+        c = np.full((m, p), 7, np.int32)
+        gemm16.gemm16(a, b, c, False)
+        np.testing.assert_array_equal(c, _int64(a, b))
+        gemm16.gemm16(a, b, c, True)  # beta = 1: accumulates
+        np.testing.assert_array_equal(c, 2 * _int64(a, b))
+        ct = np.zeros((p, m), np.int32).T  # a column-major result
+        gemm16.gemm16(a, b, ct, False)
+        np.testing.assert_array_equal(ct, _int64(a, b))
+
+    @pytest.mark.parametrize("va, vb", [(-128, -128), (-128, 127), (127, 127), (127, -128)])
+    def test_extremes_at_the_longest_inner_dimension(self, gemm16, va, vb):
+        # the worst case just below 2**31: k = 2**17 - 1024 products of (-128)(-128)
+        k = (1 << 17) - 1024
+        a = np.full((7, k), va, np.int8)
+        b = np.full((17, k), vb, np.int8)
+        b[3, ::2] = -vb - 1 if vb < 0 else -vb  # mixed signs in one row
+        c = np.zeros((7, 17), np.int32)
+        gemm16.set_threads(2)
+        gemm16.gemm16(a, b, c, False)
+        np.testing.assert_array_equal(c, _int64(a, b))
+        assert int(np.abs(_int64(a, b)).max()) >= 127 * 127 * k
+
+    def test_int32_sums_wrap_and_come_back(self, gemm16):
+        # partial sums past 2**31 wrap (vpaddd); a result that fits is still exact
+        k = 1 << 17
+        a = np.full((6, 2 * k), 127, np.int8)
+        b = np.full((16, 2 * k), 127, np.int8)
+        b[:, k:] = -127  # +127**2 k, then -127**2 k: 0 (the partial sum reaches 2**31)
+        c = np.ones((6, 16), np.int32)
+        gemm16.gemm16(a, b, c, False)
+        np.testing.assert_array_equal(c, 0)
+
+    def test_checks_shapes_and_types(self, gemm16):
+        a = np.zeros((3, 5), np.int8)
+        with pytest.raises(ValueError, match="memory layout"):
+            gemm16.gemm16(a, np.zeros((4, 6), np.int8), np.zeros((3, 4), np.int32), False)
+        with pytest.raises(TypeError, match="int32|type 'i'"):
+            gemm16.gemm16(a, a, np.zeros((3, 3), np.int64), False)
+
+    def test_built_from_x86_64_v3_only(self):
+        info = np.zeros(3, np.int64)
+        base = kernels._module(1)
+        if base is None:
+            pytest.skip("compiled kernels not built")
+        base.gemm16_info(info)
+        assert list(info) == [0, 0, 0]
+        with pytest.raises(NotImplementedError, match="gemm16 is not built"):
+            base.gemm16(np.zeros((1, 1), np.int8), np.zeros((1, 1), np.int8),
+                        np.zeros((1, 1), np.int32), False)
+        v3 = kernels._module(3)
+        if v3 is not None:
+            v3.gemm16_info(info)
+            assert list(info) == [1, 6, 16]  # the register tile: 6 x 16 int32 sums
+
+
+class TestExactness:
+    """The engine is exact where it runs, and its self-test can fail."""
+
+    def test_self_test_passes_here(self, avx2):
+        ok, detail = self_test(avx2)
+        assert ok and "avx2" in detail, detail
+
+    @pytest.mark.parametrize("layouts", ["rows", "cols"])
+    def test_grouped_runs_in_both_layouts(self, rng, avx2, layouts):
+        s, m, p, k = 6, 19, 23, 300
+        xa = np.zeros((m, k)) if layouts == "rows" else np.zeros((k, m)).T
+        xb = np.zeros((p, k)) if layouts == "rows" else np.zeros((k, p)).T
+        da = avx2.empty_slices_like(xa, s, "bitmask", "a")
+        db = avx2.empty_slices_like(xb, s, "bitmask", "b")
+        da[...] = rng.integers(-128, 128, da.shape)
+        db[...] = rng.integers(-128, 128, db.shape)
+        a64, b64 = da.astype(np.int64), db.astype(np.int64)
+        for g in range(s):
+            pairs = [(i, g - i) for i in range(g + 1)]
+            for order in "CF":
+                got, calls = avx2.int_matmul_sum(da, db, pairs, 128, 128,
+                                                 ws=avx2.workspace(m, p, order))
+                assert calls == 1  # the whole group: one GEMM over the stacked slices
+                np.testing.assert_array_equal(got, sum(a64[i] @ b64[j].T for i, j in pairs))
+
+    def test_int32_overflow_goes_to_int64(self, avx2):
+        k = 1 << 16
+        a = avx2.empty_slices(2, 3, k, "bitmask")
+        a[...] = -128
+        got, calls = avx2.int_matmul_sum(a, a, [(0, 0), (1, 1)], 128, 128)
+        assert got.dtype == np.int64 and calls == 2
+        assert int(got[0, 0]) == 2 * k * 128 * 128  # 2**31: past INT32
+
+    def test_rejects_float_slices(self, avx2):
+        with pytest.raises(TypeError, match="AVX2 engine multiplies int8"):
+            avx2.int_matmul_sum(np.zeros((1, 2, 2), np.float32), np.zeros((1, 2, 2), np.int8),
+                                [(0, 0)], 1, 1)
+
+    def test_self_test_rejects_a_wrong_gemm(self, avx2, monkeypatch):
+        from ozlinalg.engines.avx2 import AVX2Engine
+
+        real = AVX2Engine._run_gemm
+
+        def wrong(self, la, i, lb, j, k0, k1, out, colmajor, beta):
+            real(self, la, i, lb, j, k0, k1, out, colmajor, beta)
+            out.reshape(-1)[:1] += 1  # one entry off by one
+
+        monkeypatch.setattr(AVX2Engine, "_run_gemm", wrong)
+        with pytest.raises(EngineUnavailable, match="failed the INT8 exactness self-test.*"
+                                                    "entries wrong"):
+            AVX2Engine()
+
+    def test_unavailable_without_the_compiled_gemm(self):
+        from ozlinalg.engines.avx2 import AVX2Engine
+
+        with pytest.raises(EngineUnavailable, match="no compiled AVX2 INT8 GEMM: why not"):
+            AVX2Engine(gemm=(None, "why not"))
+
+
+# counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
+class TestSameBitsAsSGEMM:
+    """``ozlinalg.matmul`` on the AVX2 engine equals the SGEMM engine bit for bit."""
+
+    METHODS = ["hybrid-ef", "bitmask-ef", "bitmask", "rn", "crt", "crt-fast", "splitfp"]
+
+    @pytest.mark.parametrize("method", METHODS)
+    @pytest.mark.parametrize("slices", [7, "auto"])
+    @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+    def test_methods_counts_and_layouts(self, rng, avx2, method, slices, orders):
+        a = _order(random_matrix(rng, 45, 203, 1.0), orders[0])
+        b = _order(random_matrix(rng, 203, 37, 1.0), orders[1])
+        if method.startswith("crt") and slices == 7:
+            slices = 14
+        want, p0 = _run("sgemm", a, b, method=method, slices=slices)
+        got, p1 = _run("avx2", a, b, method=method, slices=slices)
+        np.testing.assert_array_equal(got, want)
+        assert p0.slices == p1.slices and p1.int8_gemms == p0.int8_gemms
+        assert p1.calls[0].engine.startswith("cpu-avx2")
+        if method.endswith("-ef"):  # each EF group is one GEMM
+            assert p1.engine_calls == p1.slices[0] < p1.int8_gemms
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "rn"])
+    def test_group_limit_r(self, rng, avx2, method):
+        k = 5000  # r = 16 products per INT32 accumulator, below the largest group's 20
+        assert params.group_limit(k, params.slice_width(k)) == 16
+        a = random_matrix(rng, 6, k, 0.5)
+        b = random_matrix(rng, k, 5, 0.5)
+        want, _ = _run("sgemm", a, b, method=method, slices=20)
+        got, _ = _run("avx2", a, b, method=method, slices=20)
+        np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("method, slices", [("hybrid-ef", 9), ("crt", 15),
+                                                ("crt-fast", "auto")])
+    def test_inner_blocks(self, rng, avx2, method, slices):
+        k = params.INT8_INNER_BLOCK + 999  # two inner blocks (CRT: its own block length)
+        a = random_matrix(rng, 3, k, 0.5)
+        b = random_matrix(rng, k, 2, 0.5)
+        want, _ = _run("sgemm", a, b, method=method, slices=slices)
+        got, _ = _run("avx2", a, b, method=method, slices=slices)
+        np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("method, slices", [("hybrid-ef", "auto"), ("crt", "auto")])
+    @pytest.mark.parametrize("limit", [3 << 20, 6 << 20])
+    def test_output_tiles(self, rng, avx2, method, slices, limit):
+        a = random_matrix(rng, 260, 200, 2.0)
+        b = random_matrix(rng, 200, 250, 2.0)
+        want, _ = _run("sgemm", a, b, method=method, slices=slices)  # one tile
+        with ozlinalg.options(memory_limit=limit):
+            got, _ = _run("avx2", a, b, method=method, slices=slices)
+        np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
+    def test_nonfinite_complex_and_faithful(self, rng, avx2, method):
+        a = random_matrix(rng, 40, 90, 2.0) + 1j * random_matrix(rng, 40, 90, 2.0)
+        b = random_matrix(rng, 90, 30, 2.0) - 1j * random_matrix(rng, 90, 30, 2.0)
+        a[3, 4] = np.inf
+        b[5, 6] = np.nan
+        for accuracy in ("dgemm", "faithful"):
+            want, _ = _run("sgemm", a, b, method=method, accuracy=accuracy)
+            got, _ = _run("avx2", a, b, method=method, accuracy=accuracy)
+            np.testing.assert_array_equal(got, want)
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask", "rn", "crt"])
+    def test_numpy_passes_without_kernels(self, rng, avx2, method, monkeypatch):
+        # OZLINALG_FUSED=0: the generic NumPy passes around the same compiled GEMMs
+        from ozlinalg.engines import base
+        from ozlinalg.engines.avx2 import AVX2Engine
+
+        plain = AVX2Engine(fused=False)
+        assert plain.kernels is None and "NumPy" in plain.describe()
+        a = _order(random_matrix(rng, 33, 150, 1.0), "F")
+        b = random_matrix(rng, 150, 21, 1.0)
+        want, _ = _run("sgemm", a, b, method=method)
+        monkeypatch.setitem(base._ENGINES, "numpy", plain)
+        with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
+            got = ozlinalg.matmul(a, b, method=method)
+        np.testing.assert_array_equal(got, want)
+        assert prof.calls[0].engine == plain.describe()
+
+    def test_factorizations(self, rng, avx2):
+        a = rng.standard_normal((300, 300))
+        spd = a @ a.T + 300 * np.eye(300)
+        for name, x in (("getrf", a), ("potrf", spd), ("geqrf", a)):
+            fn = getattr(ozlinalg.lapack, name)
+            with ozlinalg.options(engine="sgemm"):
+                want = fn(x, min_size=64, block_size=64)
+            with ozlinalg.options(engine="avx2"):
+                got = fn(x, min_size=64, block_size=64)
+            for w, g in zip(want, got):
+                np.testing.assert_array_equal(g, w)
+
+
+class TestSelection:
+    """How the AVX2 engine is chosen, forced and named."""
+
+    def test_option_and_names(self, avx2):
+        from ozlinalg._options import current_engine
+
+        for name in ("avx2", "AVX2", "cpu-avx2"):
+            with ozlinalg.options(engine=name):
+                assert current_engine(np) is avx2
+        text = avx2.describe()
+        assert text.startswith("cpu-avx2 (exact INT8 GEMM on AVX2 vpmaddwd")
+        assert "self-test passed" in text and "x86-64-v" in text
+
+    def test_profile_names_the_engine(self, rng, avx2):
+        a = rng.standard_normal((30, 40))
+        _, prof = _run("avx2", a, a.T)
+        assert prof.calls[0].engine.startswith("cpu-avx2") and "cpu-avx2" in prof.summary()
+
+    def test_tuning_facts(self, avx2):
+        facts = avx2.tuning_facts()
+        assert facts["engine"] == "cpu-avx2" and facts["isa"] == avx2.isa
+        assert facts["gemm"].startswith("x86-64-v") and avx2.int8_peak_ratio() == 4.0
+
+    def test_auto_takes_it_where_onednn_cannot(self, avx2, monkeypatch):
+        monkeypatch.setattr(select, "_CACHE", {"onednn": EngineUnavailable("no library")})
+        monkeypatch.setattr(select, "FALLBACKS", ("avx2", "sgemm"))
+        eng = select.cpu_engine("auto")
+        assert eng.name == "cpu-avx2" and eng is not avx2  # an engine of its own
+        assert eng.describe().endswith("; oneDNN engine not used: no library)")
+        assert select.cpu_engine("auto") is eng
+        assert select.cpu_engine("avx2").selection_reason is None  # the named one: none
+
+    def test_auto_says_why_neither_int8_engine_runs(self, monkeypatch):
+        monkeypatch.setattr(select, "_CACHE", {"onednn": EngineUnavailable("no library"),
+                                               "avx2": EngineUnavailable("no AVX2")})
+        monkeypatch.setattr(select, "FALLBACKS", ("avx2", "sgemm"))
+        eng = select.cpu_engine("auto")
+        assert eng.name == "cpu-sgemm"
+        assert ("oneDNN engine not used: no library; AVX2 engine not used: no AVX2"
+                in eng.describe())
+        with pytest.raises(EngineUnavailable, match="engine 'avx2' was asked for but cannot "
+                                                    "run: no AVX2"):
+            select.cpu_engine("avx2")
+
+    def test_fallback_keeps_the_reason_it_was_chosen_for(self, avx2, monkeypatch):
+        monkeypatch.setattr(select, "FALLBACKS", ("avx2", "sgemm"))
+        monkeypatch.setitem(select._CACHE, "onednn", EngineUnavailable("verdict one"))
+        first = select.cpu_engine("auto")
+        monkeypatch.setitem(select._CACHE, "onednn", EngineUnavailable("verdict two"))
+        second = select.cpu_engine("auto")
+        assert "verdict one" in first.describe() and "verdict two" not in first.describe()
+        assert "verdict two" in second.describe() and second.name == "cpu-avx2"
+
+    def _python(self, code, **env):
+        full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+        for key in ("OZLINALG_ENGINE", "ONEDNN_MAX_CPU_ISA", "OZLINALG_KERNELS_ISA",
+                    "OZLINALG_FUSED"):
+            if key not in env:
+                full.pop(key, None)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=full, cwd=str(ROOT), timeout=300)
+
+    _WHICH = ("import numpy as np, ozlinalg; from ozlinalg.engines import get_engine; "
+              "e = get_engine(np); print(e.name); print(e.describe()); "
+              "a = np.arange(12.0).reshape(3, 4); "
+              "print(bool((ozlinalg.matmul(a, a.T) == a @ a.T).all()))")
+
+    def test_env_forces_it(self, avx2):
+        r = self._python(self._WHICH, OZLINALG_ENGINE="avx2")
+        assert r.returncode == 0, r.stderr
+        name, text, ok = r.stdout.split("\n")[:3]
+        assert name == "cpu-avx2" and ok == "True" and "vpmaddwd" in text
+
+    def test_env_on_the_baseline_build_raises_with_the_reason(self, avx2):
+        r = self._python(self._WHICH, OZLINALG_ENGINE="avx2", OZLINALG_KERNELS_ISA="x86-64")
+        assert r.returncode != 0
+        assert "EngineUnavailable" in r.stderr and "OZLINALG_KERNELS_ISA=x86-64" in r.stderr
+
+    def test_gemm_stays_compiled_without_fused_passes(self, avx2):
+        r = self._python(self._WHICH, OZLINALG_ENGINE="avx2", OZLINALG_FUSED="0")
+        assert r.returncode == 0, r.stderr
+        name, text, ok = r.stdout.split("\n")[:3]
+        assert name == "cpu-avx2" and ok == "True" and "passes: NumPy: OZLINALG_FUSED=0" in text
