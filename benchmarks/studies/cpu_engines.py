@@ -1,10 +1,11 @@
-"""Time against n of native DGEMM and of every method on both NumPy engines, and the
-INT8 engine's rate against its peak: the data and the plot of docs/performance.md.
+"""Time against n of native DGEMM and of every method on the NumPy engines, and each
+engine's exact INT8 GEMM rate: the data and the plot of docs/performance.md.
 
-For each n: native DGEMM (NumPy's BLAS), one exact n x n x n INT8 GEMM on the
-oneDNN engine (TOPS, against ``--peak-tops``), and ``ozlinalg.matmul`` for each
-method (``slices="auto"``, phi = 0.5 inputs) on the SGEMM engine and on the
-oneDNN engine, best of ``--repeat`` (the SGEMM engine once above
+For each n: native DGEMM (NumPy's BLAS), one exact n x n x n INT8 slice product on
+each engine (``int_matmul_sum``, ops/s; the oneDNN engine's against ``--peak-tops``),
+and ``ozlinalg.matmul`` for each method (``slices="auto"``, or ``method:count`` such as
+``hybrid-ef:8``; phi = 0.5 inputs) on each engine of ``--engines`` (``sgemm``,
+``onednn``, ``avx2``), best of ``--repeat`` (the SGEMM engine once above
 ``--sgemm-repeat-max-n``: tens of seconds each at n = 4096). Native DGEMM is
 re-measured before each engine's run, and each ratio uses the native time of
 its own run.
@@ -14,12 +15,15 @@ Usage::
     python benchmarks/studies/cpu_engines.py --n 512 1024 2048 4096 --json cpu-engines.json \\
         --plot docs/img/cpu-engines.png --peak-tops 2.15
     python benchmarks/studies/cpu_engines.py --from-json cpu-engines.json --plot out.png
+    python benchmarks/studies/cpu_engines.py --n 2048 --engines sgemm avx2 --threads 1 \\
+        --clock cpu --methods hybrid-ef:8 hybrid-ef crt   # the AVX2 engine's table
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import warnings
 
 import numpy as np
 from cpu_timing import add_arguments, best, configure
@@ -32,6 +36,8 @@ METHODS = ["hybrid-ef", "bitmask-ef", "rn", "crt", "crt-fast"]
 
 
 def measure(sizes, methods, engines, repeat, sgemm_repeat_max_n, args):
+    # fixed counts (``method:count``) below auto's are asked for: no AccuracyWarning
+    warnings.simplefilter("ignore", ozlinalg.AccuracyWarning)
     rows = []
     for n in sizes:
         rng = np.random.default_rng([n, 23])
@@ -40,35 +46,37 @@ def measure(sizes, methods, engines, repeat, sgemm_repeat_max_n, args):
         a @ b
         for engine in engines:
             with ozlinalg.options(engine=engine):
-                eng = get_engine(np)
+                eng = get_engine(np, engine)  # the engine of the options, by name
                 configure(args, eng)
                 t_nat = best(lambda a=a, b=b: a @ b, repeat)[0]
                 row = dict(n=n, engine=engine, native=t_nat, load=os.getloadavg()[0],
                            describe=eng.describe(), methods={})
-                if engine == "onednn":
-                    x = eng.empty_slices(1, n, n, "bitmask")
-                    x[...] = rng.integers(-128, 128, x.shape)
-                    ws = eng.workspace(n, n)
-                    eng.int_matmul_sum(x, x, [(0, 0)], 128, 128, ws=ws)
-                    t8 = best(lambda e=eng, x=x, ws=ws: e.int_matmul_sum(x, x, [(0, 0)], 128,
-                                                                         128, ws=ws),
-                              repeat)[0]
-                    row["int8_gemm"] = t8
-                    row["int8_tops"] = 2.0 * n**3 / t8 / 1e12
-                    del x
+                # one exact INT8 slice product of random full-range digits, n x n x n
+                x = eng.empty_slices(1, n, n, "bitmask")
+                x[...] = rng.integers(-128, 128, x.shape)
+                ws = eng.workspace(n, n)
+                eng.int_matmul_sum(x, x, [(0, 0)], 128, 128, ws=ws)
+                t8 = best(lambda e=eng, x=x, ws=ws: e.int_matmul_sum(x, x, [(0, 0)], 128,
+                                                                     128, ws=ws),
+                          repeat)[0]
+                row["int8_gemm"] = t8
+                row["int8_tops"] = 2.0 * n**3 / t8 / 1e12
+                del x, ws
+                print(f"n={n:>5} {engine:>6} INT8 GEMM {t8 * 1e3:.1f} ms "
+                      f"({2.0 * n**3 / t8 / 1e9:.1f} Gops/s, {t_nat / t8:.2f}x native "
+                      f"DGEMM's rate: {2.0 * n**3 / t_nat / 1e9:.1f} GFLOP/s)", flush=True)
                 rep = repeat if engine != "sgemm" or n <= sgemm_repeat_max_n else 1
-                for meth in methods:
+                for spec in methods:
+                    meth, _, count = spec.partition(":")
+                    kw = dict(method=meth, slices=int(count) if count else "auto")
                     with ozlinalg.profile() as prof:
-                        ozlinalg.matmul(a, b, method=meth)
-                    t = best(lambda a=a, b=b, meth=meth: ozlinalg.matmul(a, b, method=meth), rep)[0]
-                    row["methods"][meth] = dict(seconds=t, ratio=t / t_nat,
+                        ozlinalg.matmul(a, b, **kw)
+                    t = best(lambda a=a, b=b, kw=kw: ozlinalg.matmul(a, b, **kw), rep)[0]
+                    row["methods"][spec] = dict(seconds=t, ratio=t / t_nat,
                                                 slices=prof.slices[0],
                                                 int8_gemms=prof.int8_gemms)
-                    print(f"n={n:>5} {engine:>6} {meth:<10} s={prof.slices[0]:>2} "
+                    print(f"n={n:>5} {engine:>6} {spec:<12} s={prof.slices[0]:>2} "
                           f"{t:8.3f} s  {t / t_nat:6.2f}x native ({t_nat:.3f} s)", flush=True)
-                if "int8_tops" in row:
-                    print(f"n={n:>5} INT8 GEMM {row['int8_gemm'] * 1e3:.1f} ms "
-                          f"({row['int8_tops']:.2f} TOPS)", flush=True)
                 rows.append(row)
     return rows
 
@@ -94,12 +102,13 @@ def plot(data, path, peak_tops=None):
     import matplotlib.pyplot as plt
 
     rows = data["rows"]
-    methods = [m for m in METHODS if any(m in r["methods"] for r in rows)]
+    methods = list(dict.fromkeys(m for r in rows for m in r["methods"]))
     ncol = 3
     nrow = -(-(len(methods) + 1) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
     styles = {"sgemm": ("tab:orange", "s", "SGEMM engine"),
-              "onednn": ("tab:blue", "o", "INT8 engine (oneDNN)")}
+              "onednn": ("tab:blue", "o", "INT8 engine (oneDNN)"),
+              "avx2": ("tab:green", "^", "AVX2 engine (vpmaddwd)")}
     for ax, meth in zip(axes.flat, methods):
         nat = {}
         for r in rows:
@@ -113,13 +122,14 @@ def plot(data, path, peak_tops=None):
                 ax.plot(*zip(*pts), color=color, marker=marker, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_title(f"{meth} (slices auto)")
+        ax.set_title(f"{meth}" if ":" in meth else f"{meth} (slices auto)")
         ax.set_xlabel("n")
         ax.set_ylabel("seconds")
         ax.grid(True, which="both", alpha=0.3)
     axes.flat[0].legend(fontsize=8)
     ax = axes.flat[len(methods)]
-    pts = sorted((r["n"], r["int8_tops"]) for r in rows if "int8_tops" in r)
+    pts = sorted((r["n"], r["int8_tops"]) for r in rows
+                 if "int8_tops" in r and r["engine"] == "onednn")
     if pts:
         ax.plot(*zip(*pts), color="tab:blue", marker="o", label="oneDNN s8s8s32 GEMM")
         if peak_tops:

@@ -1,4 +1,4 @@
-"""The INT8 peak of this CPU, measured: core clock, AVX-512 VNNI and AMX throughput.
+"""The INT8 peak of this CPU, measured: core clock, AVX-512 VNNI, AMX and AVX2 throughput.
 
 Micro-benchmarks compiled with the system C compiler (``cc``), each run only where
 ``/proc/cpuinfo`` lists the instructions it needs:
@@ -13,7 +13,12 @@ Micro-benchmarks compiled with the system C compiler (``cc``), each run only whe
 * AMX (``amx_int8``): ``tdpbssd`` on full 16 x 64 tiles (16 x 16 x 64 = 16384
   multiply-adds = 32768 INT8 operations each) into four independent accumulator
   tiles: tile products per second and per cycle (the tile peak: 2048 ops per
-  cycle per core where one ``tdpbssd`` issues every 16 cycles).
+  cycle per core where one ``tdpbssd`` issues every 16 cycles);
+* AVX2 (the AVX2 engine's GEMM, ``ozlinalg/engines/_csrc/k_gemm16.c``): ``vpmaddwd``
+  on 256-bit registers with its ``vpaddd`` (16 int16 products = 32 INT8-range
+  operations each), ``vfmadd231ps`` (SGEMM's 8 multiply-adds), and the two
+  interleaved one to one: where they share the multiply pipes the mix runs no more
+  multiply-adds per cycle than either alone.
 
 Peak = cores x clock x ops per cycle per core. The loops time the process's CPU
 time (``CLOCK_PROCESS_CPUTIME_ID``) on one thread, so other processes on a shared
@@ -108,9 +113,45 @@ int main(void) {
 }
 """
 
-#: INT8 operations of one instruction: vpdpbusd on zmm, tdpbssd on full tiles.
+#: Eight independent accumulators in assembly (no compiler can hoist or fuse them):
+#: BODY is one loop iteration of eight steps, ymm0 / ymm1 the constant operands.
+AVX2_C = r"""
+#include <stdio.h>
+#include <time.h>
+int main(void) {
+  struct timespec a, b; long iters = 100000000L, n = iters;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  __asm__ volatile("vpxor %%ymm0, %%ymm0, %%ymm0\n\t vpxor %%ymm1, %%ymm1, %%ymm1\n\t"
+                   "1:\n\t" BODY "dec %0\n\t jnz 1b" : "+r"(n) :
+                   : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
+                     "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  printf("%f 0\n", STEPS * iters / ((b.tv_sec - a.tv_sec) + 1e-9 * (b.tv_nsec - a.tv_nsec)) / 1e9);
+  return 0;
+}
+"""
+# vpmaddwd into a temporary (ymm14 / ymm15 in turn), vpaddd into one of eight accumulators
+# (the GEMM's step); vfmadd231ps into twelve (its latency of up to 5 cycles hidden at two
+# a cycle); the mix: six of each per iteration.
+def _madd(i, acc):
+    t = 14 + i % 2
+    return (f"vpmaddwd %%ymm0, %%ymm1, %%ymm{t}\\n\\t "
+            f"vpaddd %%ymm{t}, %%ymm{acc}, %%ymm{acc}\\n\\t")
+
+
+def _fma(acc):
+    return f"vfmadd231ps %%ymm0, %%ymm1, %%ymm{acc}\\n\\t"
+
+
+MADD = "".join(_madd(i, 2 + i) for i in range(8))
+FMA = "".join(_fma(2 + i) for i in range(12))
+MIX = "".join(_madd(i, 2 + i) + _fma(8 + i) for i in range(6))
+
+#: INT8 operations of one instruction: vpdpbusd on zmm, tdpbssd on full tiles,
+#: vpmaddwd on ymm (16 products and their pairwise sums).
 OPS_VNNI = 128
 OPS_TILE = 2 * 16 * 16 * 64
+OPS_MADD = 32
 
 
 def cpu_flags():
@@ -159,6 +200,21 @@ def main():
                   f"tile peak {cores} cores = {cores * gtps * OPS_TILE / 1e3:.2f} TOPS")
     else:
         print("tdpbssd (AMX): not measured (no amx_tile / amx_int8 in /proc/cpuinfo)")
+    if {"avx2", "fma"} <= flags:
+        rate = {}
+        for name, body, steps in (("madd", MADD, 8), ("fma", FMA, 12), ("mix", MIX, 6)):
+            src = AVX2_C.replace("BODY", f'"{body}"').replace("STEPS", f"{steps}.0")
+            rate[name] = max(run_c(src) for _ in range(2))
+        madd, fma, mix = rate["madd"], rate["fma"], rate["mix"]
+        print(f"vpmaddwd ymm (+ vpaddd) {madd:.2f} G/s per core = {madd / ghz:.2f} per cycle "
+              f"-> {madd / ghz * OPS_MADD:.0f} INT8 ops/cycle/core ({madd * 16:.1f} G "
+              f"multiply-adds/s); vfmadd231ps ymm {fma:.2f} G/s = {fma / ghz:.2f} per cycle "
+              f"({fma * 8:.1f} G multiply-adds/s); both 1:1 {mix:.2f} G pairs/s "
+              f"({mix * 24:.1f} G multiply-adds/s: more than either alone only where "
+              f"they issue on separate pipes); AVX2 INT8 peak {cores} cores = "
+              f"{cores * madd * OPS_MADD / 1e3:.2f} TOPS")
+    else:
+        print("vpmaddwd ymm: not measured (no avx2 / fma in /proc/cpuinfo)")
 
 
 if __name__ == "__main__":
