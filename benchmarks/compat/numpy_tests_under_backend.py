@@ -71,22 +71,27 @@ def install_shims():
         pass
 
 
-def run(path, backend_opts, extra):
+def run(path, backend_opts, extra, rootdir=None):
+    """One pytest run of `path` (under the backend when `backend_opts`); pytest's
+    rootdir is `rootdir` (default: the folder of `path`; a suite whose fixtures
+    live in a conftest.py further up, as scikit-learn's, needs that folder)."""
     install_shims()
     rec = Recorder(backend_opts)
     args = [path, "-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning",
-            "--rootdir", os.path.dirname(path), *extra]
+            "--rootdir", rootdir or os.path.dirname(path), *extra]
     pytest.main(args, plugins=[rec])
     return rec
 
 
 def print_differences(base, under):
     """Print the tests whose outcome under the backend differs from the
-    baseline run, with the last lines of each failure; return their ids."""
-    diff = sorted(n for n in under.outcomes if under.outcomes[n] != base.outcomes.get(n))
+    baseline run (None: not collected in that run), with the last lines of
+    each failure; return their ids."""
+    diff = sorted(n for n in base.outcomes.keys() | under.outcomes.keys()
+                  if under.outcomes.get(n) != base.outcomes.get(n))
     print(f"tests whose outcome differs: {len(diff)}")
     for n in diff:
-        print(f"  {base.outcomes.get(n)} -> {under.outcomes[n]}: {n}")
+        print(f"  {base.outcomes.get(n)} -> {under.outcomes.get(n)}: {n}")
         if n in under.longrepr:
             last = [ln for ln in under.longrepr[n].splitlines() if ln.strip()][-3:]
             for ln in last:
