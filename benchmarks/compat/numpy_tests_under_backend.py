@@ -3,8 +3,11 @@
 Usage::
 
     python benchmarks/compat/numpy_tests_under_backend.py [--min-size 0] [--json out.json]
+        [--files linalg/tests/test_linalg.py ...] [-k EXPR]
 
-Runs ``numpy/linalg/tests/test_linalg.py`` of the installed NumPy twice with
+Runs ``numpy/linalg/tests/test_linalg.py`` and
+``numpy/matrixlib/tests/test_matrix_linalg.py`` (:data:`FILES`) of the installed
+NumPy twice with
 pytest: once plainly (the baseline) and once with a plugin whose
 ``pytest_runtest_call`` hook wraps each test's call phase in
 ``ozlinalg.backend(strategy="eager", min_size=...)`` (default 0: emulation
@@ -99,35 +102,40 @@ def print_differences(base, under):
     return diff
 
 
+#: the NumPy test files run, relative to the installed package: its linalg tests,
+#: and its np.matrix linalg tests (matrices are routed; results keep NumPy's types)
+FILES = ("linalg/tests/test_linalg.py", "matrixlib/tests/test_matrix_linalg.py")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--min-size", type=int, default=0)
     p.add_argument("--json", default=None)
     p.add_argument("-k", default=None, help="pytest -k expression")
+    p.add_argument("--files", nargs="*", default=list(FILES),
+                   help="test files relative to the numpy package")
     args = p.parse_args(argv)
-    path = os.path.join(os.path.dirname(np.linalg.__file__), "tests", "test_linalg.py")
     extra = ["-k", args.k] if args.k else []
-    base = run(path, None, extra)
-    under = run(path, backend_options(args.min_size), extra)
-
-    def counts(rec):
-        return Counter(rec.outcomes.values())
-
-    cb, cu = counts(base), counts(under)
     keys = ["passed", "failed", "skipped", "xfailed", "xpassed"]
-    print("\n=== numpy", np.__version__, path)
-    print(f"{'':28s}" + "".join(f"{k:>9s}" for k in keys) + f"{'total':>9s}")
-    for name, c in (("native (no backend)", cb), (f"backend(min_size={args.min_size})", cu)):
-        print(f"{name:28s}" + "".join(f"{c.get(k, 0):9d}" for k in keys)
-              + f"{sum(c.values()):9d}")
-    reached = sum(1 for v in under.emulated.values() if v)
-    print(f"tests that ran >= 1 emulated GEMM under the backend: {reached} of "
-          f"{len(under.emulated)} ({sum(under.emulated.values())} emulated GEMM calls)")
-    diff = print_differences(base, under)
+    report = {}
+    for rel in args.files:
+        path = os.path.join(os.path.dirname(np.__file__), rel)
+        base = run(path, None, extra)
+        under = run(path, backend_options(args.min_size), extra)
+        cb, cu = (Counter(rec.outcomes.values()) for rec in (base, under))
+        print("\n=== numpy", np.__version__, path)
+        print(f"{'':28s}" + "".join(f"{k:>9s}" for k in keys) + f"{'total':>9s}")
+        for name, c in (("native (no backend)", cb), (f"backend(min_size={args.min_size})", cu)):
+            print(f"{name:28s}" + "".join(f"{c.get(k, 0):9d}" for k in keys)
+                  + f"{sum(c.values()):9d}")
+        reached = sum(1 for v in under.emulated.values() if v)
+        print(f"tests that ran >= 1 emulated GEMM under the backend: {reached} of "
+              f"{len(under.emulated)} ({sum(under.emulated.values())} emulated GEMM calls)")
+        diff = print_differences(base, under)
+        report[rel] = {"native": cb, "backend": cu, "differs": diff, "emulated_tests": reached}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"native": cb, "backend": cu, "differs": diff,
-                       "emulated_tests": reached}, f, indent=1)
+            json.dump(report, f, indent=1)
     return 0
 
 

@@ -52,14 +52,7 @@ FILES = {
 }
 
 #: test file -> [(node id prefix, reason)]: left out of both runs
-DESELECT = {
-    "test_decomp.py": [
-        ("test_decomp.py::test_svd_gesdd_nofegfault",
-         "OPEN ozlinalg bug: svd of a 4799 x 53130 matrix must raise SciPy's LAPACK "
-         "int32-indexing ValueError at once; the backend computes the full SVD instead "
-         "(V alone is 53130^2 doubles, 22.6 GB)"),
-    ],
-}
+DESELECT: dict[str, list[tuple[str, str]]] = {}
 
 
 def main(argv=None):

@@ -13,7 +13,7 @@ from ..scipy_io import emulating, lapack_dtype, lapack_kw
 from ._decomp_cholesky import _potrf
 from ._decomp_qr import _geqrf, _orgqr
 from ._spectral import _scale_exponent, _scaled, svd_core
-from ._validation import as_array, scipy_native
+from ._validation import as_array, batched, scipy_native
 
 __all__ = ["polar"]
 
@@ -116,6 +116,7 @@ def _unitary_factor(xp, a):
     return u if m >= n else _ct(u)
 
 
+@batched(("a", 2))
 def polar(a, side="right"):
     """Compute the polar decomposition.
 

@@ -21,6 +21,23 @@ def _native_svd(xp, a, a1, **kw):
     return tuple(xp.asarray(r) for r in res) if isinstance(res, tuple) else xp.asarray(res)
 
 
+def _check_int32_indexing(m, n, full_matrices):
+    """SciPy's refusal, before any work, of factors that LAPACK's int32 indices
+    cannot address (SciPy's words)."""
+    big = np.iinfo(np.int32).max
+    max_mn, min_mn = (m, n) if m > n else (n, m)
+    if full_matrices:
+        if max_mn * max_mn > big:
+            raise ValueError(f"Indexing a matrix size {max_mn} x {max_mn} "
+                             "would incur integer overflow in LAPACK. "
+                             "Try using numpy.linalg.svd instead.")
+    elif max(m * min_mn, n * min_mn) > big:
+        sz = max(m * min_mn, n * min_mn)
+        raise ValueError(f"Indexing a matrix of {sz} elements would "
+                         "incur an in integer overflow in LAPACK. "
+                         "Try using numpy.linalg.svd instead.")
+
+
 @batched(("a", 2))
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
         lapack_driver="gesdd"):
@@ -95,6 +112,8 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
         raise TypeError("lapack_driver must be a string")
     if lapack_driver not in ("gesdd", "gesvd"):
         raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
+    if compute_uv and a1.size and xp is np:
+        _check_int32_indexing(*a1.shape, full_matrices)
     kw = dict(full_matrices=full_matrices, compute_uv=compute_uv, lapack_driver=lapack_driver)
     if a1.size == 0 or min(a1.shape) < get_options().min_size \
             or not bool(xp.isfinite(a1).all()):

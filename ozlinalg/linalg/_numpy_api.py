@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._array import array_namespace, to_numpy
-from .._emulable import emulable, original
+from .._array import to_numpy
+from .._emulable import emulable
 from .._matmul import matmul as _emulated_matmul
 from .._options import get_options
 from ._basic import _rank_cutoff, refines
@@ -45,7 +45,15 @@ from ._decomp_lu import _getrf, _getrs
 from ._decomp_qr import _geqrf, _orgqr
 from ._numpy_spectral import eigh, eigvalsh, matrix_rank, pinv, svd
 from ._refine import refined_solve
-from ._validation import LinAlgError, batch_loop
+from ._validation import (
+    LinAlgError,
+    batch_loop,
+    numpy_asarrays,
+    numpy_native,
+    numpy_real_t,
+    numpy_result_t,
+    numpy_wraps,
+)
 
 __all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "lstsq", "matmul",
            "multi_dot", "eigh", "eigvalsh", "svd", "pinv", "matrix_rank", "LinAlgError"]
@@ -58,7 +66,7 @@ class _Native(Exception):
     or not positive definite): the whole call goes to the native function."""
 
 
-def _lu_or_native(xp, am):
+def _lu_ornumpy_native(xp, am):
     """Emulated LU of one matrix; :class:`_Native` when it is numerically
     singular (exact zero pivot or rcond below eps), where only LAPACK's own
     arithmetic can say whether NumPy raises "Singular matrix"."""
@@ -67,11 +75,6 @@ def _lu_or_native(xp, am):
     if numerically_singular(info, rc, _F8):
         raise _Native
     return lu_, piv
-
-
-def _native(xp, name):
-    """The native ``xp.linalg.<name>`` (the original if a backend shim is installed)."""
-    return original(getattr(xp.linalg, name) if hasattr(xp.linalg, name) else getattr(xp, name))
 
 
 def _emulable(*arrays):
@@ -88,24 +91,6 @@ def _emulable_real(*arrays):
     return _emulable(*arrays) and not any(a.dtype.kind == "c" for a in arrays)
 
 
-def _result_t(xp, *arrays):
-    """NumPy's linalg result type: single if every input is float32/complex64,
-    complex if any is complex."""
-    single = all(a.dtype in (xp.float32, xp.complex64) for a in arrays)
-    if any(a.dtype.kind == "c" for a in arrays):
-        return xp.complex64 if single else xp.complex128
-    return xp.float32 if single else xp.float64
-
-
-def _real_t(xp, dt):
-    return xp.float32 if dt in (xp.float32, xp.complex64) else xp.float64
-
-
-def _asarrays(*args):
-    xp = array_namespace(*args)
-    return xp, [xp.asarray(a) for a in args]
-
-
 def _stacked_square(*arrays):
     for a in arrays:
         if a.ndim < 2:
@@ -115,6 +100,7 @@ def _stacked_square(*arrays):
             raise LinAlgError("Last 2 dimensions of the array must be square")
 
 
+@numpy_wraps("b")
 def solve(a, b, *, refine=False):
     """Solve a linear matrix equation, or system of linear scalar equations.
 
@@ -159,15 +145,15 @@ def solve(a, b, *, refine=False):
     >>> la.solve(np.array([[1., 2.], [3., 5.]]), np.array([1., 2.]))
     array([-1.,  1.])
     """
-    xp, (a, b) = _asarrays(a, b)
+    xp, (a, b) = numpy_asarrays(a, b)
     _stacked_square(a)
     if not _emulable(a, b):
-        return _native(xp, "solve")(a, b)
+        return numpy_native(xp, "solve")(a, b)
     vec = b.ndim == 1
     b2 = b[:, None] if vec else b
     if b2.shape[-2] != a.shape[-1]:
-        return _native(xp, "solve")(a, b)  # NumPy's own shape error
-    rt = _result_t(xp, a, b)
+        return numpy_native(xp, "solve")(a, b)  # NumPy's own shape error
+    rt = numpy_result_t(xp, a, b)
     if refine not in (True, False, "auto"):
         raise ValueError(f"refine must be True, False or 'auto', got {refine!r}")
     if refine == "auto":
@@ -182,17 +168,18 @@ def solve(a, b, *, refine=False):
                                 accuracy=opts.accuracy)
             if got is not None:  # else: a zero pivot at DGEMM level, NumPy's error below
                 return got[0]
-        lu_, piv = _lu_or_native(xp, am)
+        lu_, piv = _lu_ornumpy_native(xp, am)
         return _getrs(lu_, piv, bm, overwrite_b=True)
 
     try:
         x = batch_loop(xp, one, [a, b2], [2, 2])
     except _Native:
-        return _native(xp, "solve")(a, b)
+        return numpy_native(xp, "solve")(a, b)
     x = x.astype(rt, copy=False)
     return x[..., 0] if vec else x
 
 
+@numpy_wraps("a")
 def inv(a):
     """Compute the inverse of a matrix (or of each matrix of a stack).
 
@@ -228,20 +215,20 @@ def inv(a):
     array([[-2. ,  1. ],
            [ 1.5, -0.5]])
     """
-    xp, (a,) = _asarrays(a)
+    xp, (a,) = numpy_asarrays(a)
     _stacked_square(a)
     if not _emulable(a):
-        return _native(xp, "inv")(a)
+        return numpy_native(xp, "inv")(a)
     n = a.shape[-1]
 
     def one(am):
-        lu_, piv = _lu_or_native(xp, am)
+        lu_, piv = _lu_ornumpy_native(xp, am)
         return _getrs(lu_, piv, xp.eye(n, dtype=lu_.dtype), overwrite_b=True)
 
     try:
-        return batch_loop(xp, one, [a], [2]).astype(_result_t(xp, a), copy=False)
+        return batch_loop(xp, one, [a], [2]).astype(numpy_result_t(xp, a), copy=False)
     except _Native:
-        return _native(xp, "inv")(a)
+        return numpy_native(xp, "inv")(a)
 
 
 def _lu_sign_logdet(xp, am):
@@ -298,13 +285,13 @@ def slogdet(a):
     >>> float(sign), bool(np.isclose(logdet, np.log(2.0)))
     (-1.0, True)
     """
-    xp, (a,) = _asarrays(a)
+    xp, (a,) = numpy_asarrays(a)
     _stacked_square(a)
     if not _emulable(a):
-        return _native(xp, "slogdet")(a)
-    rt = _result_t(xp, a)
+        return numpy_native(xp, "slogdet")(a)
+    rt = numpy_result_t(xp, a)
     sign, logdet = batch_loop(xp, lambda m: _lu_sign_logdet(xp, m), [a], [2])
-    sign, logdet = sign.astype(rt), logdet.astype(_real_t(xp, rt))
+    sign, logdet = sign.astype(rt), logdet.astype(numpy_real_t(xp, rt))
     if sign.ndim == 0 and xp is np:
         sign, logdet = sign[()], logdet[()]
     from numpy.linalg._linalg import SlogdetResult  # noqa: PLC0415
@@ -341,11 +328,11 @@ def det(a):
     >>> float(la.det(np.array([[1., 2.], [3., 4.]])))
     -2.0
     """
-    xp, (a,) = _asarrays(a)
+    xp, (a,) = numpy_asarrays(a)
     _stacked_square(a)
     if not _emulable(a):
-        return _native(xp, "det")(a)
-    rt = _result_t(xp, a)
+        return numpy_native(xp, "det")(a)
+    rt = numpy_result_t(xp, a)
 
     def one(am):
         lu_, piv, _ = _getrf(xp, am)
@@ -357,6 +344,7 @@ def det(a):
     return d[()] if (d.ndim == 0 and xp is np) else d
 
 
+@numpy_wraps("a")
 def cholesky(a, /, *, upper=False):
     """Cholesky decomposition (NumPy 2.x signature).
 
@@ -401,10 +389,10 @@ def cholesky(a, /, *, upper=False):
     array([[2., 0.],
            [1., 2.]])
     """
-    xp, (a,) = _asarrays(a)
+    xp, (a,) = numpy_asarrays(a)
     _stacked_square(a)
     if not _emulable(a):
-        return _native(xp, "cholesky")(a, upper=upper)
+        return numpy_native(xp, "cholesky")(a, upper=upper)
 
     def one(am):
         try:
@@ -418,11 +406,20 @@ def cholesky(a, /, *, upper=False):
         return c
 
     try:
-        return batch_loop(xp, one, [a], [2]).astype(_result_t(xp, a), copy=False)
+        return batch_loop(xp, one, [a], [2]).astype(numpy_result_t(xp, a), copy=False)
     except _Native:  # not positive definite (or nearly): LAPACK's verdict
-        return _native(xp, "cholesky")(a, upper=upper)
+        return numpy_native(xp, "cholesky")(a, upper=upper)
 
 
+
+def _qr_wrapped(result):
+    """The results NumPy's qr wraps: R alone, h of 'raw' (not tau), Q and R."""
+    if not isinstance(result, tuple):
+        return None
+    return (0,) if type(result) is tuple else (0, 1)
+
+
+@numpy_wraps("a", _qr_wrapped)
 def qr(a, mode="reduced"):
     """Compute the qr factorization of a matrix (or a stack), NumPy's modes.
 
@@ -466,15 +463,15 @@ def qr(a, mode="reduced"):
     >>> bool(np.allclose(q @ r, a)), q.shape
     (True, (5, 3))
     """
-    xp, (a,) = _asarrays(a)
+    xp, (a,) = numpy_asarrays(a)
     if mode not in ("reduced", "complete", "r", "raw"):
-        return _native(xp, "qr")(a, mode=mode)
+        return numpy_native(xp, "qr")(a, mode=mode)
     if a.ndim < 2:
         raise LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least "
                           "two-dimensional")
     if not _emulable(a):
-        return _native(xp, "qr")(a, mode=mode)
-    rt = _result_t(xp, a)
+        return numpy_native(xp, "qr")(a, mode=mode)
+    rt = numpy_result_t(xp, a)
     m, n = a.shape[-2:]
     k = min(m, n)
     mc = m if (mode == "complete" and m > n) else k
@@ -501,6 +498,7 @@ def qr(a, mode="reduced"):
     return QRResult(out[2].astype(rt, copy=False), r)
 
 
+@numpy_wraps("b", lambda result: (0, 1))
 def lstsq(a, b, rcond=None):
     """Return the least-squares solution to a linear matrix equation.
 
@@ -555,8 +553,8 @@ def lstsq(a, b, rcond=None):
     """
     from ._basic import lstsq as _sp_lstsq  # noqa: PLC0415
 
-    xp, (a, b) = _asarrays(a, b)
-    native = _native(xp, "lstsq")
+    xp, (a, b) = numpy_asarrays(a, b)
+    native = numpy_native(xp, "lstsq")
     if a.ndim != 2 or b.ndim not in (1, 2) or not _emulable(a, b) \
             or (b.ndim == 2 and b.shape[1] == 0):
         return native(a, b, rcond=rcond)
@@ -571,10 +569,10 @@ def lstsq(a, b, rcond=None):
     a8 = a.astype(np.complex128 if a.dtype.kind == "c" or b.dtype.kind == "c" else np.float64)
     x, res, rank, s = _sp_lstsq(a8, b.astype(a8.dtype) if b.dtype != a8.dtype else b,
                                 cond=cut, check_finite=False)
-    rt = _result_t(xp, a, b)
+    rt = numpy_result_t(xp, a, b)
     if rank < min(m, n):  # the scipy layer fell back to SVD; use NumPy's own for NumPy's output
         return native(a, b, rcond=rcond)
-    rrt = _real_t(xp, rt)
+    rrt = numpy_real_t(xp, rt)
     if rank != n or m <= n:
         res = xp.empty((0,), dtype=rrt)
     else:
@@ -614,11 +612,11 @@ def matmul(x1, x2, /):
     >>> la.matmul(np.array([[1., 2.]]), np.array([[3.], [4.]]))
     array([[11.]])
     """
-    xp, (x1, x2) = _asarrays(x1, x2)
+    xp, (x1, x2) = numpy_asarrays(x1, x2)
     if not (x1.dtype.kind == "f" or x2.dtype.kind == "f") or not _emulable_real(x1, x2) \
             or x1.ndim == 0 or x2.ndim == 0:
         return xp.matmul(x1, x2)
-    rt = _result_t(xp, x1, x2)
+    rt = numpy_result_t(xp, x1, x2)
     return _emulated_matmul(x1, x2).astype(rt, copy=False)
 
 
@@ -676,9 +674,11 @@ def multi_dot(arrays, *, out=None):
     n = len(arrays)
     if n < 2:
         raise ValueError("Expecting at least two arrays.")
-    xp, arrs = _asarrays(*arrays)
-    native = _native(xp, "multi_dot")
-    if not _emulable_real(*arrs) or not any(a.dtype.kind == "f" for a in arrs):
+    xp, arrs = numpy_asarrays(*arrays)
+    native = numpy_native(xp, "multi_dot")
+    if not _emulable_real(*arrs) or not any(a.dtype.kind == "f" for a in arrs) \
+            or any(type(a) is not np.ndarray and isinstance(a, np.ndarray) for a in arrays):
+        # (subclasses: NumPy's dot on them decides the result's type)
         return native(arrays, out=out)
     ndim_first, ndim_last = arrs[0].ndim, arrs[-1].ndim
     if ndim_first == 1:
@@ -687,7 +687,7 @@ def multi_dot(arrays, *, out=None):
         arrs[-1] = arrs[-1][:, None]
     if any(a.ndim != 2 for a in arrs):
         return native(arrays, out=out)  # NumPy's error
-    rt = _result_t(xp, *arrs)
+    rt = numpy_result_t(xp, *arrs)
     dims = [a.shape[0] for a in arrs] + [arrs[-1].shape[1]]
     if any(dims[i + 1] != arrs[i + 1].shape[0] for i in range(n - 1)):
         return native(arrays, out=out)  # NumPy's shape error

@@ -23,12 +23,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._array import array_namespace
-from .._emulable import emulable, original
+from .._emulable import emulable
 from .._matmul import matmul as _emulated_matmul
 from .._options import get_options
 from ._spectral import eigh_core, svd_core
-from ._validation import LinAlgError, batch_loop
+from ._validation import (
+    LinAlgError,
+    batch_loop,
+    numpy_asarrays,
+    numpy_native,
+    numpy_real_t,
+    numpy_result_t,
+    numpy_wraps,
+    work_dtype,
+)
 
 try:  # NumPy 2.x: its own result classes
     from numpy.linalg._linalg import EighResult, SVDResult
@@ -48,19 +56,11 @@ __all__ = ["eigh", "eigvalsh", "svd", "pinv", "matrix_rank", "EighResult", "SVDR
 
 _NoValue = np._NoValue  # NumPy's "not given" (pinv's rtol default)
 
-# (the small helpers of _numpy_api.py, which imports this module: no cycle)
-
-
-def _asarray(a):
-    xp = array_namespace(a)
-    return xp, xp.asarray(a)
-
-
 def _native(xp, name, *args, **kwargs):
     """The native ``xp.linalg.<name>`` (the original behind a backend shim) called on
     the caller's arguments; CuPy, whose functions lack NumPy 2.x's newer keywords,
     gets only the keywords not at NumPy's defaults."""
-    fn = original(getattr(xp.linalg, name))
+    fn = numpy_native(xp, name)
     if xp is not np:
         kwargs = {k: v for k, v in kwargs.items()
                   if not any(v is d for d in _DEFAULTS.get(k, ()))}
@@ -85,22 +85,6 @@ def _emulates(xp, a, square):
     return a.dtype.kind not in "fc" or bool(xp.isfinite(a).all())
 
 
-def _result_t(xp, a):
-    """NumPy's linalg result type: single for float32 / complex64, else double."""
-    single = a.dtype in (xp.float32, xp.complex64)
-    if a.dtype.kind == "c":
-        return xp.complex64 if single else xp.complex128
-    return xp.float32 if single else xp.float64
-
-
-def _real_t(xp, rt):
-    return xp.float32 if rt in (xp.float32, xp.complex64) else xp.float64
-
-
-def _work_t(xp, a):
-    return xp.complex128 if a.dtype.kind == "c" else xp.float64
-
-
 def _upper(uplo):
     """``UPLO.upper()`` where it is 'L' or 'U', else None (NumPy's error is NumPy's)."""
     try:
@@ -114,7 +98,7 @@ def _upper(uplo):
 
 def _eigh_work(xp, a, lower, vectors):
     """``(w, v)`` of every matrix of the stack (``v`` None without `vectors`)."""
-    wt = _work_t(xp, a)
+    wt = work_dtype(xp, a)
 
     def one(am):
         return eigh_core(xp, am.astype(wt, copy=True), vectors=vectors, lower=lower)
@@ -124,7 +108,7 @@ def _eigh_work(xp, a, lower, vectors):
 
 def _svd_work(xp, a, full_matrices, vectors):
     """``(u, s, vh)`` of every matrix of the stack (``u``, ``vh`` None without `vectors`)."""
-    wt = _work_t(xp, a)
+    wt = work_dtype(xp, a)
 
     def one(am):
         return svd_core(xp, am.astype(wt, copy=True), vectors=vectors,
@@ -150,6 +134,7 @@ def _svd_hermitian(xp, w, v):
 
 # -- the public functions ---------------------------------------------------------------
 
+@numpy_wraps("a", lambda result: (1,))
 def eigh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
     """Return the eigenvalues and eigenvectors of a complex Hermitian (conjugate
     symmetric) or a real symmetric matrix (or of each matrix of a stack).
@@ -204,7 +189,7 @@ def eigh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
     >>> bool(np.allclose(np.abs(v), np.sqrt(0.5)))
     True
     """
-    xp, a = _asarray(a)
+    xp, (a,) = numpy_asarrays(a)
     up = _upper(UPLO)
     if up is None or not _emulates(xp, a, square=True):
         return _native(xp, "eigh", a, UPLO=UPLO)
@@ -212,8 +197,8 @@ def eigh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
         w, v = _eigh_work(xp, a, up == "L", True)
     except LinAlgError:  # no convergence: LAPACK's verdict
         return _native(xp, "eigh", a, UPLO=UPLO)
-    rt = _result_t(xp, a)
-    return EighResult(w.astype(_real_t(xp, rt), copy=False), v.astype(rt, copy=False))
+    rt = numpy_result_t(xp, a)
+    return EighResult(w.astype(numpy_real_t(xp, rt), copy=False), v.astype(rt, copy=False))
 
 
 def eigvalsh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
@@ -254,7 +239,7 @@ def eigvalsh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
     >>> la.eigvalsh(np.array([[2., 1.], [1., 2.]]))
     array([1., 3.])
     """
-    xp, a = _asarray(a)
+    xp, (a,) = numpy_asarrays(a)
     up = _upper(UPLO)
     if up is None or not _emulates(xp, a, square=True):
         return _native(xp, "eigvalsh", a, UPLO=UPLO)
@@ -262,9 +247,10 @@ def eigvalsh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
         w, _ = _eigh_work(xp, a, up == "L", False)
     except LinAlgError:
         return _native(xp, "eigvalsh", a, UPLO=UPLO)
-    return w.astype(_real_t(xp, _result_t(xp, a)), copy=False)
+    return w.astype(numpy_real_t(xp, numpy_result_t(xp, a)), copy=False)
 
 
+@numpy_wraps("a", lambda result: (0, 2) if isinstance(result, tuple) else ())
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """Singular Value Decomposition (of a matrix or of each matrix of a stack).
 
@@ -324,11 +310,11 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     >>> bool(np.allclose(u * s @ vh, a))
     True
     """
-    xp, a = _asarray(a)
+    xp, (a,) = numpy_asarrays(a)
     if not _emulates(xp, a, square=bool(hermitian)):
         return _native(xp, "svd", a, full_matrices=full_matrices, compute_uv=compute_uv,
                        hermitian=hermitian)
-    rt = _result_t(xp, a)
+    rt = numpy_result_t(xp, a)
     if hermitian:  # NumPy's steps on eigh's results, in the result type as NumPy
         if compute_uv:
             w, v = eigh(a)
@@ -339,7 +325,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     except LinAlgError:  # no convergence: LAPACK's verdict
         return _native(xp, "svd", a, full_matrices=full_matrices, compute_uv=compute_uv,
                        hermitian=hermitian)
-    s = s.astype(_real_t(xp, rt), copy=False)
+    s = s.astype(numpy_real_t(xp, rt), copy=False)
     if not compute_uv:
         return s
     return SVDResult(u.astype(rt, copy=False), s, vh.astype(rt, copy=False))
@@ -356,6 +342,7 @@ def _pinv_one(xp, vh, sinv, u):
     return _emulated_matmul(left, u[:, keep].conj().T)
 
 
+@numpy_wraps("a")
 def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     """Compute the (Moore-Penrose) pseudo-inverse of a matrix (or of a stack).
 
@@ -405,7 +392,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     >>> bool(np.allclose(la.pinv(a) @ a, np.eye(2)))
     True
     """
-    xp, a = _asarray(a)
+    xp, (a,) = numpy_asarrays(a)
 
     def native():
         return _native(xp, "pinv", a, rcond=rcond0, hermitian=hermitian, rtol=rtol)
@@ -423,7 +410,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     elif rtol is not _NoValue:
         raise ValueError("`rtol` and `rcond` can't be both set.")
     rcond = xp.asarray(rcond)
-    rt = _result_t(xp, a)
+    rt = numpy_result_t(xp, a)
     try:
         if hermitian:  # NumPy: the Hermitian SVD of conj(a) (its lower triangle), and
             # B = vt^T diag(1/s) u^T; _pinv_one forms vh^H diag(1/s) u^H: conjugate both
@@ -484,7 +471,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):  # noqa: N803 (NumP
     """
     if rtol is not None and tol is not None:
         raise ValueError("`tol` and `rtol` can't be both set.")
-    xp, A = _asarray(A)  # noqa: N806
+    xp, (A,) = numpy_asarrays(A)  # noqa: N806
     if A.ndim < 2:
         return int(not bool(xp.all(A == 0)))
     if not _emulates(xp, A, square=bool(hermitian)):

@@ -30,6 +30,11 @@ __all__ = [
     "batch_loop",
     "LinAlgError",
     "LinAlgWarning",
+    "numpy_asarrays",
+    "numpy_native",
+    "numpy_real_t",
+    "numpy_result_t",
+    "numpy_wraps",
 ]
 
 
@@ -43,8 +48,15 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     compute in complex128 from real emulated products.
     """
     xp = array_namespace(a)
-    arr = a if (hasattr(a, "dtype") and hasattr(a, "ndim") and isinstance(a, xp.ndarray)) \
-        else xp.asarray(a)
+    if xp is np and type(a) is not np.ndarray:
+        # SciPy's _asarray_validated: masked arrays refused, other subclasses
+        # (np.matrix, whose * is a matrix product) taken as plain ndarrays
+        if np.ma.isMaskedArray(a):
+            raise ValueError("masked arrays are not supported")
+        arr = np.asarray(a)
+    else:
+        arr = a if (hasattr(a, "dtype") and hasattr(a, "ndim") and isinstance(a, xp.ndarray)) \
+            else xp.asarray(a)
     kind = arr.dtype.kind
     if not emulable(arr.dtype):
         raise TypeError(f"{fname}: {argname} has unsupported dtype {arr.dtype}")
@@ -58,6 +70,75 @@ def scipy_native(name):
     import scipy.linalg  # noqa: PLC0415
 
     return original(getattr(scipy.linalg, name))
+
+
+def numpy_asarrays(*args):
+    """``(xp, [arrays])``: the NumPy API's inputs as plain arrays of their module
+    (``np.matrix`` and other subclasses as ``ndarray``, as NumPy's ``_makearray``)."""
+    xp = array_namespace(*args)
+    return xp, [xp.asarray(a) for a in args]
+
+
+def numpy_native(xp, name):
+    """The native ``xp.linalg.<name>`` (``xp.<name>`` where linalg lacks it), the
+    original behind a backend shim."""
+    return original(getattr(xp.linalg, name) if hasattr(xp.linalg, name) else getattr(xp, name))
+
+
+def numpy_result_t(xp, *arrays):
+    """NumPy's linalg result type: single if every input is float32 / complex64,
+    complex if any is complex."""
+    single = all(a.dtype in (xp.float32, xp.complex64) for a in arrays)
+    if any(a.dtype.kind == "c" for a in arrays):
+        return xp.complex64 if single else xp.complex128
+    return xp.float32 if single else xp.float64
+
+
+def numpy_real_t(xp, dt):
+    """The real type of NumPy result type `dt` (eigenvalues, singular values)."""
+    return xp.float32 if dt in (xp.float32, xp.complex64) else xp.float64
+
+
+def _whole(result):
+    return None
+
+
+def numpy_wraps(argname, positions=_whole):
+    """Decorator: NumPy's ``wrap`` of a ``numpy.linalg`` function's results.
+
+    NumPy takes ``wrap`` from argument `argname` (``_makearray``) and passes the
+    results it names through it, so a subclass input (``np.matrix``) gets those
+    results back in its own type (``eigh``'s vectors, not its values).
+    ``positions(result)`` gives the indices of a tuple result to wrap, ``None``
+    for the whole result, ``()`` for none. Plain ndarrays and other modules'
+    arrays pass untouched, at the cost of one type check.
+    """
+
+    def deco(func):
+        import inspect  # noqa: PLC0415
+
+        index = list(inspect.signature(func).parameters).index(argname)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            result = func(*args, **kwargs)
+            src = args[index] if len(args) > index else kwargs.get(argname)
+            if type(src) is np.ndarray or not isinstance(src, np.ndarray):
+                return result
+            wrap = src.__array_wrap__
+            where = positions(result)
+            if where is None:
+                return wrap(result)
+            if not where:
+                return result
+            parts = list(result)
+            for i in where:
+                parts[i] = wrap(parts[i])
+            return type(result)(parts) if type(result) is tuple else type(result)(*parts)
+
+        return wrapper
+
+    return deco
 
 
 def work_dtype(xp, *arrays):

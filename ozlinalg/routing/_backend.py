@@ -9,7 +9,8 @@ A shim routes a call to ozlinalg only when
   exit, like :func:`numpy.errstate`), or else the process-wide state of
   :func:`~ozlinalg.install` (a module global: every thread and task whose context has
   no block of its own, including threads started later, sees it);
-* every array argument is a plain ``numpy.ndarray`` (exact type) or a
+* every array argument is a plain ``numpy.ndarray`` (exact type; or an
+  ``np.matrix``, whose results come back in the originals' types) or a
   ``cupy.ndarray`` of a dtype the emulation takes (float64, float32,
   integers, bool, complex64, complex128; float16, long double and others
   fall through);
@@ -18,7 +19,7 @@ A shim routes a call to ozlinalg only when
 * the call is not already inside an ozlinalg routine (re-entrancy guard:
   ozlinalg's own native panels call ``scipy.linalg`` and must stay native).
 
-Otherwise the saved original runs, unchanged: subclasses and other array
+Otherwise the saved original runs, unchanged: other subclasses and array
 types keep their own ``__array_function__`` dispatch, and functions ozlinalg
 lacks are never patched.
 """

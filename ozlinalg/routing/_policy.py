@@ -99,8 +99,9 @@ def _cupy_ndarray():
 
 
 def screen(args, kwargs):
-    """``(routable, order, xp_name)``: are all array arguments plain ndarrays of
-    a dtype the emulation takes?
+    """``(routable, order, xp_name)``: are all array arguments plain ndarrays (or
+    ``np.matrix``, whose results the targets return in NumPy's and SciPy's types)
+    of a dtype the emulation takes?
 
     ``order`` is the largest trailing dimension seen (for ``min_size`` and the
     crossover), ``xp_name`` the array module ("numpy" or "cupy") whose engine
@@ -115,11 +116,11 @@ def screen(args, kwargs):
     while stack:
         x, depth = stack.pop()
         t = type(x)
-        if t is np.ndarray or (cpnd is not None and t is cpnd):
+        if t is np.ndarray or t is np.matrix or (cpnd is not None and t is cpnd):
             if not emulable(x.dtype, half=False):
                 return False, 0, None
             found = True
-            if t is not np.ndarray:
+            if t is cpnd:
                 xp_name = "cupy"
             if x.ndim:
                 order = max(order, min(x.shape[-2:]) if x.ndim >= 2 else x.shape[0])

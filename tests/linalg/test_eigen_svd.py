@@ -309,6 +309,20 @@ class TestPinv:
             pinv(a, atol=-1)
 
 
+class TestSvdIndexing:
+    """SciPy refuses, before any work, factors LAPACK's int32 indices cannot hold."""
+
+    @pytest.mark.parametrize("full, shape, message", [
+        (True, (46341, 3), "Indexing a matrix size 46341 x 46341"),
+        (False, (3, 715827883), "Indexing a matrix of 2147483649 elements"),
+    ])
+    def test_refused_as_scipy(self, full, shape, message):
+        a = np.broadcast_to(np.float64(1.0), shape)  # no memory behind it
+        for f in (svd, sla.svd):
+            with pytest.raises(ValueError, match=message):
+                f(a, full_matrices=full, check_finite=False)
+
+
 class TestPolar:
     @pytest.mark.parametrize("shape", [(20, 20), (30, 12), (12, 30)])
     @pytest.mark.parametrize("side", ["right", "left"])
@@ -348,6 +362,20 @@ class TestPolar:
         with ozlinalg.profile() as prof:
             polar(np.random.default_rng(15).standard_normal((16, 16)))
         assert prof.emulated_gemm_calls > 0
+
+    @pytest.mark.parametrize("side", ["right", "left"])
+    def test_batched_as_scipy(self, side):
+        a = np.random.default_rng(16).standard_normal((2, 3, 18, 12))
+        u, p = polar(a, side=side)
+        ul, pl = sla.polar(a, side=side)
+        assert isinstance(u, np.ndarray) and u.shape == ul.shape and p.shape == pl.shape
+        for idx in np.ndindex(2, 3):
+            u1, p1 = polar(a[idx], side=side)
+            np.testing.assert_array_equal(u[idx], u1)
+            np.testing.assert_array_equal(p[idx], p1)
+        tol = 64 * 18 * U * np.linalg.cond(a).max()
+        np.testing.assert_allclose(u, ul, atol=tol)
+        np.testing.assert_allclose(p, pl, atol=tol * np.abs(pl).max())
 
 
 class TestOnTheGpuStandIn:

@@ -224,7 +224,7 @@ def test_unroutable_input_runs_the_original(sym):
 
 
 class Sub(np.ndarray):
-    """An ndarray subclass (as np.matrix, without its deprecation)."""
+    """An ndarray subclass other than np.matrix (which is routed)."""
 
 
 def test_install_and_uninstall_restore_the_originals(sym, uninstalled):
