@@ -14,6 +14,10 @@ run       run a Python program with numpy.linalg / scipy.linalg routed to the
 tune      measure where emulation pays on this machine (the crossovers of the
           backend's "performant" strategy) and write the tuning cache
           (docs/tuning.md; see ``tune --help``)
+
+Without a subcommand (nothing, or options only) it runs ``compare``. The texts
+``--help`` shows are written out in :func:`_parser`, not taken from this docstring:
+argparse prints them as they are, reST markup included.
 """
 from __future__ import annotations
 
@@ -97,9 +101,9 @@ def cmd_compare(args):
                 sync, args.repeat)
         mx, med = err(c)
         rows.append(dict(method=meth, slices=prof.slices[-1], seconds=t,
-                         gflops=2 * n**3 / t / 1e9, ratio=t / t_nat, max_err=mx,
-                         median_err=med, int8_gemms=prof.calls[-1].int8_gemms,
-                         accuracy="dgemm"))
+                         int8_seconds=_floor(prof), gflops=2 * n**3 / t / 1e9,
+                         ratio=t / t_nat, max_err=mx, median_err=med,
+                         int8_gemms=prof.calls[-1].int8_gemms, accuracy="dgemm"))
     if args.accuracy == "faithful":
         faithful = [m for m in methods if m in FAITHFUL_METHODS]
     elif args.accuracy == "both":  # each scheme's default method, beside its DGEMM row
@@ -114,9 +118,9 @@ def cmd_compare(args):
                 sync, args.repeat)
         mx, med = err(c)
         rows.append(dict(method=f"{meth} F", slices=prof.slices[-1], seconds=t,
-                         gflops=2 * n**3 / t / 1e9, ratio=t / t_nat, max_err=mx,
-                         median_err=med, int8_gemms=prof.calls[-1].int8_gemms,
-                         accuracy="faithful"))
+                         int8_seconds=_floor(prof), gflops=2 * n**3 / t / 1e9,
+                         ratio=t / t_nat, max_err=mx, median_err=med,
+                         int8_gemms=prof.calls[-1].int8_gemms, accuracy="faithful"))
     engine = _engine_line(xp)
     if args.plot:
         _plot_compare(rows, args.plot, f"n = {n}, phi = {args.phi}, {dev}")
@@ -131,11 +135,26 @@ def cmd_compare(args):
     if faithful:
         print('"F": accuracy="faithful", every entry within one ulp of the exact product, '
               "certified")
-    print(f"{'method':<12} {'slices':>6} {'time [s]':>9} {'GFLOP/s':>8} {'x native':>9} "
-          f"{'max rel err':>11} {'median':>9}")
+    print('"INT8 [s]": the time of the method\'s INT8 products alone (its floor on this '
+          'engine); "%": their share of the whole time')
+    print(f"{'method':<12} {'slices':>6} {'time [s]':>9} {'INT8 [s]':>9} {'%':>4} "
+          f"{'GFLOP/s':>8} {'x native':>9} {'max rel err':>11} {'median':>9}")
     for r in rows:
-        print(f"{r['method']:<12} {r['slices']!s:>6} {r['seconds']:9.4f} {r['gflops']:8.1f} "
-              f"{r['ratio']:9.1f} {r['max_err']:11.2e} {r['median_err']:9.2e}")
+        fl = r.get("int8_seconds")
+        floor = f"{fl:9.4f} {100 * fl / r['seconds']:4.0f}" if fl else f"{'-':>9} {'-':>4}"
+        print(f"{r['method']:<12} {r['slices']!s:>6} {r['seconds']:9.4f} {floor} "
+              f"{r['gflops']:8.1f} {r['ratio']:9.1f} {r['max_err']:11.2e} "
+              f"{r['median_err']:9.2e}")
+
+
+def _floor(prof):
+    """Seconds of the INT8 products of the fastest run in `prof` (the engine's own
+    timers; None where no product was timed)."""
+    runs = [c for c in prof.calls if c.time_total > 0]
+    if not runs:
+        return None
+    best = min(runs, key=lambda c: c.time_total)
+    return best.time_int8 or None
 
 
 def _engine_line(xp):
@@ -271,42 +290,100 @@ def _dask_args(p):
                    help="chunk (block) size of the dask arrays (default: n / 2)")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m ozlinalg", description=__doc__.split("\n")[0])
+#: What ``python -m ozlinalg --help`` says below its subcommands.
+_EPILOG = """\
+Without a subcommand, python -m ozlinalg runs compare: alone, with compare's
+defaults (n = 1024, every method, on the GPU where CuPy finds one, else the
+CPU); followed by options only, with those (python -m ozlinalg --n 2048 is
+python -m ozlinalg compare --n 2048). Each subcommand has its own --help."""
+
+
+def _method(text):
+    """argparse ``type`` of a method name: an unknown one is a usage error (exit status
+    2, one line) before anything runs, not a traceback from the first product."""
+    from .ozaki.params import validate_method
+
+    try:
+        validate_method(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("ozlinalg: ")) from None
+    return text  # as typed: the table names the method as the user did
+
+
+def _methods_item(text):
+    return text if text == "all" else _method(text)
+
+
+def _slices(text):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'auto' or an integer, got {text!r}") from None
+
+
+def _problem_args(p, what):
+    p.add_argument("--n", type=int, default=1024, help=f"order of the {what} (default 1024)")
+    p.add_argument("--phi", type=float, default=0.5,
+                   help="spread of the entries' exponents: (U(0,1) - 0.5) * exp(phi * N(0,1)) "
+                        "(default 0.5)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the problem (default 0)")
+    p.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
+                   help="where to compute (auto: the GPU where CuPy finds one, else the CPU)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
+def _parser():
+    """``(parser, {name: subparser})`` of compare and solve (the other subcommands parse
+    their own arguments: listed here for --help only)."""
+    ap = argparse.ArgumentParser(
+        prog="python -m ozlinalg", epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="FP64-accurate linear algebra on exact INT8 products (the Ozaki "
+                    "scheme):\nthe main jobs from a shell.")
+    ap.add_argument("--version", action="version", version=f"ozlinalg {ozlinalg.__version__}",
+                    help="print the version of ozlinalg and exit")
     sub = ap.add_subparsers(dest="cmd")
-    c = sub.add_parser("compare", help="speed and accuracy of every method vs native FP64")
-    c.add_argument("--n", type=int, default=1024)
-    c.add_argument("--phi", type=float, default=0.5)
-    c.add_argument("--slices", default="auto",
-                   type=lambda s: s if s == "auto" else int(s))
-    c.add_argument("--methods", nargs="+", default=["all"])
+    c = sub.add_parser(
+        "compare", help="speed and accuracy of every method vs native FP64 (the default)",
+        description="Time and accuracy of every emulated-GEMM method against native FP64 "
+                    "on one random n x n product; the errors against an exact reference.")
+    _problem_args(c, "random matrices A and B")
+    c.add_argument("--slices", default="auto", type=_slices,
+                   help="slice (or moduli) count of every method, or auto (default)")
+    c.add_argument("--methods", nargs="+", default=["all"], type=_methods_item,
+                   metavar="METHOD",
+                   help="methods to run (names or aliases of ozlinalg.METHODS), or all "
+                        "(default)")
     c.add_argument("--accuracy", choices=["dgemm", "both", "faithful"], default="both",
                    help="also run accuracy='faithful' (both: for hybrid-ef and crt; faithful: "
                         "for every method that has it)")
-    c.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
-    c.add_argument("--repeat", type=int, default=2)
+    c.add_argument("--repeat", type=int, default=2,
+                   help="runs per method; the fastest counts (default 2)")
     c.add_argument("--check-rows", type=int, default=64,
-                   help="rows judged against the exact reference (0: skip)")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--json", action="store_true")
+                   help="rows judged against the exact reference (default 64; 0: skip)")
     c.add_argument("--plot", metavar="PNG", help="also draw time ratio and error bars")
     _dask_args(c)
     c.set_defaults(func=cmd_compare)
-    sv = sub.add_parser("solve", help="solve A x = b (.npy files, or an embedded problem)")
+    sv = sub.add_parser(
+        "solve", help="solve A x = b (.npy files, or an embedded problem)",
+        description="Solve A x = b on the emulated GEMM (the refined solve where it pays, "
+                    "else blocked LU), with the residual beside native LAPACK's.")
     sv.add_argument("a", nargs="?", help="A.npy (square)")
     sv.add_argument("b", nargs="?", help="b.npy")
     sv.add_argument("-o", "--out", help="write x here (.npy)")
-    sv.add_argument("--n", type=int, default=1024, help="size of the embedded problem")
-    sv.add_argument("--phi", type=float, default=0.5)
-    sv.add_argument("--slices", default="auto", type=lambda s: s if s == "auto" else int(s))
-    sv.add_argument("--method", default=None)
-    sv.add_argument("--block-size", type=int, default=None)
+    _problem_args(sv, "embedded problem, without A.npy")
+    sv.add_argument("--slices", default="auto", type=_slices,
+                    help="slice (or moduli) count, or auto (default)")
+    sv.add_argument("--method", default=None, type=_method,
+                    help="emulated GEMM method (default: the current ozlinalg.options(), "
+                         "hybrid-ef unless set)")
+    sv.add_argument("--block-size", type=int, default=None,
+                    help="panel width of the blocked LU (default: the engine's)")
     sv.add_argument("--refine", choices=["auto", "true", "false"], default="auto",
                     help="refined solve (ozlinalg.solve's refine=; a fixed --slices or "
                          "--block-size means false)")
-    sv.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto")
-    sv.add_argument("--seed", type=int, default=0)
-    sv.add_argument("--json", action="store_true")
     _dask_args(sv)
     sv.set_defaults(func=cmd_solve)
     sub.add_parser("accuracy", add_help=False,
@@ -317,6 +394,10 @@ def main(argv=None):
     sub.add_parser("run", add_help=False,
                    help="run script.py / -m module with numpy.linalg and scipy.linalg routed "
                         "to the emulation (see run --help)")
+    return ap, {"compare": c, "solve": sv}
+
+
+def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "run":
         from ._launcher import main as run_main
@@ -330,9 +411,12 @@ def main(argv=None):
         from .sweep import main as sweep_main
 
         return sweep_main(argv[1:], prog="python -m ozlinalg accuracy")
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        argv = ["compare", *argv]  # the default job (the epilog says so)
+    ap, subs = _parser()
     args = ap.parse_args(argv)
-    if args.cmd is None:
-        args = ap.parse_args(["compare"] + (argv or []))
+    if args.cmd == "compare" and "all" in args.methods and len(args.methods) > 1:
+        subs["compare"].error("argument --methods: all runs every method; give it alone")
     args.func(args)
 
 

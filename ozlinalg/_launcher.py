@@ -19,8 +19,9 @@ Options come from flags, else from environment variables ``OZLINALG_<NAME>``
 (``OZLINALG_STRATEGY``, ``OZLINALG_METHOD``, ``OZLINALG_SLICES``,
 ``OZLINALG_MIN_SIZE``, ...: one per field of :class:`ozlinalg.Options`), else
 from :func:`ozlinalg.install`'s defaults (strategy "performant"). Before the
-program starts every variable is checked, the engines' ones too
-(:func:`ozlinalg.engines.select.check_environment`): a bad one gives status 2 and
+program starts every variable is checked, the engines' ones and ``OZLINALG_TUNING``
+too (:func:`ozlinalg.engines.select.check_environment`,
+:func:`ozlinalg._tuning.tuning_mode`): a bad one gives status 2 and
 one line on stderr naming it; a bad flag value status 2 and the usage.
 """
 from __future__ import annotations
@@ -231,9 +232,11 @@ def main(argv=None) -> int:
     try:
         # Variables first (one line on stderr, status 2: nothing to do with usage)
         opts = options_from_env()
+        from ._tuning import tuning_mode
         from .engines.select import check_environment
 
         check_environment()
+        tuning_mode()  # OZLINALG_TUNING: else a bad value stops the program mid-run
     except ValueError as e:
         print(f"{ap.prog}: error: {_reason(e)}", file=sys.stderr)
         return 2

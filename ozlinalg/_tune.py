@@ -7,7 +7,7 @@ against native NumPy / SciPy in the same run, interleaved (native, each method,
 native again; the fastest native time counts, with the BLAS's threads or one thread:
 the baseline is native FP64 at its best), at a few orders (256, 512, ...,
 ``--max-n``). A size whose predicted time (the last one's, times 8 per doubling)
-would not fit the operation's share of the time budget (45 s, ``--quick`` 12 s)
+would not fit the operation's share of the time budget (40 s, ``--quick`` 12 s)
 is skipped, and the ratio trend ``r(n) = a + b / n`` of the last two sizes is
 extrapolated up to ``--max-n``. Between a size where emulation loses and the next
 where it wins, the same fit interpolates the crossover. Each operation's entry
@@ -359,7 +359,10 @@ def _load_note():
 
 
 def main(argv=None, prog="python -m ozlinalg tune"):
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog=prog, description="Measure where emulation pays on this machine (the crossovers "
+                               "of the backend's performant strategy) and write the tuning "
+                               "cache; see docs/tuning.md.")
     ap.add_argument("--quick", action="store_true",
                     help=f"one repetition per size, up to 1024, a {QUICK_BUDGET_S:.0f} s budget")
     ap.add_argument("--max-n", type=int, default=None,

@@ -12,7 +12,7 @@ from the first of
    the machine their comment names);
 3. **a conservative model** (:func:`model_crossover`, CPU engines): the engine's
    INT8 GEMM rate (``Engine.int8_rate()``, a probe of about a millisecond) and the
-   DGEMM rate of a short probe here (:func:`host_rates`), each taken once per
+   DGEMM rate of a probe here at n = 1024 (:func:`host_rates`), each taken once per
    process on first need, predict the emulated / native time ratio per method
    from the INT8 GEMMs and passes a DGEMM-level product takes; the INT8 / DGEMM
    rate ratio is capped at what the ISA allows (``Engine.int8_peak_ratio()``: a
@@ -374,10 +374,18 @@ DEFAULT_BLOCK = 256
 _RATES: dict = {}
 
 
-def host_rates(n=512, repeat=3):
+def host_rates(n=MODEL_MIN_ORDER, repeat=3):
     """``(dgemm flops/s, seconds per entry of an FP64 pass)`` of NumPy here, measured
-    once per process (an n x n DGEMM and ``acc += x``, best of `repeat`: a few ms),
-    thread-safe. The BLAS keeps the threads it has."""
+    once per process (an n x n DGEMM and ``acc += x``, best of `repeat` after a warm-up:
+    about 0.2 s at 40 GFLOP/s), thread-safe. The BLAS keeps the threads it has.
+
+    n = 1024, the smallest order the model names (and ``python -m ozlinalg compare``'s
+    default n): the model applies this rate at n >= 1024, so it is taken there. At
+    n = 512 a call is a few ms of work, and a fixed cost per call (a multithreaded BLAS
+    call waits until each of its threads gets a core: about 10 ms on a shared 2-core
+    machine) made the probe report 11 GFLOP/s where the same process multiplied at
+    38-42 GFLOP/s from n = 1000 on -- a third of the rate ``compare`` prints, and a
+    model that took native FP64 for slower than it is."""
     with _LOCK:
         if "host" in _RATES:
             return _RATES["host"]

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import ozlinalg
+from ozlinalg.ozaki.params import validate_method
 from ozlinalg.testing import ExactReference, error_stats, random_matrix
 
 
@@ -163,20 +164,34 @@ def plot(rows, path, methods):
 
 
 def main(argv=None, prog=None):
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    ap.add_argument("--m", type=int, default=256)
-    ap.add_argument("--n", type=int, default=4096)
-    ap.add_argument("--p", type=int, default=None)
-    ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
-    ap.add_argument("--methods", nargs="+", default=OZAKI_I,
-                    help="default: the Ozaki-I methods (crt: benchmarks/studies/accuracy_crt.py)")
-    ap.add_argument("--slices", type=int, nargs=2, default=[3, 14], metavar=("LO", "HI"))
-    ap.add_argument("--seed", type=int, default=2026)
+    ap = argparse.ArgumentParser(
+        prog=prog, description="Accuracy sweep: every method, slices 3..14, phi in "
+                               "{0.5, 1, 2, 4}, against the exact product (needs "
+                               "python-flint).")
+    ap.add_argument("--m", type=int, default=256, help="rows of A (default 256)")
+    ap.add_argument("--n", type=int, default=4096,
+                    help="columns of A, rows of B: the inner dimension (default 4096)")
+    ap.add_argument("--p", type=int, default=None, help="columns of B (default: --m)")
+    ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0],
+                    metavar="PHI",
+                    help="spreads of the entries' exponents, one problem each: "
+                         "(U(0,1) - 0.5) * exp(phi * N(0,1)) (default 0.5 1 2 4)")
+    ap.add_argument("--methods", nargs="+", default=OZAKI_I, metavar="METHOD",
+                    help="methods to sweep (default: the Ozaki-I methods; crt: "
+                         "benchmarks/studies/accuracy_crt.py)")
+    ap.add_argument("--slices", type=int, nargs=2, default=[3, 14], metavar=("LO", "HI"),
+                    help="slice counts tried, LO to HI inclusive, besides auto (default 3 14)")
+    ap.add_argument("--seed", type=int, default=2026, help="random seed (default 2026)")
     ap.add_argument("--out", default="accuracy-table.md", help="markdown table to write")
     ap.add_argument("--plot", default="accuracy.png", help="PNG plot to write")
-    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--no-plot", action="store_true", help="draw no plot")
     ap.add_argument("--json", default=None, help="also write the raw rows here")
     args = ap.parse_args(argv)
+    for meth in args.methods:  # a typo is a usage error now, not a traceback later
+        try:
+            validate_method(meth)
+        except ValueError as e:
+            ap.error(f"argument --methods: {str(e).removeprefix('ozlinalg: ')}")
     p = args.p or args.m
     t0 = time.perf_counter()
     rows = run(args.m, args.n, p, args.phis, args.methods,

@@ -44,6 +44,19 @@ ENGINE_SUBSET = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """The test command runs the collected benchmarks (benchmarks/suite) once each,
+    untimed, with their accuracy assertions: pytest-benchmark's ``--benchmark-disable``,
+    unless timing was asked for (``--benchmark-only`` / ``--benchmark-enable``, as
+    ``tox -e bench``). No timing tables, no rounds. (Here, not in a conftest of
+    benchmarks/: this one is loaded before pytest-benchmark configures itself.)"""
+    opt = config.option
+    if not any(getattr(opt, name, False)
+               for name in ("benchmark_only", "benchmark_enable", "benchmark_skip")):
+        opt.benchmark_disable = True
+
+
 def pytest_collection_modifyitems(config, items):
     engines = pytest.mark.engines
     for item in items:

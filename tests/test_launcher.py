@@ -226,6 +226,7 @@ BAD_ENV = [
     ("OZLINALG_KERNELS_ISA", "avx9"),
     ("OZLINALG_NATIVE_ORDER", "-1"), ("OZLINALG_NATIVE_ORDER", "x"),
     ("OZLINALG_ONEDNN_LIBRARY", "/no/such/libdnnl.so.3"),
+    ("OZLINALG_TUNING", "sometimes"),
 ]
 
 

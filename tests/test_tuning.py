@@ -4,6 +4,7 @@ and validation, the model, and how the backend's "performant" strategy uses them
 Every test writes its own cache in a temporary directory (``OZLINALG_CACHE_DIR``) and
 fixes the model's probes, so the decisions are the same on every machine.
 """
+import inspect
 import itertools
 import json
 import os
@@ -423,6 +424,32 @@ class TestModel:
         eng = SGEMMEngine()
         rate = eng.int8_rate()
         assert rate > 0 and eng.int8_rate() == rate
+
+    def test_the_dgemm_probe_runs_at_the_models_orders(self, monkeypatch):
+        # the model applies the probed DGEMM rate from MODEL_MIN_ORDER on; a smaller
+        # probe measured per-call costs (a third of the rate `compare` prints at its
+        # default n on a shared 2-core machine): probe there, at compare's n
+        from ozlinalg.__main__ import _parser
+
+        n = inspect.signature(_tuning.host_rates).parameters["n"].default
+        assert n == _tuning.MODEL_MIN_ORDER == min(
+            o for o in _tuning.MODEL_ORDERS if o >= _tuning.MODEL_MIN_ORDER)
+        assert _parser()[1]["compare"].get_default("n") == n
+        shapes = []
+        real = np.random.default_rng
+
+        class Rng:
+            def __init__(self, *a):
+                self.rng = real(*a)
+
+            def standard_normal(self, shape):
+                shapes.append(shape)
+                return self.rng.standard_normal(shape)
+
+        monkeypatch.setattr(_tuning, "_RATES", {})
+        monkeypatch.setattr(np.random, "default_rng", Rng)
+        dgemm, pass_s = _tuning.host_rates()
+        assert shapes == [(n, n)] and dgemm > 0 and pass_s > 0
 
     def test_nothing_is_probed_at_import(self):
         code = ("import ozlinalg, numpy as np\n"

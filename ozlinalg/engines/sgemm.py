@@ -12,11 +12,13 @@ summation order.
 """
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.linalg import blas as _blas
 
+from . import kernels as _kernels
 from ._process import BlasThreadLimit, at_fork_child, cpu_threads, fork_safe_lock
 from .base import Engine
 
@@ -59,6 +61,37 @@ class SGEMMEngine(Engine):
 
     def empty_slices(self, s, rows, k, kind, operand=None):
         return np.empty((s, rows, k), dtype=np.float32)
+
+    @functools.cached_property
+    def kernels(self):
+        """The compiled kernel module (:mod:`ozlinalg.engines.kernels`) or None, for the
+        one-call path of small products (:meth:`small_product`); the INT8 engines set
+        their own, which also runs their passes."""
+        return _kernels.load()[0]
+
+    def small_product(self, a, bt, out, kind, width, slices, thresholds, min_shift,
+                      times=None):
+        """A whole small EF product ``out = a @ bt.T`` in one compiled call
+        (``k_small.c``: the slices, their exact integer products and the accumulation,
+        with the driver's bits, :func:`ozlinalg.ozaki.small.small_product`); returns
+        ``(slices used, auto's count)``, or None where the driver must run (no kernels,
+        Inf / NaN, native entries, an undecided count). ``thresholds``:
+        ``slices="auto"``'s, for up to ``max(max_slices, slices)`` slices. ``times``: a
+        list that receives the seconds spent splitting, in the products and
+        accumulating. Its products are integer dot products of a few slices, whatever
+        engine multiplies the large ones: every CPU engine has it."""
+        ker = self.kernels
+        if ker is None or kind not in ("hybrid", "bitmask"):
+            return None
+        info = np.zeros(6 if times is not None else 3, np.int64)
+        ker.small_ef_product(a, bt, out, kind == "bitmask", width,
+                             0 if slices == "auto" else int(slices), thresholds,
+                             0 if min_shift is None else int(min_shift), info)
+        if info[1] != 0:  # the driver runs (SMALL_NOMEM too: it raises MemoryError
+            return None   # itself if memory is short for it as well)
+        if times is not None:
+            times[:] = (info[3:] * 1e-9).tolist()
+        return int(info[0]), int(info[2])
 
     def int8_peak_ratio(self):
         """SGEMM runs at most twice DGEMM's rate (half the bytes, the same FMA units)."""

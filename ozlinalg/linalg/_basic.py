@@ -293,6 +293,21 @@ def _private(xp, arr, original):
     return not np.may_share_memory(arr, original)
 
 
+def _asarray_validated(a, check_finite=True, argname="a"):
+    """:func:`as_array` with SciPy's verdict on object arrays: the functions here whose
+    SciPy original validates through ``scipy._lib._util._asarray_validated`` (solve,
+    solve_triangular, inv, lstsq) raise its ``ValueError("object arrays are not
+    supported")``, where :func:`as_array` raises NumPy's ``TypeError`` (the verdict of
+    ``numpy.linalg`` and of SciPy's ``det``)."""
+    try:
+        return as_array(a, check_finite=check_finite, argname=argname)
+    except TypeError:
+        dt = a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype
+        if dt == np.dtype(object):
+            raise ValueError("object arrays are not supported") from None
+        raise
+
+
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False, *, refine=False):
     """Solve the equation ``a @ x = b`` for ``x``, where `a` is a square matrix.
@@ -347,7 +362,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     Raises
     ------
     ValueError
-        If size mismatches detected or input a is not square.
+        If size mismatches detected or input a is not square; ``"object arrays are
+        not supported"`` for an object array (SciPy's verdict; other unsupported
+        dtypes, such as extended precision, raise ``TypeError``).
     numpy.linalg.LinAlgError
         ``"A singular matrix detected: slice(s) [...] are singular."`` if the
         matrix is singular (or, for ``'pos'``, not positive definite).
@@ -415,13 +432,13 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         raise ValueError(f"refine must be True, False or 'auto', got {refine!r}")
     if assume_a == "banded":
         if check_finite:
-            as_array(a), as_array(b, argname="b")
+            _asarray_validated(a), _asarray_validated(b, argname="b")
         return native_call()
     if assume_a not in _SOLVE_KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     kind = _SOLVE_KINDS[assume_a]
-    xp, a1 = as_array(a, check_finite=check_finite)
-    _, b1 = as_array(b, check_finite=check_finite, argname="b")
+    xp, a1 = _asarray_validated(a, check_finite=check_finite)
+    _, b1 = _asarray_validated(b, check_finite=check_finite, argname="b")
     a1, b1 = xp.atleast_2d(a1), xp.atleast_1d(b1)
     dt = common_dtype(a1, b1)
     a1, b1 = a1.astype(dt, copy=False), b1.astype(dt, copy=False)
@@ -523,8 +540,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     >>> solve_triangular(a, np.array([3., 2., 4., 2.]), lower=True)
     array([ 1.,  0.,  3., -2.])
     """
-    xp, a1 = as_array(a, check_finite=check_finite)
-    _, b1 = as_array(b, check_finite=check_finite, argname="b")
+    xp, a1 = _asarray_validated(a, check_finite=check_finite)
+    _, b1 = _asarray_validated(b, check_finite=check_finite, argname="b")
     if a1.ndim != 2 or a1.shape[0] != a1.shape[1]:
         raise ValueError("expected square matrix")
     if a1.shape[0] != b1.shape[0]:
@@ -603,7 +620,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     array([[-2. ,  1. ],
            [ 1.5, -0.5]])
     """
-    xp, a1 = as_array(a, check_finite=check_finite)
+    xp, a1 = _asarray_validated(a, check_finite=check_finite)
     if a1.ndim < 2:
         raise ValueError(f"Expected at least ndim=2, got a1.ndim={a1.ndim}")
     if a1.shape[-1] != a1.shape[-2]:
@@ -809,8 +826,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     >>> rank, bool(np.allclose(x, [2 / 3, 0.5]))
     (2, True)
     """
-    xp, a1 = as_array(a, check_finite=check_finite)
-    _, b1 = as_array(b, check_finite=check_finite, argname="b")
+    xp, a1 = _asarray_validated(a, check_finite=check_finite)
+    _, b1 = _asarray_validated(b, check_finite=check_finite, argname="b")
     if a1.ndim != 2:
         raise ValueError("Input array a should be 2D")
     m, n = a1.shape

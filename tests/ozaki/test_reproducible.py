@@ -223,6 +223,10 @@ class PerturbedEngine(SGEMMEngine):
     """The SGEMM engine with its magnitude estimates moved by ``factor`` (inside the
     bound :data:`ozlinalg.ozaki.decide.EST_REL` every engine's estimate obeys)."""
 
+    #: The driver decides here (its estimates are the subject): not the one-call path
+    #: of small products, which decides from exact magnitudes of its own.
+    small_product = None
+
     def __init__(self, factor):
         super().__init__(threads=1)
         self.factor = factor

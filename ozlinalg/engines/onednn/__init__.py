@@ -46,8 +46,11 @@ module              kernels (``_csrc/``)        generic code (same bits)
 :mod:`.crt`         ``k_crt*.c``                ``ozaki/crt/``
 :mod:`.accumulate`  ``k_accumulate.c``          ``ozaki/gemm.py``, ``ozaki/scaling.py``
 :mod:`.faithful`    ``k_faithful.c``            ``ozaki/faithful.py``, ``ozaki/decide.py``
-:mod:`.small`       ``k_small.c``               ``ozaki/small.py``
 ==================  ==========================  ====================================
+
+The one-call path of small products (``k_small.c``, generic code ``ozaki/small.py``)
+is the SGEMM engine's :meth:`~ozlinalg.engines.sgemm.SGEMMEngine.small_product`,
+inherited: its integer products do not use the large GEMM, so every CPU engine has it.
 
 The one-time exactness self-test is :mod:`.selftest`.
 """

@@ -23,7 +23,6 @@ from .estimate import EstimatePasses
 from .faithful import FaithfulPasses
 from .normalize import NormalizePasses
 from .selftest import self_test
-from .small import SmallPasses
 from .split import SplitPasses
 
 __all__ = ["ENV_FUSED", "INT32_EXACT", "Int8Engine", "OneDNNEngine"]
@@ -52,7 +51,7 @@ _WARNED: list = []
 
 
 class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, AccumulatePasses,
-                 FaithfulPasses, SmallPasses, SGEMMEngine):
+                 FaithfulPasses, SGEMMEngine):
     """What the CPU engines with int8 slices share around their exact INT8 GEMM: the
     storage, the fused passes (one mixin per pass family), the INT32 runs of
     :meth:`int_matmul_sum` and the one-time exactness self-test. A subclass supplies
