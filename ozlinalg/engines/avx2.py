@@ -28,10 +28,16 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import kernels
 from .onednn import EngineUnavailable
-from .onednn._common import GEMM_PARALLEL_MIN
 from .onednn.engine import Int8Engine
 
 __all__ = ["AVX2Engine"]
+
+#: GEMMs of fewer INT8 operations run on one thread: the oneDNN engine's threshold
+#: (``onednn._common.GEMM_PARALLEL_MIN``, 2**30) is a few milliseconds of its VNNI
+#: GEMM; ``vpmaddwd`` multiplies about 4x slower per core, so the same time is 2**28
+#: operations here. At 2**30 the 256 x 256 x 2048 tiles of a product under a 64 MiB
+#: memory limit (2.7e8 operations, 5 ms each on one Zen 2 core) ran on one thread.
+GEMM_PARALLEL_MIN = 1 << 28
 
 
 class AVX2Engine(Int8Engine):

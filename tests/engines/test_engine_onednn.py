@@ -365,6 +365,21 @@ class TestFusedPassesMatchGeneric:
         np.testing.assert_array_equal(out_f, out_g)
         np.testing.assert_array_equal(sc_f, sc_g)
 
+    @pytest.mark.parametrize("phi", [0.5, 4.0])
+    def test_normalize_tiles_of_a_transposed_operand(self, rng, fused, phi):
+        # B^T's row tiles of a C-ordered B (a product's column tiles under a memory
+        # limit): unit stride down a column, not contiguous as a whole; they take the
+        # column kernel (x comes back column-contiguous), with the generic code's bits
+        b = random_matrix(rng, 517, 90, phi)
+        b[4, 7] = 5e-324
+        for tile in (b.T[10:43], b.T[10:43, 5:400], b.T[:1]):
+            x_g, e_g = normalize_rows(np, tile)
+            x_f, e_f = normalize_rows(np, tile, fused)
+            np.testing.assert_array_equal(x_f, x_g)
+            np.testing.assert_array_equal(e_f, e_g)
+            if tile.shape[0] > 1:
+                assert x_f.flags.f_contiguous
+
     @pytest.mark.parametrize("order", ["C", "F"])
     @pytest.mark.parametrize("phi", [0.5, 4.0])
     def test_split_without_normalized_copy(self, rng, fused, order, phi):

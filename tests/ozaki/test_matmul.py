@@ -733,6 +733,21 @@ class TestMemory:
         tiles = -(-240 // mt) * -(-260 // pt)
         assert rec.int8_gemms - rec.slices * tiles > tiles  # bound GEMMs: several passes
 
+    def test_crt_keeps_w_unless_recomputing_it_quadruples_the_tiles(self):
+        from ozlinalg.ozaki import memory
+
+        int8 = {"crt_input": 16, "crt_output": 32, "crt_output_per_modulus": 1, "bounds": 4}
+        # int8 residues: W kept with 256 x 256 tiles; without it 256 x 512 (2x): kept
+        plan = memory.plan(2048, 2048, 2048, 20, 64 << 20, "crt", 1, int8)
+        assert plan.fits and plan.keep_bounds and plan.tiles == (256, 256)
+        assert memory.plan_bytes(2048, 2048, 2048, 20, (256, 512), "crt", 1, int8,
+                                 keep_bounds=False) <= 64 << 20
+        # float32 residues: 32 x 64 with W, 64 x 128 without (4x): recomputed
+        plan = memory.plan(2048, 2048, 2048, 20, 64 << 20, "crt", 4)
+        assert plan.fits and not plan.keep_bounds and plan.tiles == (64, 128)
+        assert memory.plan_bytes(2048, 2048, 2048, 20, (32, 64), "crt", 4) <= 64 << 20
+        assert memory.plan_bytes(2048, 2048, 2048, 20, (64, 64), "crt", 4) > 64 << 20
+
     @pytest.mark.parametrize("method, s, accuracy", CASES[::2])
     def test_below_the_minimum_raises_before_allocating(self, method, s, accuracy, rng):
         import re
