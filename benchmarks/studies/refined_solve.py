@@ -14,7 +14,8 @@ values, a known solution ``x``: ``b = A x``), in the same run:
 Columns: time and its ratio to the LAPACK baseline, normwise backward error
 ``||b - A x||_inf / (||A||_inf ||x||_inf + ||b||_inf)``, forward error
 ``||x - x_true||_inf / ||x_true||_inf``, and for the refined solves the counts tried and
-the refinement steps (from ``ozlinalg.profile()``).
+the refinement steps (from ``ozlinalg.profile()``); for the emulated solves the floor, the
+time of their INT8 products alone (the engine's timers), and the time over it.
 
     python benchmarks/studies/refined_solve.py --n 4096 --kappa 1e2 1e6 1e10 1e14
     python benchmarks/studies/refined_solve.py --n 2048 --clock cpu --threads 1 \\
@@ -96,7 +97,7 @@ def case(args, rng, kind, kappa):
         eta, fwd = errors(a, b, x, x_true)
         rows.append(dict(kind=kind, kappa=kappa, solver=solver, time=t, ratio=t / t_nat,
                          eta=eta, fwd=fwd, **{"conv": "", "counts": "", "steps": "",
-                                               **extra}))
+                                               "floor": None, **extra}))
 
     def native():
         return lapack.dposv(a, b, lower=1)[1] if spd else lapack.dgesv(a, b)[2]
@@ -121,13 +122,15 @@ def case(args, rng, kind, kappa):
             ozlinalg.solve(a[:256, :256], b[:256], assume_a=assume, refine=refine)  # warm
             with ozlinalg.profile() as prof:
                 t, x = cpu_timing.best(call, args.repeat)
+        # the floor: the INT8 products' own time (the engine's timers), per run
+        floor = sum(c.time_int8 for c in prof.calls) / max(1, args.repeat)
         rec = prof.refined[-1] if prof.refined else None
         if rec is None:
-            row(name, t, x, t_nat, counts="auto")
+            row(name, t, x, t_nat, counts="auto", floor=floor)
             continue
         steps = f"{rec.iterations}" + (f"+{rec.gmres_steps}g" if rec.gmres_steps else "")
         row(name, t, x, t_nat, conv="fell back" if rec.fell_back else "yes",
-            counts="/".join(map(str, rec.counts)), steps=steps)
+            counts="/".join(map(str, rec.counts)), steps=steps, floor=floor)
     return rows
 
 
@@ -139,20 +142,24 @@ def run(args):
         for kappa in args.kappa:
             for r in case(args, rng, kind, kappa):
                 rows.append(r)
+                fl = (f"  floor {r['floor']:.3f} s ({r['time'] / r['floor']:.2f}x)"
+                      if r["floor"] else "")
                 print(f"{r['kind']:>4} {r['kappa']:8.0e} {r['solver']:>18} {r['time']:8.3f} s "
                       f"{r['ratio']:6.2f}x  eta {r['eta']:.1e}  fwd {r['fwd']:.1e}  "
-                      f"{r['conv']:>9} {r['counts']:>8} {r['steps']}", flush=True)
+                      f"{r['conv']:>9} {r['counts']:>8} {r['steps']}{fl}", flush=True)
     return rows
 
 
 def table(rows):
-    out = ["| matrix | κ | solver | time (s) | ratio to LAPACK | backward error | "
-           "forward error | converged | counts | steps |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| matrix | κ | solver | time (s) | ratio to LAPACK | INT8 floor (s) | "
+           "time / floor | backward error | forward error | converged | counts | steps |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        fl = (f"{r['floor']:.3f} | {r['time'] / r['floor']:.2f}" if r.get("floor")
+              else "- | -")
         out.append(f"| {r['kind']} | {r['kappa']:.0e} | {r['solver']} | {r['time']:.3f} | "
-                   f"{r['ratio']:.2f} | {r['eta']:.1e} | {r['fwd']:.1e} | {r['conv']} | "
-                   f"{r['counts']} | {r['steps']} |")
+                   f"{r['ratio']:.2f} | {fl} | {r['eta']:.1e} | {r['fwd']:.1e} | "
+                   f"{r['conv']} | {r['counts']} | {r['steps']} |")
     return "\n".join(out)
 
 
