@@ -13,7 +13,11 @@ one's time relative to the faster (the ratio). Because timings on a shared
 machine drift between the two benchmarks, the ``backend`` benchmark also
 times both loops back to back in each round (alternating which goes first)
 and stores ``extra_info["ratio_interleaved"]``: the median over rounds of
-backend time / native time.
+backend time / native time. Every benchmark checks what its loop returned:
+a solve is within the forward error bound ``n cond_inf(a) u ||x||_inf`` of the
+exact solution (``ozlinalg.testing.exact_solve``), and the ``backend`` one has
+the bits of the original function's (it ran natively); the no-op returns its
+argument, called directly or through the shim.
 Run it and print the ratios::
 
     python benchmarks/suite/bench_backend_overhead.py            # a markdown table
@@ -32,6 +36,7 @@ import pytest
 import scipy.linalg
 
 import ozlinalg
+from ozlinalg.testing import exact_solve
 
 LOOP = int(os.environ.get("OZLINALG_BENCH_SHIM_LOOP", "10000"))
 ROUNDS = int(os.environ.get("OZLINALG_BENCH_ROUNDS", "3"))
@@ -46,15 +51,28 @@ def _problem(n):
 
 
 def _loop(fn, a, b):
+    out = None
     for _ in range(LOOP):
-        fn(a, b)
+        out = fn(a, b)
+    return out  # the last call's result, for the benchmark to check
 
 
 def _routed_loop(name, a, b):
     # The module attribute, looked up the way user code does, inside the block.
     fn = FUNCS[name]()
     with ozlinalg.backend():
-        _loop(fn, a, b)
+        return _loop(fn, a, b)
+
+
+def _assert_solves(x, a, b):
+    """``x`` solves ``a x = b`` as a backward-stable FP64 solver does: within
+    ``n cond_inf(a) u ||x*||_inf`` of the exact solution ``x*`` (rational
+    arithmetic on the inputs' values, computed here, outside the timed loops)."""
+    want = exact_solve(a, b)
+    n = a.shape[0]
+    tol = n * np.linalg.cond(a, np.inf) * 2.0**-53 * np.abs(want).max()
+    err = np.abs(np.asarray(x) - want).max()
+    assert err <= tol, f"solve error {err:.3g} > bound {tol:.3g}"
 
 
 def _interleaved_ratio(name, a, b):
@@ -88,17 +106,21 @@ def bench_tiny_solves(benchmark, name, n, mode):
         FUNCS[name]()(a, b)  # installs the shims; fills the threshold cache
     benchmark.group = f"{LOOP} x {name} {n}x{n}"
     benchmark.extra_info.update(function=name, n=n, loop=LOOP, mode=mode)
+    native = ozlinalg.backend.original(FUNCS[name]())
     if mode == "native":
-        native = ozlinalg.backend.original(FUNCS[name]())
-        benchmark.pedantic(_loop, args=(native, a, b), rounds=ROUNDS, iterations=1,
-                           warmup_rounds=1)
+        x = benchmark.pedantic(_loop, args=(native, a, b), rounds=ROUNDS, iterations=1,
+                               warmup_rounds=1)
+        _assert_solves(x, a, b)
         return
     with ozlinalg.backend(), ozlinalg.profile() as prof:
         FUNCS[name]()(a, b)
     # what the block decided: run natively, below the crossover
     assert prof.routed_native == 1 and prof.emulated_gemm_calls == 0
-    benchmark.pedantic(_routed_loop, args=(name, a, b), rounds=ROUNDS, iterations=1,
-                       warmup_rounds=1)
+    x = benchmark.pedantic(_routed_loop, args=(name, a, b), rounds=ROUNDS, iterations=1,
+                           warmup_rounds=1)
+    _assert_solves(x, a, b)
+    # run natively: the original function's result, bit for bit
+    assert np.array_equal(x, native(a, b))
     ratio, t_nat, t_bk = _interleaved_ratio(name, a, b)
     benchmark.extra_info.update(ratio_interleaved=ratio, native_us_per_call=t_nat * 1e6,
                                 backend_us_per_call=t_bk * 1e6)
@@ -122,8 +144,10 @@ def bench_shim_fast_path(benchmark, mode):
     benchmark.extra_info.update(function="no-op", n=8, loop=calls, mode=mode)
 
     def loop():
+        out = None
         for _ in range(calls):
-            fn(a, a)
+            out = fn(a, a)
+        return out
 
     with ozlinalg.backend():
         fn(a, a)  # fills the threshold cache
@@ -131,7 +155,9 @@ def bench_shim_fast_path(benchmark, mode):
             fn(a, a)
         if mode == "shim":
             assert prof.routed_native == 1
-        benchmark.pedantic(loop, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+        out = benchmark.pedantic(loop, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+    # the no-op's own return value, directly or through the shim
+    assert out is a
 
 
 def main(argv=None):

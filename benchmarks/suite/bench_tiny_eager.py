@@ -12,6 +12,10 @@ and ``eager`` (``ozlinalg.matmul(a, b)``; ``np.linalg.solve`` inside
 run; the ``eager`` benchmark also times both loops back to back in each round
 (alternating the order) and stores the per-call times and their ratio in
 ``extra_info``. Each emulated call is checked to be emulated (``profile()``).
+Every benchmark checks what its loop returned, against exact references
+computed outside the timed loops: a product entry by entry within
+``ozlinalg.testing.dot_error_bound`` of the exact one (DGEMM level), a solve
+within ``n cond_inf(a) u ||x||_inf`` of the exact solution.
 
     python benchmarks/suite/bench_tiny_eager.py            # a markdown table with the targets
 
@@ -28,6 +32,7 @@ import numpy as np
 import pytest
 
 import ozlinalg
+from ozlinalg.testing import ExactReference, dot_error_bound, exact_solve
 
 LOOP = int(os.environ.get("OZLINALG_BENCH_TINY_LOOP", "200"))
 ROUNDS = int(os.environ.get("OZLINALG_BENCH_ROUNDS", "3"))
@@ -43,34 +48,64 @@ def _problem(n):
 
 
 def _calls(name, a, b):
-    """``(native loop, emulated loop)`` for ``name``."""
+    """``(native loop, emulated loop)`` for ``name``; each returns its last call's
+    result, for the benchmark to check."""
     solve = ozlinalg.backend.original(np.linalg.solve)
     if name == "matmul":
         def native():
+            out = None
             for _ in range(LOOP):
-                a @ a
+                out = a @ a
+            return out
 
         def eager():
+            out = None
             for _ in range(LOOP):
-                ozlinalg.matmul(a, a)
+                out = ozlinalg.matmul(a, a)
+            return out
     elif name == "np.linalg.solve":
         def native():
+            out = None
             for _ in range(LOOP):
-                solve(a, b)
+                out = solve(a, b)
+            return out
 
         def eager():
+            out = None
             with ozlinalg.backend(strategy="eager"):
                 for _ in range(LOOP):
-                    np.linalg.solve(a, b)
+                    out = np.linalg.solve(a, b)
+            return out
     else:
         def native():
+            out = None
             for _ in range(LOOP):
-                solve(a, b)
+                out = solve(a, b)
+            return out
 
         def eager():
+            out = None
             for _ in range(LOOP):
-                ozlinalg.solve(a, b)
+                out = ozlinalg.solve(a, b)
+            return out
     return native, eager
+
+
+def _assert_result(name, a, b, out):
+    """``out`` is what ``name`` must return, whichever way it was computed: ``a @ a``
+    at DGEMM level (every entry within the FP64 dot-product bound of the exact
+    product), or the solution of ``a x = b`` as a backward-stable FP64 solver gives
+    it (within ``n cond_inf(a) u ||x*||_inf`` of the exact ``x*``)."""
+    out = np.asarray(out)
+    if name == "matmul":
+        err = ExactReference(a, a).absolute_errors(out)
+        bound = dot_error_bound(a, a)
+        assert np.all(err <= bound), f"worst error / bound {np.max(err / bound):.3g}"
+        return
+    want = exact_solve(a, b)
+    tol = a.shape[0] * np.linalg.cond(a, np.inf) * 2.0**-53 * np.abs(want).max()
+    err = np.abs(out - want).max()
+    assert err <= tol, f"solve error {err:.3g} > bound {tol:.3g}"
 
 
 def _emulated(name, a, b):
@@ -110,7 +145,8 @@ def bench_tiny_eager(benchmark, name, n, mode):
     benchmark.extra_info.update(call=name, n=n, loop=LOOP, mode=mode,
                                 target_us=TARGET_US[(name, n)])
     if mode == "native":
-        benchmark.pedantic(native, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+        out = benchmark.pedantic(native, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+        _assert_result(name, a, b, out)
         return
     prof = _emulated(name, a, b)
     # eager's contract: products emulated, and calls by name; routed LU calls below
@@ -119,7 +155,8 @@ def bench_tiny_eager(benchmark, name, n, mode):
         assert prof.emulated_gemm_calls == 0 and prof.routed_native == 1
     else:
         assert prof.emulated_gemm_calls >= 1
-    benchmark.pedantic(eager, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+    out = benchmark.pedantic(eager, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+    _assert_result(name, a, b, out)
     t_nat, t_eag = _interleaved(native, eager)
     benchmark.extra_info.update(native_us=t_nat * 1e6, eager_us=t_eag * 1e6,
                                 ratio=t_eag / t_nat, emulated_gemms=prof.emulated_gemm_calls)

@@ -219,61 +219,80 @@ class TestThreadCount:
 
 
 _INTERRUPT_SCRIPT = """
-    import hashlib, json, signal, sys, time
+    import hashlib, importlib.util, json, os, sys
     import numpy as np
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGALRM, interrupt)
+    # Ctrl-C at a known point: the AT-th "event" of the library in the main thread (where
+    # Python runs signal handlers), from the import on. An event is one of the points
+    # where a signal handler's KeyboardInterrupt can surface: a function of the package
+    # starting, or one of its functions calling into C (the profile hook runs before
+    # either; the exception it raises propagates from there, and CPython removes the
+    # hook with it, so it is raised once). AT = 0 only counts them. The count does not
+    # depend on timing: the same inputs take the same path in every fresh process.
+    pkg = os.path.dirname(importlib.util.find_spec("ozlinalg").origin) + os.sep
+    at = int(sys.argv[1])
+    seen = 0
+    where = None
+
+    def hook(frame, event, arg):
+        global seen, where
+        if event in ("call", "c_call") and frame.f_code.co_filename.startswith(pkg):
+            seen += 1
+            if seen == at:
+                code = frame.f_code
+                where = (f"{event} in {code.co_name} "
+                         f"({os.path.relpath(code.co_filename, pkg)}:{frame.f_lineno})")
+                raise KeyboardInterrupt
+
     rng = np.random.default_rng(3)
     a = rng.standard_normal((200, 200)); b = rng.standard_normal(200)
 
     def calls(oz):
         return [oz.matmul(a, a), oz.matmul(a, a, method="crt"), oz.solve(a, b),
                 oz.matmul(a, a, accuracy="faithful"), oz.matmul(a, a, method="bitmask", slices=8)]
-    delay = float(sys.argv[1])
-    t0 = time.perf_counter()
-    hit = None
-    if delay > 0:
-        signal.setitimer(signal.ITIMER_REAL, delay)
+    hit = False
+    imported = None
+    sys.setprofile(hook)
     try:
         import ozlinalg
-        t1 = time.perf_counter()
+        imported = seen
         calls(ozlinalg)
     except KeyboardInterrupt:
-        hit = time.perf_counter() - t0
-    signal.setitimer(signal.ITIMER_REAL, 0)
+        hit = True
+    sys.setprofile(None)
+    total = seen
     import ozlinalg
-    t2 = time.perf_counter()
     digest = hashlib.sha256(b"".join(x.tobytes() for x in calls(ozlinalg))).hexdigest()
-    print(json.dumps({"hit": hit, "digest": digest, "import": t1 - t0 if hit is None else None,
-                      "calls": time.perf_counter() - t2,
-                      "engine": ozlinalg.engines.get_engine(np).describe()}))
+    print(json.dumps({"hit": hit, "where": where, "imported": imported, "total": total,
+                      "digest": digest, "engine": ozlinalg.engines.get_engine(np).describe()}))
 """
 
 
-@pytest.mark.skipif(not hasattr(__import__("signal"), "setitimer"), reason="interval timers")
 class TestInterrupt:
     """A KeyboardInterrupt anywhere in the import and the first calls leaves the process
     usable: the calls made next give the bits of an uninterrupted process."""
 
-    def _script(self, delay):
-        code = textwrap.dedent(_INTERRUPT_SCRIPT).replace("sys.argv[1]", repr(str(delay)))
+    def _script(self, at):
+        code = textwrap.dedent(_INTERRUPT_SCRIPT).replace("sys.argv[1]", repr(str(at)))
         proc = _run(code)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     def test_interrupts_at_many_points(self):
         ref = self._script(0)
-        assert ref["hit"] is None
-        span = ref["import"] + ref["calls"]
-        hits = 0
-        for frac in (0.05, 0.2, 0.35, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
-            got = self._script(frac * span)
-            assert got["digest"] == ref["digest"], (frac, got)
-            assert got["engine"] == ref["engine"], (frac, got)
-            hits += got["hit"] is not None
-        assert hits >= 6  # the timer fired inside the first calls, not after them
+        assert not ref["hit"]
+        n_import, n_total = ref["imported"], ref["total"]
+        assert 0 < n_import < n_total
+        n_calls = n_total - n_import
+        # the first and last events of the import and of the calls, and points between
+        points = sorted({1, n_import // 3, 2 * n_import // 3, n_import,
+                         *(n_import + 1 + f * (n_calls - 1) // 6 for f in range(7))})
+        for at in points:
+            got = self._script(at)
+            # the interrupt reached the caller: nothing swallowed it
+            assert got["hit"] and got["total"] == at, (at, got)
+            assert got["digest"] == ref["digest"], (at, got)
+            assert got["engine"] == ref["engine"], (at, got)
 
 
 class TestKernelChoice:

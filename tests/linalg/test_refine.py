@@ -91,6 +91,40 @@ class TestRefinedSolveAccuracy:
         np.testing.assert_allclose(x, want, rtol=0, atol=1e6 * n * U * np.abs(want).max())
 
 
+def _exact_eta(a, b, x):
+    """Normwise backward error of ``x`` with the residual ``b - a x`` from the exact
+    product (python-flint), not from the FP64 arithmetic the refinement itself uses."""
+    from ozlinalg.testing import ExactReference
+
+    ref = ExactReference(a, x.reshape(-1, 1))
+    r = np.abs((b.reshape(-1, 1) - ref.hi) - ref.lo).max()
+    return float(r / (np.abs(a).sum(axis=1).max() * np.abs(x).max() + np.abs(b).max()))
+
+
+class TestExactResidual:
+    """The refined solve's answer judged by an independent, exact residual: its
+    backward error at most LAPACK's on the same system (also exact) or two units of
+    roundoff. Systems with no cancellation in ``A x`` (positive entries), where
+    ``||b|| = ||A|| ||x||``: a residual the refinement computed a few ulps wrong would
+    leave that much backward error here (it converges to the wrong residual's zero)."""
+
+    @pytest.mark.parametrize("n", [48, 96])
+    @pytest.mark.parametrize("assume_a", [None, "pos"])
+    @pytest.mark.parametrize("seed", [0, 1])
+    def test_backward_error_of_the_exact_residual(self, n, assume_a, seed):
+        pytest.importorskip("flint")
+        rng = np.random.default_rng(seed)
+        a = rng.random((n, n)) + 0.5 * n * np.eye(n)
+        if assume_a == "pos":
+            a = a @ a.T
+        b = a @ (rng.random(n) + 0.5)
+        with ozlinalg.profile() as prof:
+            x = solve(a, b, assume_a=assume_a, refine=True)
+        assert len(prof.refined) == 1 and not prof.refined[0].fell_back
+        lapack = _exact_eta(a, b, sla.solve(a, b, assume_a=assume_a))
+        assert _exact_eta(a, b, x) <= max(2 * lapack, 4 * U)
+
+
 class TestRefinedSolveCounts:
     """The count is chosen from the condition estimate and raised where needed."""
 

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
+import ozlinalg
 from ozlinalg import AccuracyWarning
 from ozlinalg.engines import get_engine
 from ozlinalg.ozaki import crt
@@ -30,6 +31,13 @@ def errors(a, b, c):
     ref = ExactReference(a, b)
     return (error_stats(ref.relative_errors(textbook_matmul(a, b)))[0],
             error_stats(ref.relative_errors(c))[0])
+
+
+def median_error(a, b, c):
+    """Median relative error of c against the exact product: at DGEMM level the
+    emulation is far below 2**-53 (one ulp of FP64 is 2**-52), so a product a few ulps
+    off everywhere shows here, where the max against FP64's own error does not."""
+    return error_stats(ExactReference(a, b).relative_errors(c))[1]
 
 
 class TestModuli:
@@ -140,6 +148,7 @@ class TestAccuracy:
         c, counts = run(a, b, moduli=19, scaling=scaling)
         nat, emu = errors(a, b, c)
         assert emu <= nat
+        assert median_error(a, b, c) <= 2.0**-53
         assert counts["int8_gemms"] == 19 + (scaling == "accurate")
         assert counts["slices"] == [19]
 
@@ -151,6 +160,7 @@ class TestAccuracy:
             c, counts = run(a, b, moduli="auto", scaling=scaling)
             nat, emu = errors(a, b, c)
             assert emu <= nat, (scaling, counts["slices"])
+            assert median_error(a, b, c) <= 2.0**-53, scaling
             assert 13 <= counts["slices"][0] <= 19
             # one estimate GEMM, or none where the bound products W decide (accurate)
             assert counts["float_gemms"] + counts.get("bound_decided", 0) == 1
@@ -205,6 +215,22 @@ class TestAccuracy:
         assert counts["int8_gemms"] == 3 * 19
         nat, emu = errors(a, b, c)
         assert emu <= max(nat, 1e-15)
+
+
+class TestThroughMatmul:
+    """``ozlinalg.matmul(method="crt" / "crt-fast")``: the front door's route to the
+    Ozaki-II core, at DGEMM level against the exact product."""
+
+    @pytest.mark.parametrize("method", ["crt", "crt-fast"])
+    @pytest.mark.parametrize("shape", [(40, 300, 30), (7, 64, 5), (130, 90, 70)])
+    def test_dgemm_level(self, rng, method, shape):
+        m, k, p = shape
+        a = random_matrix(rng, m, k, 1.0)
+        b = random_matrix(rng, k, p, 1.0)
+        c = ozlinalg.matmul(a, b, method=method)
+        nat, emu = errors(a, b, c)
+        assert emu <= max(nat, 4e-16)
+        assert median_error(a, b, c) <= 2.0**-53
 
 
 class TestSpecialInputs:

@@ -4,9 +4,11 @@ A fixed count (``slices=9``; moduli for the ``crt`` methods) is used as given; w
 ``slices="auto"`` would pick more for the inputs (or compute entries natively), the
 product emits an :class:`ozlinalg.AccuracyWarning` naming auto's count
 (:mod:`ozlinalg.ozaki.adequacy`). The warned cases are checked against the exact
-product (they really are below DGEMM level), the quiet ones never warn, and the
-check never changes a bit of the result.
+product (they really are below DGEMM level), the quiet ones (counts at or above
+auto's) never warn and are at DGEMM level against the exact product, and the check
+never changes a bit of the result.
 """
+import hashlib
 import math
 import re
 import warnings
@@ -22,7 +24,7 @@ from ozlinalg.ozaki import adequacy, small
 from ozlinalg.ozaki import tiling as gemm
 from ozlinalg.ozaki.crt import count as crt
 from ozlinalg.ozaki.split import normalize_rows
-from ozlinalg.testing import ExactReference, error_stats, random_matrix
+from ozlinalg.testing import ExactReference, dot_error_bound, error_stats, random_matrix
 
 OZAKI_I = ["hybrid-ef", "bitmask-ef", "bitmask", "rn", "splitfp"]
 
@@ -80,6 +82,40 @@ def _quiet(a, b, **kw):
         return ozlinalg.matmul(a, b, **kw)
 
 
+def _enough(a, b, slices, **kw):
+    """Assert that the fixed count ``slices`` is at or above auto's for these inputs
+    (and that auto computes no entry natively): the premise of a case that must not
+    warn. Call it before patching out auto's planner or estimate."""
+    count, native = _auto(a, b, **kw)
+    assert not native and count <= slices, (count, native, slices)
+
+
+_EXACT = {}
+
+
+def _exact(a, b):
+    """``ExactReference(a, b)``, kept for the tests that draw the same inputs (the rng
+    fixture's seed is fixed, and the 200 x 2000 x 150 reference takes seconds)."""
+    key = hashlib.sha256(b"".join([repr((a.shape, b.shape)).encode(), a.tobytes(),
+                                   b.tobytes()])).digest()
+    if key not in _EXACT:
+        _EXACT[key] = ExactReference(a, b)
+    return _EXACT[key]
+
+
+def _quiet_and_accurate(a, b, **kw):
+    """The product with a count at or above auto's: no warning, and at DGEMM level
+    (every entry within the FP64 dot-product bound of the exact product, as the
+    tests' ``assert_dot_accurate``)."""
+    c = _quiet(a, b, **kw)
+    err = _exact(a, b).absolute_errors(c)
+    bound = dot_error_bound(a, b)
+    bad = ~(err <= bound)
+    assert not bad.any(), (f"{int(bad.sum())} entries beyond the FP64 dot-product bound; "
+                           f"worst error / bound {np.max(err / bound):.3g}")
+    return c
+
+
 class TestShortCountsWarn:
     """The cases that returned wrong answers silently: each warns, names auto's
     count, and is below DGEMM level against the exact product."""
@@ -135,20 +171,22 @@ class TestShortCountsWarn:
 
 
 class TestEnoughDoesNotWarn:
-    """Counts at or above auto's never warn; the common case is settled by the bound
-    alone (no estimate GEMM: auto's planner is not called)."""
+    """Counts at or above auto's never warn, and their products are at DGEMM level
+    against the exact product; the common case is settled by the bound alone (no
+    estimate GEMM: auto's planner is not called)."""
 
     @pytest.mark.parametrize("method", OZAKI_I)
     @pytest.mark.parametrize("shape", [(40, 300, 30), (200, 2000, 150)])
     def test_twelve_slices_random(self, rng, engine, method, shape, monkeypatch):
         m, n, p = shape
         a, b = random_matrix(rng, m, n, 0.5), random_matrix(rng, n, p, 0.5)
+        _enough(a, b, 12, method=method)
 
         def no_plan(*args, **kwargs):
             raise AssertionError("the bound should settle slices=12 here")
 
         monkeypatch.setattr(gemm, "_block_plan", no_plan)
-        _quiet(a, b, slices=12, method=method)
+        _quiet_and_accurate(a, b, slices=12, method=method)
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "crt-fast"])
     def test_auto_count_settled_by_the_sampled_estimate(self, rng, engine, method,
@@ -166,23 +204,25 @@ class TestEnoughDoesNotWarn:
         monkeypatch.setattr(crt, "estimate", no_plan)
         for module, name in ((gemm, "q_floor"), (crt, "_r_floor"), (crt, "_w_floor")):
             monkeypatch.setattr(module, name, lambda *args: 0.0)  # the GEMM-free bounds fail
-        _quiet(a, b, method=method, slices=count + 1)
+        _quiet_and_accurate(a, b, method=method, slices=count + 1)
 
     @pytest.mark.parametrize("method", ["crt", "crt-fast"])
     @pytest.mark.parametrize("moduli", [17, 20, 24, 32])
     def test_crt_many_moduli(self, rng, engine, method, moduli, monkeypatch):
         a, b = random_matrix(rng, 40, 300, 0.5), random_matrix(rng, 300, 30, 0.5)
+        _enough(a, b, moduli, method=method)
 
         def no_estimate(*args, **kwargs):
             raise AssertionError("the bounds should settle this count")
 
         monkeypatch.setattr(crt, "estimate", no_estimate)
-        _quiet(a, b, method=method, slices=moduli)
+        _quiet_and_accurate(a, b, method=method, slices=moduli)
 
     @pytest.mark.parametrize("method", ["crt", "crt-fast"])
     def test_crt_sixteen_moduli(self, rng, engine, method):
         a, b = random_matrix(rng, 40, 300, 0.5), random_matrix(rng, 300, 30, 0.5)
-        _quiet(a, b, method=method, slices=16)
+        _enough(a, b, 16, method=method)
+        _quiet_and_accurate(a, b, method=method, slices=16)
 
     def test_nonfinite_lines_are_set_aside(self, rng, engine):
         # rows of A / columns of B with Inf or NaN are computed natively: the check
