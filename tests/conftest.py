@@ -123,21 +123,39 @@ CPU_ENGINES = ["sgemm", "onednn", "avx2"]
 
 
 def cpu_engine_or_skip(name):
-    """The NumPy engine ``name``; skips (with the engine's reason: oneDNN missing or not
-    exact, no AVX2 build) where it cannot run."""
+    """The NumPy engine ``name``; skips where it cannot run, with the engine's own
+    verdict as the reason (oneDNN missing, or failing its exactness self-test below
+    VNNI; no AVX2 build or CPU)."""
     from ozlinalg.engines.onednn import EngineUnavailable
     from ozlinalg.engines.select import cpu_engine
 
     try:
         return cpu_engine(name)
     except EngineUnavailable as exc:
-        pytest.skip(f"engine {name!r} unavailable here: {exc}")
+        # the verdict, without the "was asked for but cannot run" preamble of select
+        verdict = str(exc).split("cannot run: ", 1)[-1]
+        pytest.skip(f"engine {name!r} cannot run here: {verdict}")
 
 
 @pytest.fixture(params=CPU_ENGINES)
 def cpu_engine(request):
     """Each NumPy engine: the SGEMM engine, and the oneDNN and AVX2 INT8 engines where
     they run."""
+    return cpu_engine_or_skip(request.param)
+
+
+#: The exact INT8 engines: one Int8Engine (int8 slice storage, EF groups as one GEMM,
+#: the INT32 run limit and its int64 spill, the fused passes, the scratch pool, the
+#: exactness self-test) around two GEMMs, oneDNN's s8s8s32 and the compiled AVX2
+#: ``vpmaddwd`` one.
+INT8_ENGINES = ["onednn", "avx2"]
+
+
+@pytest.fixture(params=INT8_ENGINES)
+def int8_engine(request):
+    """Each exact INT8 engine, for tests of what they share (the Int8Engine around the
+    GEMM): every one that runs here is tested, each one that cannot skips with its
+    own reason (oneDNN missing or failing its self-test below VNNI, no AVX2 build)."""
     return cpu_engine_or_skip(request.param)
 
 

@@ -9,7 +9,8 @@ import pytest
 import ozlinalg
 from ozlinalg import _env, _options
 from ozlinalg.engines import _dnnl, _scratch, kernels, select
-from ozlinalg.engines.onednn import ENV_FUSED, EngineUnavailable, OneDNNEngine
+from ozlinalg.engines.avx2 import AVX2Engine
+from ozlinalg.engines.onednn import ENV_FUSED, OneDNNEngine
 from ozlinalg.testing import ExactReference
 
 #: (option, bad value, exception): at least one wrong type and one bad value each.
@@ -154,13 +155,14 @@ class TestEngineVariables:
         with pytest.raises(ValueError, match="OZLINALG_ENGINE='fast' is not valid"):
             select.default_cpu_engine()
 
-    def test_bad_scratch_cache_is_not_a_failed_self_test(self, fresh_engines):
-        try:
-            select.cpu_engine("onednn")
-        except EngineUnavailable as exc:
-            pytest.skip(f"oneDNN unavailable here: {exc}")
+    @pytest.mark.parametrize("cls", [OneDNNEngine, AVX2Engine])
+    def test_bad_scratch_cache_is_not_a_failed_self_test(self, fresh_engines, cls):
+        # raised by the Int8Engine's pool before the library, the GEMM and the
+        # self-test: runs whether or not the engine could run here
         fresh_engines.setenv(_scratch.ENV_SCRATCH, "inf")
         with pytest.raises(ValueError, match="OZLINALG_SCRATCH_CACHE='inf'"):
-            OneDNNEngine()  # raised by the pool before the self-test, not caught by it
+            cls()
+
+    def test_scratch_cache_reaches_the_engine(self, int8_engine, fresh_engines):
         fresh_engines.setenv(_scratch.ENV_SCRATCH, "0")
-        assert OneDNNEngine().scratch.limit == 0
+        assert type(int8_engine)().scratch.limit == 0

@@ -1,13 +1,17 @@
-"""The CPU INT8 engine on oneDNN: exactness, selection, fused passes (also on the AVX2
-engine, which shares them: tests/engines/test_engine_avx2.py), and the SGEMM engine's
-results bit for bit.
+"""The exact CPU INT8 engines: what the oneDNN engine and the AVX2 engine share (the
+Int8Engine around their GEMMs: slice storage, EF groups, the INT32 run limit, the
+fused passes, the exactness self-test and its retries), the SGEMM engine's results
+bit for bit; and what is oneDNN's own (its selection, its library's status codes,
+its ISA below VNNI).
 
-One test body runs over both NumPy engines where that is the point (like
-tests/engines/test_engine_cublaslt.py does for the GPU engine and its host stand-in):
-every method, fixed and ``auto`` counts, shapes that hit the EF group limit r,
-the inner block and the output tiles, both memory orders of each operand,
-Inf/NaN and complex inputs. Everything that needs oneDNN skips (naming the
-reason) where the engine cannot run; the selection tests run everywhere.
+The shared tests run on each INT8 engine that runs here (``int8_engine``,
+tests/conftest.py), like tests/engines/test_engine_cublaslt.py does for the GPU
+engine and its host stand-in: every method, fixed and ``auto`` counts, shapes that
+hit the EF group limit r, the inner block and the output tiles, both memory orders
+of each operand, Inf/NaN and complex inputs. An engine that cannot run skips with
+its own verdict (oneDNN failing its self-test below VNNI, no AVX2 build); the
+oneDNN-only tests skip where oneDNN cannot run; the selection tests run everywhere.
+The AVX2 engine's own GEMM and selection: tests/engines/test_engine_avx2.py.
 """
 import ast
 import os
@@ -21,7 +25,8 @@ from conftest import cpu_engine_or_skip
 
 import ozlinalg
 from ozlinalg.engines import select
-from ozlinalg.engines.onednn import EngineUnavailable, OneDNNEngine, self_test
+from ozlinalg.engines.onednn import EngineUnavailable, self_test
+from ozlinalg.engines.onednn.engine import Int8Engine
 from ozlinalg.ozaki import params
 from ozlinalg.ozaki.split import normalize_rows, split_rows
 from ozlinalg.testing import random_matrix
@@ -31,16 +36,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def onednn():
+    """The oneDNN engine, for what is its own (skips with its verdict where it cannot
+    run); what it shares with the AVX2 engine takes ``int8_engine``."""
     return cpu_engine_or_skip("onednn")
 
 
 @pytest.fixture(autouse=True)
 def driver_path(monkeypatch):
-    """These tests exercise the engine's GEMMs and passes in the driver: small products'
-    one-call path (tests/ozaki/test_small.py) is switched off."""
-    from ozlinalg.engines.onednn import OneDNNEngine
-
-    monkeypatch.setattr(OneDNNEngine, "small_product", None)
+    """These tests exercise the engines' GEMMs and passes in the driver: small products'
+    one-call path (tests/ozaki/test_small.py) is switched off on both INT8 engines."""
+    monkeypatch.setattr(Int8Engine, "small_product", None)
 
 
 def _run(engine, a, b, **kw):
@@ -59,26 +64,26 @@ INT8_METHODS = ["hybrid-ef", "bitmask-ef", "bitmask", "rn", "crt", "crt-fast"]
 # counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
 @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestSameBitsAsSGEMM:
-    """``ozlinalg.matmul`` on the oneDNN engine equals the SGEMM engine bit for bit."""
+    """``ozlinalg.matmul`` on each INT8 engine equals the SGEMM engine bit for bit."""
 
     @pytest.mark.parametrize("method", INT8_METHODS + ["splitfp"])
     @pytest.mark.parametrize("slices", [7, "auto"])
     @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
-    def test_methods_counts_and_layouts(self, rng, onednn, method, slices, orders):
+    def test_methods_counts_and_layouts(self, rng, int8_engine, method, slices, orders):
         a = _order(random_matrix(rng, 45, 203, 1.0), orders[0])
         b = _order(random_matrix(rng, 203, 37, 1.0), orders[1])
         if method.startswith("crt") and slices == 7:
             slices = 14
         want, p0 = _run("sgemm", a, b, method=method, slices=slices)
-        got, p1 = _run("onednn", a, b, method=method, slices=slices)
+        got, p1 = _run(int8_engine.name, a, b, method=method, slices=slices)
         np.testing.assert_array_equal(got, want)
         assert p0.slices == p1.slices and p1.int8_gemms == p0.int8_gemms
-        assert p1.calls[0].engine.startswith("cpu-onednn")
-        if method.endswith("-ef"):  # each EF group is one oneDNN GEMM
+        assert p1.calls[0].engine.startswith(int8_engine.name)
+        if method.endswith("-ef"):  # each EF group is one INT8 GEMM
             assert p1.engine_calls == p1.slices[0] < p1.int8_gemms
 
     @pytest.mark.parametrize("order", ["C", "F"])
-    def test_top_groups_in_blocks(self, rng, onednn, order):
+    def test_top_groups_in_blocks(self, rng, int8_engine, order):
         # Outputs of 2**20 entries and more: the top groups go a block of rows (of
         # columns, column-major) at a time through thirds of the one INT32 buffer.
         from ozlinalg._matmul import matmul_ordered
@@ -88,7 +93,7 @@ class TestSameBitsAsSGEMM:
         b = random_matrix(rng, 48, 1000, 1.0)
         assert a.shape[0] * b.shape[1] >= TOP_BLOCKS_FROM
         want, _ = _run("sgemm", a, b, slices=7)
-        with ozlinalg.options(engine="onednn"), ozlinalg.profile() as prof:
+        with ozlinalg.options(engine=int8_engine.name), ozlinalg.profile() as prof:
             got = matmul_ordered(a, b, slices=7, order=order)
         np.testing.assert_array_equal(got, want)
         assert got.flags.f_contiguous == (order == "F")
@@ -97,7 +102,7 @@ class TestSameBitsAsSGEMM:
         assert prof.int8_gemms == 28 and prof.engine_calls == 4 + 3 * blocks
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "rn"])
-    def test_group_limit_r(self, rng, onednn, method):
+    def test_group_limit_r(self, rng, int8_engine, method):
         # k = 5000: r = 2**(31 - 14 - 13) = 16 products per INT32 accumulator, below
         # the 20 pairs of the largest group at 20 slices.
         k = 5000
@@ -105,19 +110,19 @@ class TestSameBitsAsSGEMM:
         a = random_matrix(rng, 6, k, 0.5)
         b = random_matrix(rng, k, 5, 0.5)
         want, _ = _run("sgemm", a, b, method=method, slices=20)
-        got, prof = _run("onednn", a, b, method=method, slices=20)
+        got, prof = _run(int8_engine.name, a, b, method=method, slices=20)
         np.testing.assert_array_equal(got, want)
         if method.endswith("-ef"):
             assert prof.engine_calls == 20 + 4  # groups of 17..20 pairs take two GEMMs
 
     @pytest.mark.parametrize("method, slices", [("hybrid-ef", 9), ("hybrid-ef", "auto"),
                                                 ("crt", 15), ("crt-fast", "auto")])
-    def test_inner_blocks(self, rng, onednn, method, slices):
+    def test_inner_blocks(self, rng, int8_engine, method, slices):
         k = params.INT8_INNER_BLOCK + 999  # two inner blocks (CRT: its own block length)
         a = random_matrix(rng, 3, k, 0.5)
         b = random_matrix(rng, k, 2, 0.5)
         want, _ = _run("sgemm", a, b, method=method, slices=slices)
-        got, prof = _run("onednn", a, b, method=method, slices=slices)
+        got, prof = _run(int8_engine.name, a, b, method=method, slices=slices)
         np.testing.assert_array_equal(got, want)
         assert len(prof.calls) == 1
 
@@ -125,7 +130,7 @@ class TestSameBitsAsSGEMM:
                                                 ("hybrid-ef", "auto"), ("crt", 16),
                                                 ("crt", "auto"), ("rn", "auto")])
     @pytest.mark.parametrize("limit", ["smallest", 3 << 20, 6 << 20])
-    def test_output_tiles(self, rng, onednn, method, slices, limit):
+    def test_output_tiles(self, rng, int8_engine, method, slices, limit):
         # int8 slices need less memory, so the two engines' tiles differ at the
         # larger limits (e.g. 130 x 125 against 65 x 125 tiles of 260 x 250)
         from ozlinalg._matmul import memory_plan
@@ -135,58 +140,59 @@ class TestSameBitsAsSGEMM:
         b = random_matrix(rng, 200, 250, 2.0)
         if limit == "smallest":  # the larger of the two engines' smallest plans
             limit = max(memory_plan(260, 200, 250, method, slices, None, 1 << 50,
-                                    eng).minimum for eng in (onednn, cpu_engine("sgemm")))
+                                    eng).minimum for eng in (int8_engine, cpu_engine("sgemm")))
         want, _ = _run("sgemm", a, b, method=method, slices=slices)  # one tile
         with ozlinalg.options(memory_limit=limit):
             tiled, _ = _run("sgemm", a, b, method=method, slices=slices)
-            got, _ = _run("onednn", a, b, method=method, slices=slices)
+            got, _ = _run(int8_engine.name, a, b, method=method, slices=slices)
         # the count (and Ozaki-II's scalings) are planned for the whole product
         np.testing.assert_array_equal(tiled, want)
         np.testing.assert_array_equal(got, want)
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
-    def test_nonfinite_and_complex(self, rng, onednn, method):
+    def test_nonfinite_complex_and_faithful(self, rng, int8_engine, method):
         a = random_matrix(rng, 40, 90, 2.0) + 1j * random_matrix(rng, 40, 90, 2.0)
         b = random_matrix(rng, 90, 30, 2.0) - 1j * random_matrix(rng, 90, 30, 2.0)
         for scheme in ("3m", "4m"):
             if scheme == "4m":  # (3m forms Inf - Inf by design: NumPy warns)
                 a[3, 4] = np.inf
                 b[5, 6] = np.nan
-            with ozlinalg.options(complex_scheme=scheme):
-                want, _ = _run("sgemm", a, b, method=method)
-                got, _ = _run("onednn", a, b, method=method)
-            np.testing.assert_array_equal(got, want)
+            for accuracy in ("dgemm", "faithful"):
+                with ozlinalg.options(complex_scheme=scheme):
+                    want, _ = _run("sgemm", a, b, method=method, accuracy=accuracy)
+                    got, _ = _run(int8_engine.name, a, b, method=method, accuracy=accuracy)
+                np.testing.assert_array_equal(got, want)
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask", "rn", "crt"])
-    def test_numpy_passes_without_kernels(self, rng, onednn, method, monkeypatch):
+    def test_numpy_passes_without_kernels(self, rng, int8_engine, method, monkeypatch):
         # OZLINALG_FUSED=0 (or no compiled kernels): the generic NumPy passes around the same
-        # oneDNN GEMMs, same bits.
+        # INT8 GEMMs (AVX2's stays compiled), same bits.
         from ozlinalg.engines import base
 
-        plain = OneDNNEngine(fused=False)
+        plain = type(int8_engine)(fused=False)
         assert plain.kernels is None and "NumPy" in plain.describe()
         a = _order(random_matrix(rng, 33, 150, 1.0), "F")
         b = random_matrix(rng, 150, 21, 1.0)
         want, _ = _run("sgemm", a, b, method=method)
         monkeypatch.setitem(base._ENGINES, "numpy", plain)
-        with ozlinalg.profile() as prof:
+        with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
             got = ozlinalg.matmul(a, b, method=method)
         np.testing.assert_array_equal(got, want)
         assert prof.calls[0].engine == plain.describe()
 
-    def test_factorizations(self, rng, onednn):
+    def test_factorizations(self, rng, int8_engine):
         a = rng.standard_normal((300, 300))
         spd = a @ a.T + 300 * np.eye(300)
         for name, x in (("getrf", a), ("potrf", spd), ("geqrf", a)):
             fn = getattr(ozlinalg.lapack, name)
             with ozlinalg.options(engine="sgemm"):
                 want = fn(x, min_size=64, block_size=64)
-            with ozlinalg.options(engine="onednn"):
+            with ozlinalg.options(engine=int8_engine.name):
                 got = fn(x, min_size=64, block_size=64)
             for w, g in zip(want, got):
                 np.testing.assert_array_equal(g, w)
 
-    def test_huge_exponent_range_auto(self, rng, onednn):
+    def test_huge_exponent_range_auto(self, rng, int8_engine):
         # Inner dimension scaled by 2**(+-300): auto's estimate underflows in float32 /
         # BF16 and is redone in float64; some entries go native. Same bits.
         a = random_matrix(rng, 30, 64, 1.0)
@@ -195,65 +201,70 @@ class TestSameBitsAsSGEMM:
         a, b = a * d, b / d[:, None]
         for method in ("hybrid-ef", "crt"):
             want, _ = _run("sgemm", a, b, method=method, balance=False)
-            got, _ = _run("onednn", a, b, method=method, balance=False)
+            got, _ = _run(int8_engine.name, a, b, method=method, balance=False)
             np.testing.assert_array_equal(got, want)
 
 
 class TestExactness:
-    """The engine is exact where it runs, and the self-test can fail."""
+    """Each INT8 engine is exact where it runs, and the self-test can fail."""
 
     @pytest.mark.parametrize("layouts", ["rows", "cols"])
-    def test_grouped_runs_in_both_layouts(self, rng, onednn, layouts):
+    def test_grouped_runs_in_both_layouts(self, rng, int8_engine, layouts):
+        eng = int8_engine
         s, m, p, k = 6, 19, 23, 300
         xa = np.zeros((m, k)) if layouts == "rows" else np.zeros((k, m)).T
         xb = np.zeros((p, k)) if layouts == "rows" else np.zeros((k, p)).T
-        da = onednn.empty_slices_like(xa, s, "bitmask", "a")
-        db = onednn.empty_slices_like(xb, s, "bitmask", "b")
+        da = eng.empty_slices_like(xa, s, "bitmask", "a")
+        db = eng.empty_slices_like(xb, s, "bitmask", "b")
         assert (da.strides[1] == 1) == (layouts == "cols")
         da[...] = rng.integers(-128, 128, da.shape)
         db[...] = rng.integers(-128, 128, db.shape)
         a64, b64 = da.astype(np.int64), db.astype(np.int64)
         for g in range(s):
             pairs = [(i, g - i) for i in range(g + 1)]
-            got, calls = onednn.int_matmul_sum(da, db, pairs, 128, 128)
-            assert calls == 1  # the whole group: one GEMM over the stacked slices
-            np.testing.assert_array_equal(got, sum(a64[i] @ b64[j].T for i, j in pairs))
+            for order in "CF":
+                got, calls = eng.int_matmul_sum(da, db, pairs, 128, 128,
+                                                ws=eng.workspace(m, p, order))
+                assert calls == 1  # the whole group: one GEMM over the stacked slices
+                np.testing.assert_array_equal(got, sum(a64[i] @ b64[j].T for i, j in pairs))
 
     @pytest.mark.parametrize("m, p, k", [(1, 16, 144), (16, 1, 33), (1, 1, 5), (37, 29, 300)])
     @pytest.mark.parametrize("order", ["C", "F"])
-    def test_result_in_either_order(self, rng, onednn, m, p, k, order):
-        da = onednn.empty_slices(3, m, k, "bitmask", "a")
-        db = onednn.empty_slices(3, p, k, "bitmask", "b")
+    def test_result_in_either_order(self, rng, int8_engine, m, p, k, order):
+        eng = int8_engine
+        da = eng.empty_slices(3, m, k, "bitmask", "a")
+        db = eng.empty_slices(3, p, k, "bitmask", "b")
         da[...] = rng.integers(-128, 128, da.shape)
         db[...] = rng.integers(-128, 128, db.shape)
         pairs = [(0, 2), (1, 1), (2, 0)]
-        got, _ = onednn.int_matmul_sum(da, db, pairs, 128, 128, ws=onednn.workspace(m, p, order))
+        got, _ = eng.int_matmul_sum(da, db, pairs, 128, 128, ws=eng.workspace(m, p, order))
         a64, b64 = da.astype(np.int64), db.astype(np.int64)
         np.testing.assert_array_equal(got, sum(a64[i] @ b64[j].T for i, j in pairs))
 
-    def test_int32_overflow_goes_to_int64(self, rng, onednn):
+    def test_int32_overflow_goes_to_int64(self, rng, int8_engine):
         k = 1 << 16
-        a = onednn.empty_slices(2, 3, k, "bitmask")
+        a = int8_engine.empty_slices(2, 3, k, "bitmask")
         a[...] = -128
-        got, calls = onednn.int_matmul_sum(a, a, [(0, 0), (1, 1)], 128, 128)
+        got, calls = int8_engine.int_matmul_sum(a, a, [(0, 0), (1, 1)], 128, 128)
         assert got.dtype == np.int64 and calls == 2
         assert int(got[0, 0]) == 2 * k * 128 * 128  # 2**31: past INT32
 
-    def test_rejects_float_slices(self, onednn):
-        with pytest.raises(TypeError, match="int8"):
-            onednn.int_matmul_sum(np.zeros((1, 2, 2), np.float32), np.zeros((1, 2, 2), np.int8),
-                                  [(0, 0)], 1, 1)
+    def test_rejects_float_slices(self, int8_engine):
+        with pytest.raises(TypeError, match=f"the {int8_engine.label} engine multiplies int8"):
+            int8_engine.int_matmul_sum(np.zeros((1, 2, 2), np.float32),
+                                       np.zeros((1, 2, 2), np.int8), [(0, 0)], 1, 1)
 
-    def test_self_test_passes_here(self, onednn):
-        ok, detail = self_test(onednn)
-        assert ok, detail
+    def test_self_test_passes_here(self, int8_engine):
+        ok, detail = self_test(int8_engine)
+        assert ok and int8_engine.isa in detail, detail
 
-    def test_self_test_fails_on_a_saturating_gemm(self, onednn):
+    def test_self_test_fails_on_a_saturating_gemm(self):
         # vpmaddubsw (oneDNN below VNNI) adds pairs of u8 * s8 products in INT16 with
-        # saturation; an engine that does so must fail the test.
-        class Saturating(OneDNNEngine):
+        # saturation; an engine that does so must fail the test. The self-test and the
+        # slice storage are the Int8Engine's: no GEMM library is needed.
+        class Saturating(Int8Engine):
             def __init__(self):
-                self.lib, self.kernels, self.threads = onednn.lib, None, 1
+                self.kernels, self.threads = None, 1
 
             def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
                 out = 0
@@ -334,12 +345,11 @@ class TestFusedPassesMatchGeneric:
     """Each compiled kernel gives the generic array code's bits, on both engines that
     run them (the AVX2 engine shares the oneDNN engine's passes)."""
 
-    @pytest.fixture(params=["onednn", "avx2"])
-    def fused(self, request):
-        eng = cpu_engine_or_skip(request.param)
-        if eng.kernels is None:
-            pytest.skip(f"no fused kernels here: {eng.kernels_reason}")
-        return eng
+    @pytest.fixture
+    def fused(self, int8_engine):
+        if int8_engine.kernels is None:
+            pytest.skip(f"no fused kernels here: {int8_engine.kernels_reason}")
+        return int8_engine
 
     @pytest.mark.parametrize("kind", ["hybrid", "bitmask", "rn"])
     @pytest.mark.parametrize("order", ["C", "F"])
@@ -972,85 +982,96 @@ class TestStatus:
 class TestSelfTestRetry:
     """Running out of memory (or Ctrl-C) during the one-time self-test is no verdict:
     it propagates, nothing is cached, and the next call creates the engine; only a
-    wrong answer is kept (ozlinalg/engines/select.py)."""
+    wrong answer is kept (ozlinalg/engines/select.py). On each INT8 engine, as the
+    engine ``auto`` takes: oneDNN first, the AVX2 engine as the fallback."""
 
     @pytest.fixture
-    def fresh(self, monkeypatch, onednn):
-        """A selection state of its own (the process's engines stay as they are), and
-        the default engine chosen by ``auto``."""
+    def fresh(self, monkeypatch, int8_engine):
+        """A selection state of its own (the process's engines stay as they are) in which
+        ``auto`` takes the engine under test (for the AVX2 engine: oneDNN set aside),
+        the default engine chosen by ``auto``; (monkeypatch, that initial state)."""
         from ozlinalg.engines import base
 
         monkeypatch.setattr(select, "_CACHE", {})
+        if int8_engine.name == "cpu-avx2":
+            select._CACHE["onednn"] = EngineUnavailable("set aside: the AVX2 engine is tested")
+            monkeypatch.setattr(select, "FALLBACKS", ("avx2", "sgemm"))
         monkeypatch.setitem(base._ENGINES, "numpy", select.default_cpu_engine)
         monkeypatch.delenv("OZLINALG_ENGINE", raising=False)
-        return monkeypatch
+        return monkeypatch, dict(select._CACHE)
 
     @staticmethod
-    def _fail_first_gemm(monkeypatch, exc):
-        """The next OneDNNEngine GEMM raises ``exc``; the ones after it run."""
-        real = OneDNNEngine.gemm
+    def _fail_first_gemm(monkeypatch, cls, exc):
+        """The next GEMM of the engine class ``cls`` raises ``exc``; the ones after it run."""
+        real = cls._run_gemm
         left = [exc]
 
-        def gemm(self, *args):
+        def run_gemm(self, *args):
             if left:
                 raise left.pop()
             return real(self, *args)
 
-        monkeypatch.setattr(OneDNNEngine, "gemm", gemm)
+        monkeypatch.setattr(cls, "_run_gemm", run_gemm)
         return left
 
-    def test_memory_error_is_retried(self, fresh):
+    def test_memory_error_is_retried(self, fresh, int8_engine):
         from ozlinalg.engines import get_engine
 
-        left = self._fail_first_gemm(fresh, MemoryError("simulated"))
+        monkeypatch, before = fresh
+        left = self._fail_first_gemm(monkeypatch, type(int8_engine), MemoryError("simulated"))
         with ozlinalg.options(engine=None):
             with pytest.raises(MemoryError, match="self-test.*nothing was cached.*tries again"):
                 get_engine(np)
-            assert not left and select._CACHE == {}
+            assert not left and select._CACHE == before
             eng = get_engine(np)
-        assert eng.name == "cpu-onednn" and "self-test passed" in eng.describe()
+        assert eng.name == int8_engine.name and "self-test passed" in eng.describe()
         assert select.cpu_engine("auto") is eng
 
-    def test_memory_error_releases_the_scratch_pools(self, fresh):
+    def test_memory_error_releases_the_scratch_pools(self, fresh, int8_engine):
         from ozlinalg.engines._scratch import MIN_BYTES, ScratchPool
 
         pool = ScratchPool(1 << 30)
         x = pool.empty((2 * MIN_BYTES,), np.uint8)
         del x
         assert pool.held > 0
-        self._fail_first_gemm(fresh, MemoryError("simulated"))
+        self._fail_first_gemm(fresh[0], type(int8_engine), MemoryError("simulated"))
         with pytest.raises(MemoryError):
-            select.cpu_engine("onednn")
+            select.cpu_engine(int8_engine.name)
         assert pool.held == 0
 
-    def test_keyboard_interrupt_propagates(self, fresh):
-        self._fail_first_gemm(fresh, KeyboardInterrupt())
+    def test_keyboard_interrupt_propagates(self, fresh, int8_engine):
+        monkeypatch, before = fresh
+        self._fail_first_gemm(monkeypatch, type(int8_engine), KeyboardInterrupt())
         with pytest.raises(KeyboardInterrupt):
             select.cpu_engine("auto")
-        assert select._CACHE == {}
-        assert select.cpu_engine("auto").name == "cpu-onednn"
+        assert select._CACHE == before
+        assert select.cpu_engine("auto").name == int8_engine.name
 
-    def test_self_test_lets_memory_error_through(self, onednn, monkeypatch):
-        self._fail_first_gemm(monkeypatch, MemoryError("simulated"))
+    def test_self_test_lets_memory_error_through(self, int8_engine, monkeypatch):
+        self._fail_first_gemm(monkeypatch, type(int8_engine), MemoryError("simulated"))
         with pytest.raises(MemoryError, match="simulated"):
-            self_test(onednn)
+            self_test(int8_engine)
 
-    def test_a_wrong_answer_is_cached(self, fresh):
-        real = OneDNNEngine.gemm
+    def test_a_wrong_answer_is_cached(self, fresh, int8_engine):
+        monkeypatch, _ = fresh
+        cls, key = type(int8_engine), select.validate_engine(int8_engine.name)
+        real = cls._run_gemm
         calls = []
 
-        def wrong(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, *rest):
+        def wrong(self, la, i, lb, j, k0, k1, out, *rest):
             calls.append(1)
-            real(self, transa, a_ptr, lda, transb, b_ptr, ldb, c, *rest)
-            c.reshape(-1)[:1] += 1  # one entry off by one
+            real(self, la, i, lb, j, k0, k1, out, *rest)
+            out[0, 0] += 1  # one entry off by one
 
-        fresh.setattr(OneDNNEngine, "gemm", wrong)
+        monkeypatch.setattr(cls, "_run_gemm", wrong)
         eng = select.cpu_engine("auto")
-        assert eng.name == _fallback_name() and "entries wrong" in eng.describe()
-        assert isinstance(select._CACHE["onednn"], EngineUnavailable)
+        # what "auto" takes next: oneDNN's fallback, or SGEMM after the AVX2 engine
+        assert eng.name == (_fallback_name() if key == "onednn" else "cpu-sgemm")
+        assert "entries wrong" in eng.describe()
+        assert isinstance(select._CACHE[key], EngineUnavailable)
         seen = len(calls)
         with pytest.raises(EngineUnavailable, match="self-test"):
-            select.cpu_engine("onednn")
+            select.cpu_engine(key)
         assert select.cpu_engine("auto") is eng and len(calls) == seen  # not tested again
 
 

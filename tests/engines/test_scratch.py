@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip
 
 import ozlinalg
 from ozlinalg.engines import _process, _scratch, free_scratch
@@ -303,15 +302,13 @@ class TestMemoryBound:
 
 
 @pytest.mark.parametrize("method", ["hybrid-ef", "crt", "bitmask"])
-def test_same_bits_with_and_without_the_pool(rng, monkeypatch, method):
-    cpu_engine_or_skip("onednn")
-    from ozlinalg.engines.onednn import OneDNNEngine
-
+def test_same_bits_with_and_without_the_pool(rng, monkeypatch, int8_engine, method):
+    # the pool is the Int8Engine's: each INT8 engine that runs here
     a = random_matrix(rng, 700, 800, 1.0)  # operands and slices above MIN_BYTES
     b = random_matrix(rng, 800, 900, 1.0)
     out = []
     for limit in (0, 1 << 30):  # no pool; fresh buffers, then reused ones
-        eng = OneDNNEngine(threads=1)
+        eng = type(int8_engine)(threads=1)
         eng.scratch.limit = limit
         monkeypatch.setitem(engine_registry._ENGINES, "numpy", eng)
         with ozlinalg.options(engine=None):
@@ -323,16 +320,15 @@ def test_same_bits_with_and_without_the_pool(rng, monkeypatch, method):
     assert not any(np.shares_memory(out[0], c) for c in out[1:])
 
 
-def test_concurrent_products_share_the_pool(rng):
+def test_concurrent_products_share_the_pool(rng, int8_engine):
     # threads (dask's threaded scheduler) share one engine and its pool: every product
     # keeps its own buffers while it runs, and gives the single-threaded bits
     from concurrent.futures import ThreadPoolExecutor
 
-    cpu_engine_or_skip("onednn")
     pairs = [(random_matrix(rng, 600, 700, phi), random_matrix(rng, 700, 650, phi))
              for phi in (0.5, 1.0, 2.0, 0.5)]
     methods = ["crt", "hybrid-ef", "crt", "bitmask-ef"]
-    with ozlinalg.options(engine="onednn"):
+    with ozlinalg.options(engine=int8_engine.name):
         want = [ozlinalg.matmul(a, b, method=m) for (a, b), m in zip(pairs, methods)]
 
         def run(i):

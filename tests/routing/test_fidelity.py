@@ -10,14 +10,17 @@ compares everything a caller can observe:
 
 * the exception type (or none), and whether a ``LinAlgWarning`` was emitted;
 * the result's structure (tuple / list / ndarray / scalar types), shapes,
-  dtypes, memory layout (C / F contiguity) and values: FP64 results within a
-  normwise 1e-9 of SciPy's (same precision, well-conditioned inputs);
-  results SciPy computes in single precision against SciPy's FP64 result on
-  the same input values, within one float32 rounding (ozlinalg computes in
-  FP64 and rounds once), or bit for bit where ozlinalg delegates to SciPy
-  (never against SciPy's float32 values, whose error depends on the BLAS
-  kernel); ill-conditioned inputs by finiteness only (their backward errors
-  are judged against exact residuals in a test of their own);
+  dtypes, memory layout (C / F contiguity) and values: FP64 results within
+  bounds derived from each problem (its order, its condition, u = 2**-53: the
+  backward error theorems and perturbation theory, see "accuracy" below) of
+  SciPy's, and where the exact answer is cheap, ozlinalg's errors against it
+  within max(2 x SciPy's, the theoretical bound); results SciPy computes in
+  single precision against SciPy's FP64 result on the same input values, within
+  one float32 rounding (ozlinalg computes in FP64 and rounds once) plus that
+  bound, or bit for bit where ozlinalg delegates to SciPy (never against
+  SciPy's float32 values, whose error depends on the BLAS kernel);
+  ill-conditioned inputs by finiteness only (their backward errors are judged
+  against exact residuals in a test of their own);
 * which outputs share memory with which inputs (``np.shares_memory``);
 * which inputs were modified, and to what.
 
@@ -32,6 +35,7 @@ compared.
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Callable
 
@@ -43,6 +47,8 @@ from scipy.linalg.lapack import find_best_lapack_type
 import ozlinalg
 import ozlinalg.linalg as ol
 from ozlinalg import numpy_linalg as onl
+
+flint = pytest.importorskip("flint")  # the exact references (a test dependency)
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
@@ -209,30 +215,1314 @@ def run(func, make_args, kwargs):
 SINGLE = (np.float32, np.complex64)
 
 
-#: Normwise tolerance of FP64 results against SciPy's FP64 results (same precision,
-#: well-conditioned inputs; single-precision results: assert_single_close).
-FP64_TOL = 1e-9
+# --------------------------------------------------------------------------
+# accuracy: bounds derived from each problem
+#
+# The native function and ozlinalg are both backward stable: each returns the
+# exact answer (factors, solution, eigen- or singular pairs) of a problem within a
+# few n u of the one posed, u = 2**-53 (the theorems of Higham, Accuracy and
+# Stability of Numerical Algorithms, 2nd ed., cited by number). Perturbation
+# theory turns that backward error into a bound on each method's distance from
+# the exact answer, from n, the matrix's condition number and u; two results are
+# within twice that of each other. Every FP64 value a caller gets is compared with
+# the native one within such a bound, never at a flat tolerance: a product a few
+# ulps off inside a factorization moves its results by more than the backward
+# error of the factorization allows.
+#
+# Where the exact answer is cheap at these orders (ball arithmetic at PREC bits,
+# python-flint's arb / acb matrices: the residuals exact, solutions and eigenvalues
+# far below u), both results are measured against it as well, each error divided
+# by its bound for one method: ozlinalg's must be within max(2 x the native one,
+# 1), and the native one within 1 (a native error beyond its theorem would mean the
+# problem is modelled wrongly here, which would make the comparison vacuous).
+# Where perturbation theory gives no bound (kappa u near 1: a singular system, a
+# least-squares solution kept at a numerical rank whose last singular value is
+# rounding noise), two backward stable answers may differ in every digit: values
+# are compared by finiteness only, and the backward errors (residuals) still are.
+
+U = 2.0**-53     # FP64's unit roundoff
+U32 = 2.0**-24   # float32's
+PREC = 256       # bits of the exact references
+#: First-order perturbation bounds (factors, vectors) leave out terms of the order of
+#: the bound squared (< 1e-20 here) and are evaluated in FP64 from one method's
+#: factors: twice the bound covers both.
+MARGIN = 2.0
+#: The "small constant" c of Householder QR's backward error (Thm 19.4: exact for
+#: a + E, ||E e_j||_2 <= gamma~_(mn) ||a e_j||_2, gamma~_k = c k u / (1 - c k u)),
+#: which the theorem leaves open. The reductions of the eigensolvers and of the SVD
+#: (to tridiagonal, bidiagonal form) apply reflectors from both sides: twice that,
+#: and the iterations on the reduced matrix add less (Golub & Van Loan 8.3, 8.6).
+QR_C = 4
 
 
-def assert_close(ref, got, what):
-    """Normwise closeness (relative to the largest entry) with equal NaN/Inf masks, for
-    results SciPy computes in double precision."""
+def gamma(k, cplx=False):
+    """gamma_k = k u / (1 - k u), the bound of k successive roundings (Lemma 3.1);
+    complex arithmetic: sqrt(2) gamma_(k+2) (eq. 3.13)."""
+    if cplx:
+        return math.sqrt(2.0) * gamma(k + 2)
+    return k * U / (1.0 - k * U)
+
+
+def householder_eps(m, n, cplx, sides=1):
+    """The normwise backward error of a Householder reduction of an m x n matrix
+    applying reflectors from ``sides`` sides: gamma~_(sides m n)."""
+    return gamma(QR_C * sides * m * n, cplx)
+
+
+def _cx(*xs):
+    return any(np.asarray(x).dtype.kind == "c" for x in xs)
+
+
+def _f64(x):
+    """The values of ``x`` as float64 / complex128 (exact for every dtype of the grid)."""
+    x = np.asarray(x)
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+def _hp(x, cplx=False):
+    """A 2-D array as an arb (acb) matrix, each entry exact."""
+    x = _f64(x)
+    if cplx or x.dtype.kind == "c":
+        return flint.acb_mat(x.astype(np.complex128).tolist())
+    return flint.arb_mat(x.tolist())
+
+
+def _fp(m):
+    """An arb (acb) matrix rounded to float64 (complex128)."""
+    if isinstance(m, flint.acb_mat):
+        vals = np.array([complex(v) for v in m.entries()], dtype=np.complex128)
+    else:
+        vals = np.array([float(v) for v in m.entries()], dtype=np.float64)
+    return vals.reshape(m.nrows(), m.ncols())
+
+
+def _ct(m):
+    """The conjugate transpose of an arb (acb) matrix."""
+    return m.conjugate().transpose() if isinstance(m, flint.acb_mat) else m.transpose()
+
+
+def _norm_inf(x):
+    return float(np.abs(x).sum(axis=-1).max(initial=0.0)) if x.size else 0.0
+
+
+def _norm2(x):
+    return float(np.linalg.norm(x, 2)) if x.size else 0.0
+
+
+def _ratio(err, bound):
+    """The largest ``err / bound`` (0 / 0: 0; err / 0: inf)."""
+    err, bound = np.broadcast_arrays(np.asarray(err, float), np.asarray(bound, float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(err == 0, 0.0, err / bound)
+    r[np.isnan(r)] = np.inf
+    return float(r.max(initial=0.0))
+
+
+def _bidx(t, shape):
+    """The index into a stack of batch shape ``shape`` that broadcasting maps the
+    result's batch index ``t`` to."""
+    t = t[len(t) - len(shape):] if shape else ()
+    return tuple(0 if s == 1 else i for i, s in zip(t, shape))
+
+
+def _native_sl(name):
+    """The native function ``name`` of scipy.linalg (the judges' own FP64 work)."""
+    return native(sl, name)
+
+
+def _growth(f1, f2, a):
+    """|| |F1| |F2| || / ||a|| for a = F1 F2, the larger of the inf- and 1-norm ratios
+    (the growth of a factorization in the backward error of its solves, Thm 9.4, for
+    the system and for its transpose)."""
+    m = np.abs(f1) @ np.abs(f2)
+    ratios = [_norm_inf(x) / na for x, na in ((m, _norm_inf(a)), (m.T, _norm_inf(a.T)))
+              if na > 0]
+    return max(ratios + [1.0])
+
+
+def _solver_growth(a):
+    """The growth of whichever factorization a solver of ``a`` uses: LU with partial
+    pivoting of a or of a^T, and where a is symmetric (Hermitian) its LDL^T (Thm 11.3:
+    |A| + |L||D||L^T|) and, positive definite, its Cholesky factorization."""
+    rho = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for x in (a, a.T):
+            p, l, u = _native_sl("lu")(x)
+            rho = max(rho, _growth(p @ l, u, x))
+        for herm in (False, True):
+            if not np.array_equal(a, a.conj().T if herm else a.T):
+                continue
+            l, d, _ = _native_sl("ldl")(a, hermitian=herm)
+            m = np.abs(a) + np.abs(l) @ np.abs(d) @ np.abs(l).T
+            rho = max(rho, _norm_inf(m) / max(_norm_inf(a), np.finfo(float).tiny))
+            if herm:
+                try:
+                    r = _native_sl("cholesky")(a)
+                except np.linalg.LinAlgError:
+                    continue
+                rho = max(rho, _growth(r.conj().T, r, a))
+    return rho
+
+
+def _perm_of_piv(piv, m):
+    """LAPACK's row interchanges (0-based) as a permutation: a[perm] = L U."""
+    perm = np.arange(m)
+    for i, p in enumerate(np.asarray(piv).tolist()):
+        perm[[i, p]] = perm[[p, i]]
+    return perm
+
+
+def _lu_first_order(L, U, E):
+    """First-order bounds |dL|, |dU| on the change of the LU factors (L unit lower
+    trapezoidal, U upper trapezoidal, same pivots) when L U moves by at most E
+    entrywise: L1^-1 dA U1^-1 = L1^-1 dL1 + dU1 U1^-1 splits into its strictly lower
+    and upper parts (Stewart, 1993), the rows of L below and the columns of U right of
+    the leading square follow by substitution. Infinite where U1 is singular."""
+    m, k = L.shape
+    n = U.shape[1]
+    L1, U1 = L[:k], U[:, :k]
+    try:
+        with np.errstate(all="ignore"):
+            iL = np.abs(np.linalg.inv(L1))
+            iU = np.abs(np.linalg.inv(U1))
+    except np.linalg.LinAlgError:
+        return np.full(L.shape, np.inf), np.full(U.shape, np.inf)
+    with np.errstate(all="ignore"):
+        G = iL @ E[:k, :k] @ iU
+        dL = np.zeros(L.shape)
+        dU = np.zeros(U.shape)
+        dL[:k] = np.abs(L1) @ np.tril(G, -1)
+        dU[:, :k] = np.triu(G) @ np.abs(U1)
+        if m > k:
+            dL[k:] = (E[k:, :k] + np.abs(L[k:]) @ dU[:, :k]) @ iU
+        if n > k:
+            dU[:, k:] = iL @ (E[:k, k:] + dL[:k] @ np.abs(U[:, k:]))
+    return np.nan_to_num(dL, nan=np.inf), np.nan_to_num(dU, nan=np.inf)
+
+
+def _chol_first_order(R, E):
+    """First-order bound |dR| on the change of the Cholesky factor (upper, A = R^H R)
+    when A moves by at most E entrywise: R^-H dA R^-1 = G with dR R^-1 = up(G), its
+    upper triangle with half its diagonal (Sun, 1992)."""
+    try:
+        with np.errstate(all="ignore"):
+            iR = np.abs(np.linalg.inv(R))
+    except np.linalg.LinAlgError:
+        return np.full(R.shape, np.inf)
+    G = iR.T @ E @ iR
+    up = np.triu(G, 1) + np.diag(np.diag(G)) / 2
+    return np.nan_to_num(up @ np.abs(R), nan=np.inf)
+
+
+def _from_triangle(a, lower, conj):
+    """The symmetric (Hermitian, real diagonal) matrix held by one triangle of a."""
+    t = np.tril(a, -1) if lower else np.triu(a, 1)
+    full = t + (t.conj().T if conj else t.T)
+    d = np.diag(a).real if conj else np.diag(a)
+    return full + np.diag(d)
+
+
+#: scipy.linalg's assume_a: the triangle solvers read, and whether they conjugate
+_SYMMETRIC = {"sym": False, "symmetric": False, "her": True, "hermitian": True,
+              "pos": True, "positive definite": True}
+
+
+def _structured(a, assume, lower):
+    """The matrix a SciPy solver reads for ``assume_a`` (its documented meaning):
+    one triangle of a symmetric / Hermitian matrix, a triangle, a band; the whole
+    matrix where it detects the structure itself (None, 'banded': the bandwidth of
+    the nonzeros) and for 'general'."""
+    if assume in _SYMMETRIC:
+        return _from_triangle(a, lower, _SYMMETRIC[assume] and a.dtype.kind == "c")
+    if assume == "lower triangular":
+        return np.tril(a)
+    if assume == "upper triangular":
+        return np.triu(a)
+    if assume == "diagonal":
+        return np.diag(np.diag(a))
+    if assume == "tridiagonal":
+        return np.triu(np.tril(a, 1), -1)
+    return a
+
+
+def _trans_code(trans, c_order=False):
+    """SciPy's trans argument as 0 (a), 1 (a^T), 2 (a^H). solve_triangular maps only
+    'N', 'T', 'C' (and 0, 1, 2); another string reaches LAPACK as it is for an
+    F-ordered a (which reads its upper case), while a C-ordered a is solved as its
+    transpose with ``not trans`` (a string's: 0): a^T (``c_order``)."""
+    if isinstance(trans, str) and trans not in ("N", "T", "C") and c_order:
+        return 1
+    if isinstance(trans, str):
+        code = {"N": 0, "T": 1, "C": 2}.get(trans.upper())
+        return int(trans) if code is None else code
+    return int(trans) if trans is not None else 0
+
+
+def _op(x, code, cplx):
+    """x, x^T or x^H (arb / acb matrices and ndarrays)."""
+    if code == 0:
+        return x
+    if isinstance(x, np.ndarray):
+        return x.T.conj() if code == 2 else x.T
+    return _ct(x) if (code == 2 and cplx) else x.transpose()
+
+
+def _hp_eigvalsh(a):
+    """The eigenvalues of a Hermitian matrix, ascending, exact to far below u (ball
+    arithmetic; FP64's where the balls do not separate them)."""
+    with flint.ctx.workprec(PREC):
+        try:
+            w = [float(z.real) for z in _hp(a).eig()]
+        except (ValueError, ZeroDivisionError):  # clusters the balls cannot isolate
+            return np.linalg.eigvalsh(a)
+    return np.sort(np.array(w))
+
+
+def _hp_singular_values(a):
+    """The singular values of a, descending: square roots of the eigenvalues of the
+    smaller Gram matrix, formed exactly."""
+    m, n = a.shape
+    if min(m, n) == 0:
+        return np.zeros(0)
+    with flint.ctx.workprec(PREC):
+        h = _hp(a)
+        g = _ct(h) * h if m >= n else h * _ct(h)
+        try:
+            lam = [z.real for z in g.eig()]
+            s = [float(x.sqrt()) if x > 0 else 0.0 for x in lam]
+        except (ValueError, ZeroDivisionError):
+            return np.linalg.svd(a, compute_uv=False)
+    return np.sort(np.array(s))[::-1]
+
+
+def _col_norms(x, ord_):
+    """Per column (the last axis but one; a vector: itself) norms of a 2-D / 1-D array."""
+    x2 = x[:, None] if x.ndim == 1 else x
+    if ord_ == np.inf:
+        return np.abs(x2).max(axis=0, initial=0.0)
+    return np.linalg.norm(x2, axis=0)
+
+
+class Judge:
+    """The bounds of one call: built from the FP64 values of its inputs (``upcast``),
+    its keywords, and where it needs them the native result on those values."""
+
+    def __init__(self, api, fn, args, kwargs):
+        self.api, self.fn = api, fn
+        self.kwargs = {k: v for k, v in kwargs.items() if not k.startswith("overwrite_")}
+        self.args = _hi_args(upcast(args))
+        self._native_errors = None
+        self._ready = False
+
+    def reference(self):
+        """The native call on the FP64 values (what the bounds are evaluated from)."""
+        if not hasattr(self, "_ref"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._ref = REFERENCE[self.api](self.fn)(*self.args, **self.kwargs)
+        return self._ref
+
+    def ready(self, shape=None):
+        """Evaluates the bounds once (``shape``: the result's, where they need it)."""
+        if not self._ready:
+            self.setup(shape)
+            self._ready = True
+
+    def setup(self, shape):
+        pass
+
+    def bound(self, path, ref):
+        """The bound on |candidate - native| of the FP64 value at ``path`` of the result
+        (``ref``: the native one): scalar or broadcastable to it."""
+        raise AssertionError(f"{self.fn}: no bound for part {path} of the result")
+
+    def errors(self, result):
+        """{name: error / its bound for one method} of a result against the exact
+        answer."""
+        return {}
+
+    def single_roundings(self, result):
+        """The float32 roundings (of the largest entry) of each part of a single-precision
+        result where its algorithm rounds more than once (None: once)."""
+        return None
+
+    def check(self, native_result, result, what):
+        if self._native_errors is None:
+            self._native_errors = self.errors(native_result)
+            for name, e in self._native_errors.items():
+                assert e <= 1.0, (f"{what}: the native {name} is {e:.3g} x its theoretical "
+                                  "bound: the model of the problem here is wrong")
+        for name, e in self.errors(result).items():
+            lim = max(2.0 * self._native_errors[name], 1.0)
+            assert e <= lim, (f"{what}: {name} {e:.3g} x its bound, beyond max(2 x the "
+                              f"native {self._native_errors[name]:.3g}, 1)")
+
+
+def _hi_args(obj):
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_hi_args(x) for x in obj)
+    if isinstance(obj, np.ndarray):
+        return _f64(obj)
+    return obj
+
+
+class SolveJudge(Judge):
+    """x of a x = b: solve, solve_triangular, lu_solve, cho_solve (SciPy), solve (NumPy),
+    and inv (b = I). Backward error (Rigal-Gaches, normwise, per column)
+    ||b - a x|| / (||a|| ||x|| + ||b||) <= eta: gamma_3n rho for a factorization and
+    its solves (Thm 9.4, rho the growth of the factorization), gamma_2n rho for
+    solves with given factors, gamma_n for a triangular solve (Thm 8.5); forward
+    error ||x - x*|| / ||x*|| <= 2 kappa eta / (1 - kappa eta) (Thm 7.2, inf-norms,
+    per column)."""
+
+    def setup(self, shape):
+        fn, a = self.fn, self.args[0]
+        if fn == "inv":
+            core, b = 2, None
+        else:
+            b = self.args[1]
+            core = 1 if b.ndim == 1 else 2
+        stack = (a[0] if isinstance(a, (tuple, list)) else a).shape[:-2]
+        self.shape, self.core = shape, core
+        self.slices = {}
+        if 0 in shape:
+            return
+        for t in np.ndindex(*shape[:len(shape) - core]):
+            A_hp, A, eta, cplx = self.matrix(_bidx(t, stack))
+            n = A.shape[0]
+            if fn == "inv":
+                B = np.eye(n)
+            else:
+                B = np.broadcast_to(b, shape)[t]
+                B = B[:, None] if core == 1 else B
+            cplx = cplx or _cx(B)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    kappa = float(np.linalg.cond(A, np.inf))
+                except np.linalg.LinAlgError:
+                    kappa = np.inf
+            xstar = None
+            if np.isfinite(kappa):
+                with flint.ctx.workprec(PREC):
+                    try:
+                        xstar = _fp(A_hp.solve(_hp(B, cplx)))
+                    except (ValueError, ZeroDivisionError):  # singular
+                        xstar = None
+            ke = kappa * eta
+            phi = 2 * ke / (1 - ke) if ke < 0.5 else np.inf
+            self.slices[t] = (A_hp, A, B, cplx, eta, phi, xstar)
+
+    def matrix(self, ai):
+        """(exact matrix, its FP64 values, the backward error bound eta, complex) of the
+        system the call solves for stack index ai."""
+        fn, kw, a = self.fn, self.kwargs, self.args[0]
+        if fn == "lu_solve":
+            lu, piv = a[0][ai], a[1][ai]
+            n = lu.shape[-1]
+            cplx = _cx(lu)
+            L, Uf = np.tril(lu, -1) + np.eye(n), np.triu(lu)
+            Lp = L[np.argsort(_perm_of_piv(piv.astype(int), n))]  # a = Lp U
+            with flint.ctx.workprec(PREC):
+                A_hp = _hp(Lp, cplx) * _hp(Uf, cplx)
+            A = Lp @ Uf
+            eta = gamma(2 * n, cplx) * _growth(Lp, Uf, A)
+            code = _trans_code(kw.get("trans", 0))
+            return _op(A_hp, code, cplx), _op(A, code, cplx), eta, cplx
+        if fn == "cho_solve":
+            c, lower = a[0][ai], bool(np.ravel(a[1])[0])  # (stacks: one flag per matrix)
+            n = c.shape[-1]
+            cplx = _cx(c)
+            R = np.tril(c).conj().T if lower else np.triu(c)  # a = R^H R
+            with flint.ctx.workprec(PREC):
+                A_hp = _ct(_hp(R, cplx)) * _hp(R, cplx)
+            A = R.conj().T @ R
+            return A_hp, A, gamma(2 * n, cplx) * _growth(R.conj().T, R, A), cplx
+        M = a[ai]
+        n = M.shape[-1]
+        cplx = _cx(M)
+        if fn == "solve_triangular":
+            T = np.tril(M) if kw.get("lower", False) else np.triu(M)
+            if kw.get("unit_diagonal", False):
+                np.fill_diagonal(T, 1.0)
+            c_order = not self.args[0].flags.f_contiguous
+            A = _op(T, _trans_code(kw.get("trans", 0), c_order), cplx)
+            eta = gamma(n, cplx)
+        else:
+            A = M
+            if self.api == "scipy":
+                A = _structured(M, kw.get("assume_a"), kw.get("lower", False))
+                if kw.get("transposed", False):
+                    A = A.T
+            eta = gamma(3 * n, cplx) * (_solver_growth(A) if n else 1.0)
+        return _hp(A, cplx), A, eta, cplx
+
+    def bound(self, path, ref):
+        self.ready(np.shape(ref))
+        tol = np.zeros(self.shape)
+        for t, (_, _, _, _, _, phi, xstar) in self.slices.items():
+            if xstar is None:
+                tol[t] = np.inf
+                continue
+            col = 2 * phi * _col_norms(xstar, np.inf)
+            tol[t] = col[0] if self.core == 1 else col
+        return tol
+
+    def errors(self, result):
+        x = np.asarray(result)
+        self.ready(x.shape)
+        fwd = bwd = 0.0
+        for t, (A_hp, A, B, cplx, eta, phi, xstar) in self.slices.items():
+            X = x[t][:, None] if self.core == 1 else x[t]
+            if X.size == 0 or not np.isfinite(X).all():  # singular: finiteness compared
+                continue
+            with flint.ctx.workprec(PREC):
+                R = _fp(A_hp * _hp(X, cplx) - _hp(B, cplx))
+            den = _norm_inf(A) * _col_norms(X, np.inf) + _col_norms(B, np.inf)
+            bwd = max(bwd, _ratio(_col_norms(R, np.inf), eta * den))
+            if xstar is not None:
+                fwd = max(fwd, _ratio(_col_norms(X - xstar, np.inf),
+                                      phi * _col_norms(xstar, np.inf)))
+        return {"backward error": bwd, "forward error": fwd}
+
+
+class DetJudge(Judge):
+    """det (SciPy, NumPy), slogdet: det of the computed LU, exact for a + dA with
+    |dA| <= gamma_2n |L||U| (Thm 9.3, blocked), times the n - 1 roundings of the
+    pivots' product: |det - det*| <= sum |cof(a)| |dA| to first order (the cofactors
+    make it hold for singular a too) + gamma_n |det*|."""
+
+    def setup(self, shape):
+        a = self.args[0]
+        self.batch = a.shape[:-2]
+        self.slices = {}
+        for t in np.ndindex(*self.batch):
+            A = a[t]
+            n = A.shape[0]
+            cplx = _cx(A)
+            if n == 0:
+                self.slices[t] = (1.0, 0.0)
+                continue
+            with flint.ctx.workprec(PREC):
+                h = _hp(A)
+                d = h.det()
+                cof = np.zeros(A.shape)
+                idx = np.arange(n)
+                for i in range(n):
+                    for j in range(n):
+                        if n == 1:
+                            cof[i, j] = 1.0
+                            continue
+                        minor = _hp(A[np.ix_(idx != i, idx != j)])
+                        cof[i, j] = abs(complex(minor.det()))
+                dstar = complex(d) if cplx else float(d)
+            p, l, u = _native_sl("lu")(A)
+            E = gamma(2 * n, cplx) * (np.abs(p @ l) @ np.abs(u))
+            beta = MARGIN * float((cof * E).sum()) + gamma(n, cplx) * abs(dstar)
+            self.slices[t] = (dstar, beta)
+
+    def _part(self, path):
+        if self.fn != "slogdet":
+            return "det"
+        return ("sign", "logabsdet")[path[0]]
+
+    def bound(self, path, ref):
+        self.ready()
+        part = self._part(path)
+        tol = np.zeros(self.batch)
+        for t, (d, beta) in self.slices.items():
+            rel = beta / abs(d) if d != 0 else np.inf
+            if part == "det":
+                tol[t] = 2 * beta
+            elif part == "sign":
+                if np.iscomplexobj(ref):
+                    tol[t] = 2 * min(2 * rel, 2.0)
+                else:  # a real sign cannot change while |det - det*| < |det*|
+                    tol[t] = 0.0 if rel < 1 else np.inf
+            else:
+                tol[t] = 2 * -math.log1p(-rel) if rel < 1 else np.inf
+        return tol
+
+    def errors(self, result):
+        self.ready()
+        out = {}
+        if self.fn == "slogdet":
+            sign, logabs = (np.asarray(r) for r in result)
+            es = el = 0.0
+            for t, (d, beta) in self.slices.items():
+                if d == 0:
+                    continue
+                rel = beta / abs(d)
+                es = max(es, _ratio(abs(sign[t] - d / abs(d)), 2 * rel))
+                el = max(el, _ratio(abs(logabs[t] - math.log(abs(d))),
+                                    -math.log1p(-rel) if rel < 1 else np.inf))
+            return {"sign error": es, "log|det| error": el}
+        det = np.asarray(result)
+        out["det error"] = max([_ratio(abs(det[t] - d), beta)
+                                for t, (d, beta) in self.slices.items()] + [0.0])
+        return out
+
+
+class LUJudge(Judge):
+    """lu_factor, lu: L U = a[perm] + dA, |dA| <= gamma_2k |L||U| (Thm 9.3; the blocked
+    factorization's updates are products at the DGEMM level and one subtraction each,
+    which the doubled order covers); the factors move by the first-order bounds of
+    :func:`_lu_first_order` (the pivots: exactly the native ones)."""
+
+    def setup(self, shape):
+        a = self.args[0]
+        self.batch = a.shape[:-2]
+        self.slices = {}
+        for t in np.ndindex(*self.batch):
+            A = a[t]
+            m, n = A.shape
+            k = min(m, n)
+            cplx = _cx(A)
+            if k == 0:
+                self.slices[t] = None
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                perm, L, Uf = _native_sl("lu")(A, p_indices=True)  # a = L[perm] U
+            E = gamma(2 * k, cplx) * (np.abs(L) @ np.abs(Uf))
+            dL, dU = _lu_first_order(L, Uf, E)
+            tol_l, tol_u = 2 * MARGIN * dL, 2 * MARGIN * dU
+            comb = np.zeros((m, n))
+            comb[:, :k] += np.tril(tol_l, -1)
+            comb[:k, :] += np.triu(tol_u)
+            self.slices[t] = {"A": A, "k": k, "cplx": cplx, "l": tol_l, "u": tol_u,
+                              "pl": tol_l[perm], "lu": comb, "p": np.zeros((m, m))}
+
+    def parts(self):
+        kw = self.kwargs
+        if self.fn == "lu_factor":
+            return ("lu", "piv")
+        if kw.get("permute_l", False):
+            return ("pl", "u")
+        if kw.get("p_indices", False):
+            return ("perm", "l", "u")
+        return ("p", "l", "u")
+
+    def bound(self, path, ref):
+        self.ready()
+        part = self.parts()[path[0]]
+        tol = np.zeros(np.shape(ref))
+        for t, s in self.slices.items():
+            if s is not None:
+                tol[t] = s[part]
+        return tol
+
+    def factors(self, result, t):
+        """(Lp, U) with a = Lp U (Lp = P L) from a result, at batch index t."""
+        parts = self.parts()
+        r = dict(zip(parts, (np.asarray(x) for x in result)))
+        if self.fn == "lu_factor":
+            lu, piv = r["lu"][t], r["piv"][t]
+            m, n = lu.shape
+            k = min(m, n)
+            L = np.tril(lu, -1)[:, :k] + np.eye(m, k)
+            return L[np.argsort(_perm_of_piv(piv, m))], np.triu(lu)[:k]
+        if "pl" in r:
+            return r["pl"][t], r["u"][t]
+        if "perm" in r:
+            return r["l"][t][r["perm"][t]], r["u"][t]
+        return r["p"][t] @ r["l"][t], r["u"][t]
+
+    def errors(self, result):
+        self.ready()
+        worst = 0.0
+        for t, s in self.slices.items():
+            if s is None:
+                continue
+            Lp, Uf = self.factors(result, t)
+            with flint.ctx.workprec(PREC):
+                R = _fp(_hp(s["A"], s["cplx"]) - _hp(Lp, s["cplx"]) * _hp(Uf, s["cplx"]))
+            worst = max(worst, _ratio(np.abs(R), gamma(2 * s["k"], s["cplx"])
+                                      * (np.abs(Lp) @ np.abs(Uf))))
+        return {"backward error": worst}
+
+
+class CholJudge(Judge):
+    """cholesky, cho_factor (SciPy), cholesky (NumPy): R^H R = a + dA, |dA| <=
+    gamma_(2n+1) |R^H||R| (Thm 10.3 with the doubled order of the blocked
+    factorization); R moves by the first-order bound of :func:`_chol_first_order`.
+    The triangle cho_factor leaves alone holds a's entries: compared exactly."""
+
+    def lower_out(self):
+        kw = self.kwargs
+        if self.api == "numpy":
+            return not kw.get("upper", False)
+        return bool(kw.get("lower", False))
+
+    def setup(self, shape):
+        a = self.args[0]
+        self.batch = a.shape[:-2]
+        lower = self.lower_out()  # the triangle read is the triangle written
+        self.slices = {}
+        for t in np.ndindex(*self.batch):
+            A = _from_triangle(a[t], lower, True)
+            n = A.shape[0]
+            cplx = _cx(A)
+            if n == 0:
+                self.slices[t] = None
+                continue
+            R = _native_sl("cholesky")(A)
+            E = gamma(2 * n + 1, cplx) * (np.abs(R.conj().T) @ np.abs(R))
+            tol = 2 * MARGIN * _chol_first_order(R, E)
+            self.slices[t] = (A, n, cplx, tol.T if lower else tol)
+
+    def bound(self, path, ref):
+        self.ready()
+        tol = np.zeros(np.shape(ref))
+        for t, s in self.slices.items():
+            if s is not None:
+                tol[t] = s[3]
+        return tol
+
+    def errors(self, result):
+        self.ready()
+        c = np.asarray(result[0] if self.fn == "cho_factor" else result)
+        lower = self.lower_out()
+        worst = 0.0
+        for t, s in self.slices.items():
+            if s is None:
+                continue
+            A, n, cplx, _ = s
+            R = np.tril(c[t]).conj().T if lower else np.triu(c[t])
+            with flint.ctx.workprec(PREC):
+                res = _fp(_hp(A, cplx) - _ct(_hp(R, cplx)) * _hp(R, cplx))
+            worst = max(worst, _ratio(np.abs(res), gamma(2 * n + 1, cplx)
+                                      * (np.abs(R.conj().T) @ np.abs(R))))
+        return {"backward error": worst}
+
+
+class QRJudge(Judge):
+    """qr (SciPy's modes and pivoting, NumPy's modes): Householder QR is exact for a + E,
+    ||E e_j||_2 <= eps ||a e_j||_2, eps = gamma~_(mn) (Thm 19.4; pivoting: the columns
+    in the native order), the computed Q within sqrt(n) eps of orthonormal. The
+    factors move by (Sun, 1991, first order) ||dQ||_F <= sqrt(2) kappa ||E||_F /
+    ||a||_2, ||dR||_F <= (1 + sqrt(2) kappa) ||E||_F, kappa = ||a||_2 / sigma_min of
+    the leading k columns; each Householder vector v_j = (x - alpha e1) / (x_1 - alpha)
+    by 2 (1 + sqrt(2)) ||dx|| / |r_jj| (|x_1 - alpha| >= ||x|| = |r_jj|, ||dx|| <=
+    ||dQ|| ||a|| + ||E||), each reflector and tau by 4 sqrt(2) times that, and the
+    columns of a full Q beyond k (products of the k reflectors) by k times that."""
+
+    def setup(self, shape):
+        a = self.args[0]
+        self.batch = a.shape[:-2]
+        self.slices = {}
+        piv = self.kwargs.get("pivoting", False)
+        for t in np.ndindex(*self.batch):
+            A = a[t]
+            m, n = A.shape
+            k = min(m, n)
+            cplx = _cx(A)
+            if k == 0:
+                self.slices[t] = None
+                continue
+            if piv:
+                A = A[:, _native_sl("qr")(A, pivoting=True, mode="r")[-1]]
+            eps = householder_eps(m, n, cplx)
+            s1 = _norm2(A)
+            smin = np.linalg.svd(A[:, :k], compute_uv=False)[-1]
+            kappa = s1 / smin if smin > 0 else np.inf
+            e_f = eps * math.sqrt(n) * s1  # ||E||_F
+            rel_q = math.sqrt(2) * kappa * e_f / s1
+            d_r = (1 + math.sqrt(2) * kappa) * e_f
+            rdiag = np.abs(np.diag(_native_sl("qr")(A, mode="r")[0]))
+            with np.errstate(divide="ignore"):
+                d_v = 2 * (1 + math.sqrt(2)) * (rel_q * s1 + e_f) / rdiag.min()
+            d_h = 4 * math.sqrt(2) * d_v
+            tol = {"q": 2 * MARGIN * rel_q, "r": 2 * MARGIN * d_r,
+                   "v": 2 * MARGIN * d_v, "tau": 2 * MARGIN * d_h,
+                   "qfull": 2 * MARGIN * max(rel_q, k * d_h)}
+            self.slices[t] = {"A": A, "m": m, "n": n, "k": k, "cplx": cplx, "eps": eps,
+                              "tol": tol}
+
+    def parts(self):
+        mode = self.kwargs.get("mode", "full" if self.api == "scipy" else "reduced")
+        piv = ("perm",) if self.kwargs.get("pivoting", False) else ()
+        if self.api == "numpy":
+            return {"reduced": ("q", "r"), "complete": ("q", "r"), "r": "r",
+                    "raw": ("hT", "tau")}[mode]
+        return {"r": ("r",), "raw": (("h", "tau"), "r")}.get(mode, ("q", "r")) + piv
+
+    def _part(self, path):
+        p = self.parts()
+        if not path and not isinstance(p, str):
+            return p[0]  # SciPy's mode='r' of a stack: R itself, not (R,)
+        for i in path:
+            p = p[i]
+        return p
+
+    def bound(self, path, ref):
+        self.ready()
+        part = self._part(path)
+        shape = np.shape(ref)
+        tol = np.zeros(shape)
+        for t, s in self.slices.items():
+            if s is None:
+                continue
+            tl, k = s["tol"], s["k"]
+            if part == "q":
+                q = np.full(shape[-2:], tl["q"])
+                q[:, k:] = tl["qfull"]
+                tol[t] = q
+            elif part == "r":
+                tol[t] = tl["r"]
+            elif part == "tau":
+                tol[t] = tl["tau"]
+            else:  # h (numpy: transposed): R on and above the diagonal, the vectors below
+                h = np.where(np.tri(s["m"], s["n"], -1, dtype=bool), tl["v"], tl["r"])
+                tol[t] = h.T if part == "hT" else h
+        return tol
+
+    def errors(self, result):
+        self.ready()
+        parts = self.parts()
+        r = dict(zip(parts, result)) if isinstance(result, (tuple, list)) else {"r": result}
+        if "hT" in r:  # NumPy's raw: R is the upper triangle of h^T
+            r["r"] = np.triu(np.swapaxes(np.asarray(r["hT"]), -1, -2))
+        out = {"backward error": 0.0, "orthogonality": 0.0, "Gram error": 0.0}
+        for t, s in self.slices.items():
+            if s is None:
+                continue
+            A, k, cplx, eps = s["A"], s["k"], s["cplx"], s["eps"]
+            R = np.asarray(r["r"])[t]
+            if "hT" in r:
+                R = R[:k]
+            cn = np.linalg.norm(A, axis=0)
+            with flint.ctx.workprec(PREC):
+                Ah, Rh = _hp(A, cplx), _hp(R, cplx)
+                if "q" in r:
+                    Q = np.asarray(r["q"])[t]
+                    Qh = _hp(Q, cplx)
+                    res = _fp(Ah - Qh * Rh)
+                    orth = _fp(_ct(Qh) * Qh) - np.eye(Q.shape[1])
+                else:
+                    gram = _fp(_ct(Ah) * Ah - _ct(Rh) * Rh)
+            if "q" in r:
+                out["backward error"] = max(out["backward error"],
+                                            _ratio(np.linalg.norm(res, axis=0), eps * cn))
+                out["orthogonality"] = max(out["orthogonality"],
+                                           _ratio(np.abs(orth), 2 * math.sqrt(s["n"]) * eps))
+            else:
+                out["Gram error"] = max(out["Gram error"], _ratio(
+                    np.abs(gram), (2 * eps + eps**2) * np.outer(cn, cn)))
+        return out
+
+
+class EighJudge(Judge):
+    """eigh, eigvalsh (SciPy, NumPy): the eigenpairs of a + E, ||E||_2 <= eps ||a||_2,
+    eps of the two-sided Householder reduction to tridiagonal form
+    (:func:`householder_eps`); eigenvalues within ||E||_2 (Weyl), an eigenvector's
+    angle within ||E||_2 / (gap - 2 ||E||_2) (Davis-Kahan), its canonical phase (of
+    its largest entry, >= 1 / sqrt(n)) within sqrt(n) that; residuals ||a v - w v||
+    within 3 eps ||a|| and V^H V within 2 eps of I."""
+
+    def lower(self):
+        if self.api == "numpy":
+            return self.kwargs.get("UPLO", "L") == "L"
+        return self.kwargs.get("lower", True)
+
+    def setup(self, shape):
+        a = self.args[0]
+        self.batch = a.shape[:-2]
+        self.slices = {}
+        for t in np.ndindex(*self.batch):
+            A = _from_triangle(a[t], self.lower(), True)
+            n = A.shape[0]
+            if n == 0:
+                self.slices[t] = None
+                continue
+            cplx = _cx(A)
+            w = _hp_eigvalsh(A)
+            na = _norm2(A)
+            eps = householder_eps(n, n, cplx, sides=2)
+            gaps = np.array([np.abs(np.delete(w, i) - w[i]).min(initial=np.inf)
+                             for i in range(n)])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                angle = np.where(gaps > 2 * eps * na, eps * na / (gaps - 2 * eps * na), np.inf)
+            vec = 2 * MARGIN * math.sqrt(2) * (1 + math.sqrt(n)) * angle + 4 * U
+            self.slices[t] = (A, n, cplx, w, na, eps, vec)
+
+    def bound(self, path, ref):
+        self.ready()
+        vectors = path == (1,)
+        tol = np.zeros(np.shape(ref))
+        for t, s in self.slices.items():
+            if s is not None:
+                tol[t] = s[6] if vectors else 2 * s[5] * s[4]
+        return tol
+
+    def errors(self, result):
+        self.ready()
+        if isinstance(result, tuple):
+            w, v = (np.asarray(x) for x in result)
+        else:
+            w, v = np.asarray(result), None
+        out = {"eigenvalue error": 0.0}
+        if v is not None:
+            out.update({"residual": 0.0, "orthogonality": 0.0})
+        for t, s in self.slices.items():
+            if s is None:
+                continue
+            A, n, cplx, wstar, na, eps, _ = s
+            out["eigenvalue error"] = max(out["eigenvalue error"],
+                                          _ratio(np.abs(w[t] - wstar), eps * na))
+            if v is None:
+                continue
+            V = v[t]
+            with flint.ctx.workprec(PREC):
+                Vh = _hp(V, cplx)
+                res = _fp(_hp(A, cplx) * Vh - Vh * _hp(np.diag(w[t]), cplx))
+                orth = _fp(_ct(Vh) * Vh) - np.eye(n)
+            out["residual"] = max(out["residual"],
+                                  _ratio(np.linalg.norm(res, axis=0), 3 * eps * na))
+            out["orthogonality"] = max(out["orthogonality"], _ratio(np.abs(orth), 2 * eps))
+        return out
+
+
+class SVDJudge(Judge):
+    """svd, svdvals (SciPy), svd (NumPy, hermitian too): the singular triplets of a + E,
+    ||E||_2 <= eps ||a||_2, eps of the two-sided reduction to bidiagonal form
+    (:func:`householder_eps`); singular values within ||E||_2 (Weyl), a singular
+    pair's angles within ||E||_2 / (gap - 2 ||E||_2) (Wedin; the gap to the other
+    singular values, and to 0 where m != n), the canonical phase (from u's largest
+    entry) within sqrt(m) that; residuals ||a v - s u||, ||a^H u - s v|| within
+    3 eps ||a|| and U^H U, V^H V within 2 eps of I."""
+
+    def setup(self, shape):
+        a = self.args[0]
+        self.batch = a.shape[:-2]
+        self.slices = {}
+        for t in np.ndindex(*self.batch):
+            A = a[t]
+            m, n = A.shape
+            k = min(m, n)
+            if k == 0:
+                self.slices[t] = None
+                continue
+            cplx = _cx(A)
+            s = _hp_singular_values(A)
+            eps = householder_eps(m, n, cplx, sides=2)
+            e = eps * s[0]
+            gaps = np.array([min(np.abs(np.delete(s, i) - s[i]).min(initial=np.inf),
+                                 s[i] if m != n else np.inf) for i in range(k)])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                angle = np.where(gaps > 2 * e, e / (gaps - 2 * e), np.inf)
+            vec = 2 * MARGIN * math.sqrt(2) * (1 + math.sqrt(max(m, n))) * angle + 4 * U
+            self.slices[t] = (A, m, n, k, cplx, s, eps, vec)
+
+    def parts(self):
+        if self.fn == "svdvals" or not self.kwargs.get("compute_uv", True):
+            return "s"
+        return ("u", "s", "vh")
+
+    def bound(self, path, ref):
+        self.ready()
+        parts = self.parts()
+        part = parts if isinstance(parts, str) else parts[path[0]]
+        shape = np.shape(ref)
+        tol = np.zeros(shape)
+        for t, sl_ in self.slices.items():
+            if sl_ is None:
+                continue
+            A, m, n, k, cplx, s, eps, vec = sl_
+            if part == "s":
+                tol[t] = 2 * eps * s[0]
+                continue
+            # only the first k columns of u (rows of vh) are singular vectors; the
+            # rest of a full square factor is empty here (the grid's full U / Vh are
+            # square matrices' only)
+            assert shape[-1] == k or part == "vh", f"svd: no bound for a full u {shape}"
+            tol[t] = vec[None, :] if part == "u" else vec[:, None]
+        return tol
+
+    def errors(self, result):
+        self.ready()
+        parts = self.parts()
+        r = {parts: np.asarray(result)} if isinstance(parts, str) else \
+            dict(zip(parts, (np.asarray(x) for x in result)))
+        out = {"singular value error": 0.0}
+        if "u" in r:
+            out.update({"residual": 0.0, "orthogonality": 0.0})
+        for t, sl_ in self.slices.items():
+            if sl_ is None:
+                continue
+            A, m, n, k, cplx, s, eps, vec = sl_
+            out["singular value error"] = max(out["singular value error"],
+                                              _ratio(np.abs(r["s"][t] - s), eps * s[0]))
+            if "u" not in r:
+                continue
+            Um, Vh, sv = r["u"][t], r["vh"][t], r["s"][t]
+            with flint.ctx.workprec(PREC):
+                Ah, Uh, Vhh = _hp(A, cplx), _hp(Um, cplx), _hp(Vh, cplx)
+                Vk = _ct(Vhh)
+                S = _hp(np.diag(sv), cplx)
+                Uk = _hp(Um[:, :k], cplx)
+                Vkk = _hp(Vh[:k].conj().T, cplx)
+                res1 = _fp(Ah * Vkk - Uk * S)
+                res2 = _fp(_ct(Ah) * Uk - Vkk * S)
+                orth_u = _fp(_ct(Uh) * Uh) - np.eye(Um.shape[1])
+                orth_v = _fp(Vhh * Vk) - np.eye(Vh.shape[0])
+            res = np.maximum(np.linalg.norm(res1, axis=0), np.linalg.norm(res2, axis=0))
+            out["residual"] = max(out["residual"], _ratio(res, 3 * eps * s[0]))
+            out["orthogonality"] = max(out["orthogonality"],
+                                       _ratio(np.abs(orth_u), 2 * eps),
+                                       _ratio(np.abs(orth_v), 2 * eps))
+        return out
+
+
+def _rank_of(x):
+    """The number of singular values of the native pseudo-inverse that are not
+    rounding noise: the rank the native call kept."""
+    if x.size == 0:
+        return 0
+    s = np.linalg.svd(x, compute_uv=False)
+    return int((s > s[0] * 2.0**-26).sum()) if s[0] > 0 else 0
+
+
+class PinvJudge(Judge):
+    """pinv (SciPy, NumPy): from the SVD of a + E (||E||_2 <= eps ||a||_2) truncated to
+    the rank r the call keeps, whose truncation moves it by at most 2 ||E||_2
+    (Mirsky); rank-preserving perturbation (Wedin): ||pinv - pinv*||_2 <= sqrt(2)
+    ||pinv*||_2^2 2 ||E||_2 = 2 sqrt(2) kappa_r eps / sigma_r, kappa_r = sigma_1 /
+    sigma_r, plus the products V S^+ U^H (gamma_k / sigma_r). At full rank the exact
+    pinv is (a^H a)^-1 a^H (or a^H (a a^H)^-1)."""
+
+    def setup(self, shape):
+        a = self.args[0]
+        ref = self.reference()
+        ref = ref[0] if isinstance(ref, tuple) else ref
+        self.batch = a.shape[:-2]
+        self.slices = {}
+        for t in np.ndindex(*self.batch):
+            A = a[t]
+            m, n = A.shape
+            k = min(m, n)
+            cplx = _cx(A)
+            r = _rank_of(np.asarray(ref)[t])
+            if r == 0:
+                self.slices[t] = (A, cplx, 0.0, None)
+                continue
+            s = np.linalg.svd(A, compute_uv=False)
+            eps = householder_eps(m, n, cplx, sides=2)
+            beta = (2 * math.sqrt(2) * s[0] / s[r - 1] * eps + gamma(k, cplx)) / s[r - 1]
+            exact = None
+            if r == k:
+                with flint.ctx.workprec(PREC):
+                    h = _hp(A, cplx)
+                    try:
+                        exact = _fp((_ct(h) * h).solve(_ct(h)) if m >= n else
+                                    _ct(h) * (h * _ct(h)).solve(_hp(np.eye(m), cplx)))
+                    except (ValueError, ZeroDivisionError):
+                        exact = None
+            self.slices[t] = (A, cplx, beta, exact)
+
+    def bound(self, path, ref):
+        self.ready()
+        tol = np.zeros(np.shape(ref))
+        for t, s in self.slices.items():
+            tol[t] = 2 * MARGIN * s[2]
+        return tol
+
+    def single_roundings(self, result):
+        """SciPy's algorithm in single precision: V diag(1 / s) U^H from the rounded
+        factors (u, s, the quotient: 3 roundings), a product of r terms, rounded: entry
+        by entry (3 + r) u32 (|V| diag(1 / s) |U^H|) + u32 |pinv|, in units of the
+        largest entry."""
+        self.ready()
+        worst = 1.0
+        for t, (A, _, _, _) in self.slices.items():
+            x = np.asarray(result[0] if isinstance(result, tuple) else result)[t]
+            r = _rank_of(x)
+            if r == 0:
+                continue
+            u_, s, vh = np.linalg.svd(A, full_matrices=False)
+            mag = (np.abs(vh[:r]).T / s[:r]) @ np.abs(u_[:, :r]).T
+            worst = max(worst, 1 + (3 + r) * mag.max() / np.abs(x).max())
+        return (worst, 1) if isinstance(result, tuple) else worst
+
+    def errors(self, result):
+        self.ready()
+        x = np.asarray(result[0] if isinstance(result, tuple) else result)
+        worst = 0.0
+        for t, (_, _, beta, exact) in self.slices.items():
+            if exact is not None:
+                worst = max(worst, _ratio(np.abs(x[t] - exact), MARGIN * beta))
+        return {"forward error": worst}
+
+
+class PolarJudge(Judge):
+    """polar (SciPy): from the SVD of a + E, ||E||_F <= sqrt(k) eps ||a||_2 (with the
+    products W V^H, V S V^H: gamma_k more); ||dU||_F <= 3 ||E||_F / sigma_k (Higham,
+    Functions of Matrices, Thm 8.9 and its rectangular form), ||dP||_F <= sqrt(2)
+    ||E||_F; the residual a - U P (P U) within 2 ||E||_F, U's columns (rows)
+    orthonormal within 2 eps."""
+
+    def setup(self, shape):
+        a = self.args[0]
+        m, n = a.shape
+        k = min(m, n)
+        cplx = _cx(a)
+        s = np.linalg.svd(a, compute_uv=False)
+        self.eps = householder_eps(m, n, cplx, sides=2) + gamma(k, cplx)
+        self.ef = math.sqrt(k) * self.eps * s[0]
+        self.tol_u = 2 * MARGIN * 3 * self.ef / s[-1] if s[-1] > 0 else np.inf
+        self.tol_p = 2 * MARGIN * math.sqrt(2) * self.ef
+        self.a, self.cplx = a, cplx
+
+    def bound(self, path, ref):
+        self.ready()
+        return self.tol_u if path == (0,) else self.tol_p
+
+    def errors(self, result):
+        self.ready()
+        Um, P = (np.asarray(x) for x in result)
+        left = self.kwargs.get("side", "right") == "left"
+        with flint.ctx.workprec(PREC):
+            Uh, Ph = _hp(Um, self.cplx), _hp(P, self.cplx)
+            res = _fp(_hp(self.a, self.cplx) - (Ph * Uh if left else Uh * Ph))
+            orth = _fp(Uh * _ct(Uh) if left else _ct(Uh) * Uh)
+        orth = orth - np.eye(orth.shape[0])
+        return {"residual": _ratio(np.linalg.norm(res), 2 * self.ef),
+                "orthogonality": _ratio(np.abs(orth), 2 * self.eps)}
+
+
+class LstsqJudge(Judge):
+    """lstsq (SciPy's drivers, NumPy): the solution of min ||(a + E) x - (b + f)|| with
+    ||E|| <= eps ||a||, ||f|| <= eps ||b||, eps = gamma~_(2mn) (Thms 20.3, 21.4 for
+    Householder QR; the SVD's two-sided reduction for gelsd / gelss); the truncation
+    to the rank r the call keeps moves a by 2 ||E|| more (Mirsky), and so does the
+    FP64 truncation a_r it is checked against here: eps' = 3 eps + gamma_k below full
+    rank (a_r: the truncated SVD; gelsy's: the column-pivoted QR without R22). With
+    kappa = sigma_1(a_r) / sigma_r(a_r):
+    ||x - x*|| / ||x*|| <= kappa eps' / (1 - kappa eps') (3 + (kappa + 1) ||r|| /
+    (||a|| ||x||)) (Thm 20.1 and its minimum-norm form, 2-norms, per column);
+    the residual moves by ||dr|| <= (1 + 2 kappa) eps' ||b|| / (1 - kappa eps'), its
+    squared norm by 2 ||r|| ||dr|| + ||dr||^2 + gamma_m ||r||^2 (the sum of squares);
+    the singular values by ||E||_2 (Weyl). At full rank x* is exact (normal
+    equations in ball arithmetic). Whatever kappa, the solution is optimal for the
+    perturbed problem: ||a_r^H (b - a_r x)|| <= 2 eps' (1 + eps') ||a|| (||b|| + ||a||
+    ||x||) ((a + E)_r^H (b + f - (a + E)_r x) = 0), the residual exact."""
+
+    def setup(self, shape):
+        a, b = self.args[0], self.args[1]
+        ref = self.reference()
+        self.batch = a.shape[:-2]
+        self.vec = b.ndim == 1
+        rank = np.asarray(ref[2])
+        self.slices = {}
+        for t in np.ndindex(*self.batch):
+            A = a[t]
+            B = b if a.ndim == 2 or b.ndim < a.ndim else b[t]
+            B = B[:, None] if B.ndim == 1 else B
+            m, n = A.shape
+            k = min(m, n)
+            if k == 0 or B.shape[1] == 0:
+                self.slices[t] = None
+                continue
+            cplx = _cx(A, B)
+            r = int(rank[_bidx(t, rank.shape)]) if rank.ndim else int(rank)
+            u_, s, vh = np.linalg.svd(A, full_matrices=False)
+            eps = householder_eps(m, n, cplx, sides=2)
+            e2 = eps if r == k else 3 * eps + gamma(k, cplx)
+            if r == k:
+                a_r = A
+            elif self.kwargs.get("lapack_driver") == "gelsy":  # column-pivoted QR, R22 = 0
+                q, rr, perm = _native_sl("qr")(A, pivoting=True, mode="economic")
+                a_r = np.empty_like(A)
+                a_r[:, perm] = q[:, :r] @ rr[:r]
+            else:
+                a_r = (u_[:, :r] * s[:r]) @ vh[:r]
+            s_r = np.linalg.svd(a_r, compute_uv=False)
+            xstar = rstar = None
+            if r == k:
+                with flint.ctx.workprec(PREC):
+                    h, bh = _hp(A, cplx), _hp(B, cplx)
+                    try:
+                        xh = (_ct(h) * h).solve(_ct(h) * bh) if m >= n else \
+                            _ct(h) * (h * _ct(h)).solve(bh)
+                        xstar, rstar = _fp(xh), _fp(bh - h * xh)
+                    except (ValueError, ZeroDivisionError):
+                        pass
+            if r == 0:
+                phi = dr = np.zeros(B.shape[1])
+                x2 = np.zeros(B.shape[1])
+                rn = np.linalg.norm(B, axis=0)
+            else:
+                kappa = s_r[0] / s_r[r - 1]
+                ke = kappa * e2
+                x0 = xstar if xstar is not None else self._native_x(ref, t)
+                x2 = np.linalg.norm(x0, axis=0)
+                rn = np.linalg.norm(rstar, axis=0) if rstar is not None else \
+                    np.linalg.norm(B - A @ x0, axis=0)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = np.where(x2 > 0, rn / (s[0] * x2), 0.0)
+                    phi = ke / (1 - ke) * (3 + (kappa + 1) * ratio) if ke < 0.5 else \
+                        np.full(B.shape[1], np.inf)
+                    dr = (1 + 2 * kappa) * e2 * np.linalg.norm(B, axis=0) / (1 - ke) \
+                        if ke < 0.5 else np.full(B.shape[1], np.inf)
+            res = 2 * rn * dr + dr**2 + gamma(m, cplx) * rn**2
+            self.slices[t] = {"phi": phi, "x2": x2, "xstar": xstar, "rstar": rstar,
+                              "res": res, "s": s, "eps": eps, "e2": e2, "a_r": a_r, "B": B,
+                              "cplx": cplx, "sstar": _hp_singular_values(A)}
+
+    def _native_x(self, ref, t):
+        x = np.asarray(ref[0])[t]
+        return x[:, None] if x.ndim == 1 else x
+
+    def bound(self, path, ref):
+        self.ready()
+        shape = np.shape(ref)
+        tol = np.zeros(shape)
+        part = path[0]
+        for t, s in self.slices.items():
+            if s is None:
+                continue
+            if part == 0:
+                col = 2 * MARGIN * s["phi"] * s["x2"]
+                tol[t] = col[0] if self.vec else col[None, :]
+            elif part == 1:
+                tol[t] = 2 * MARGIN * (s["res"][0] if self.vec else s["res"])
+            elif part == 3:
+                tol[t] = 2 * s["eps"] * s["s"][0]
+        return tol
+
+    def errors(self, result):
+        self.ready()
+        x = np.asarray(result[0])
+        out = {"forward error": 0.0, "residual error": 0.0, "singular value error": 0.0,
+               "optimality": 0.0}
+        for t, s in self.slices.items():
+            if s is None:
+                continue
+            X = x[t][:, None] if self.vec else x[t]
+            if not np.isfinite(X).all():
+                continue
+            with flint.ctx.workprec(PREC):
+                h = _hp(s["a_r"], s["cplx"])
+                g = _fp(_ct(h) * (_hp(s["B"], s["cplx"]) - h * _hp(X, s["cplx"])))
+            na, e2 = s["s"][0], s["e2"]
+            scale = na * (np.linalg.norm(s["B"], axis=0) + na * np.linalg.norm(X, axis=0))
+            out["optimality"] = max(out["optimality"], _ratio(
+                np.linalg.norm(g, axis=0), 2 * e2 * (1 + e2) * scale))
+            if s["xstar"] is not None:
+                out["forward error"] = max(out["forward error"], _ratio(
+                    np.linalg.norm(X - s["xstar"], axis=0), MARGIN * s["phi"] * s["x2"]))
+                res = np.asarray(result[1])
+                if res.size:
+                    rs = np.linalg.norm(s["rstar"], axis=0) ** 2
+                    got = np.atleast_1d(res[t] if res.ndim > 1 or self.batch else res)
+                    out["residual error"] = max(out["residual error"],
+                                                _ratio(np.abs(got - rs), MARGIN * s["res"]))
+            sv = result[3]
+            if sv is not None and np.size(sv):
+                out["singular value error"] = max(out["singular value error"], _ratio(
+                    np.abs(np.asarray(sv)[t] - s["sstar"]), s["eps"] * s["s"][0]))
+        return out
+
+
+_JUDGES = {"solve": SolveJudge, "solve_triangular": SolveJudge, "lu_solve": SolveJudge,
+           "cho_solve": SolveJudge, "inv": SolveJudge, "det": DetJudge, "slogdet": DetJudge,
+           "lu_factor": LUJudge, "lu": LUJudge, "cholesky": CholJudge,
+           "cho_factor": CholJudge, "qr": QRJudge, "eigh": EighJudge, "eigvalsh": EighJudge,
+           "svd": SVDJudge, "svdvals": SVDJudge, "pinv": PinvJudge, "polar": PolarJudge,
+           "lstsq": LstsqJudge}
+
+
+class ExactJudge(Judge):
+    """Calls on a 1-D array that SciPy takes as one row (lu_factor): no arithmetic, the
+    values equal."""
+
+    def bound(self, path, ref):
+        return 0.0
+
+
+def judge_of(api, fn, args, kwargs):
+    """The :class:`Judge` of a call (``args``: its arguments as passed)."""
+    first = args[0][0] if isinstance(args[0], (tuple, list)) else args[0]
+    if np.ndim(first) < 2:
+        return ExactJudge(api, fn, args, kwargs)
+    cls = _JUDGES.get(fn, Judge)
+    if fn == "svd" and api == "numpy" and kwargs.get("hermitian", False):
+        cls = SVDJudge
+    return cls(api, fn, args, kwargs)
+
+
+def _scratch_candidates(x):
+    """(contents, bound) of each factorization of the square or rectangular matrix x
+    SciPy may leave in its buffer: LU, Householder QR, and a Cholesky factor in one
+    triangle over x's own entries, over its mirror image or over zeros."""
+    yield (lambda: _native_sl("lu_factor")(x)[0],
+           lambda: LUJudge("scipy", "lu_factor", (x,), {}).bound((0,), x))
+    for piv in (False, True):
+        yield (lambda p=piv: _native_sl("qr")(x, mode="raw", pivoting=p)[0][0],
+               lambda p=piv: QRJudge("scipy", "qr", (x,), {"mode": "raw", "pivoting": p}
+                                     ).bound((0, 0), x))
+    m, n = x.shape
+    if m < n:  # Q formed over the reflectors of a wide matrix, R's last columns beside it
+        def q_and_r():
+            j = QRJudge("scipy", "qr", (x,), {"mode": "economic"})
+            return np.hstack([j.bound((0,), np.zeros((m, m))),
+                              j.bound((1,), np.zeros((m, n)))[:, m:]])
+
+        yield (lambda: np.hstack([_native_sl("qr")(x, mode="economic")[0],
+                                  _native_sl("qr")(x, mode="raw")[0][0][:, m:]]), q_and_r)
+    if m != n:
+        return
+    for lower in (False, True):
+        def factor(lower=lower):
+            return np.tril(_native_sl("cholesky")(x, lower=True)) if lower else \
+                np.triu(_native_sl("cholesky")(x))
+
+        def tol(lower=lower):
+            return CholJudge("scipy", "cholesky", (x,), {"lower": lower}).bound((), x)
+
+        rest = (lambda m: np.triu(m, 1)) if lower else (lambda m: np.tril(m, -1))
+        yield (lambda f=factor, r=rest: f() + r(x), tol)
+        yield (lambda f=factor, r=rest: f() + r(f().conj().T), lambda t=tol: t() + t().T)
+        yield (factor, tol)
+
+
+def scratch_bound(a, contents):
+    """The bound on the contents SciPy leaves in a matrix it uses as scratch (``a``:
+    its FP64 values): whichever factorization it holds (of a, or of a^T in a C-ordered
+    buffer), identified on the values, with that factorization's bound."""
+    a, contents = _f64(a), _f64(contents)
+    if a.ndim > 2:
+        return np.stack([scratch_bound(a[t], contents[t]) for t in np.ndindex(*a.shape[:-2])]
+                        ).reshape(a.shape)
+    tol = max(np.abs(contents).max(initial=0.0), 1.0) * 1e-6  # identification only
+    for x, c, back in ((a, contents, lambda t: t), (a.T, contents.T, lambda t: t.T)):
+        for value, bound in _scratch_candidates(x):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    v = value()
+            except (np.linalg.LinAlgError, ValueError):
+                continue
+            if v.shape == c.shape and np.abs(v - c).max() <= tol:
+                return back(np.broadcast_to(bound(), c.shape))
+    raise AssertionError("scratch contents of no known factorization")
+
+
+def assert_close(ref, got, what, tol):
+    """``got`` within ``tol`` (absolute, scalar or broadcastable: a bound from a judge)
+    of ``ref`` entry by entry, with equal NaN / Inf masks, for results SciPy computes
+    in double precision. Entries whose bound is infinite (no bound exists: a singular
+    problem) are compared by finiteness only."""
     if ref.size == 0:
         return
     fin_r, fin_g = np.isfinite(ref), np.isfinite(got)
     assert np.array_equal(fin_r, fin_g), f"{what}: non-finite entries differ"
-    if not fin_r.any():
-        return
-    scale = max(float(np.abs(ref[fin_r]).max()), 1.0)
-    err = float(np.abs(ref[fin_r].astype(complex) - got[fin_g].astype(complex)).max())
-    assert err <= FP64_TOL * scale, \
-        f"{what}: max error {err:.3g} (scale {scale:.3g})"
-
-
-#: ozlinalg's single-precision result is an FP64 result rounded once: within half an
-#: ulp of float32 (2**-24 relative) of it, and that FP64 result within FP64's
-#: tolerance of SciPy's FP64 result on the same input values.
-SINGLE_TOL = 2.0**-24 + FP64_TOL
+    tol = np.broadcast_to(np.asarray(tol, dtype=float), ref.shape)
+    err = np.abs(np.where(fin_r, ref, 0).astype(complex) - np.where(fin_g, got, 0))
+    bad = err > tol
+    assert not bad.any(), (f"{what}: {int(bad.sum())} entries beyond their bound, the worst "
+                           f"{_ratio(err, tol):.3g} x it (max error {err.max():.3g})")
 
 
 def upcast(obj):
@@ -251,14 +1541,15 @@ def upcast(obj):
     return obj
 
 
-def assert_single_close(ref, got, fp64, what, roundings=1):
+def assert_single_close(ref, got, fp64, what, tol, roundings=1):
     """A single-precision result ``got`` against SciPy's: bit for bit where ozlinalg
     delegates the call to SciPy's own single-precision LAPACK (pivoted QR, banded
-    and tridiagonal solves), else within :data:`SINGLE_TOL` (normwise) of SciPy's
-    FP64 result ``fp64`` on the same input values, with ``roundings`` float32
-    roundings instead of one where the result is computed from rounded values.
-    Never judged against SciPy's single-precision values at a tolerance: their
-    error depends on the BLAS kernel."""
+    and tridiagonal solves), else an FP64 result rounded once: within ``roundings``
+    float32 roundings (2**-24 relative each, of the largest entry) of an FP64
+    result that is within ``tol`` (the FP64 bound of a judge) of SciPy's FP64
+    result ``fp64`` on the same input values (``roundings`` > 1 where the result is
+    computed from rounded values). Never judged against SciPy's single-precision
+    values at a tolerance: their error depends on the BLAS kernel."""
     if np.array_equal(got, ref, equal_nan=True):
         return
     fp64 = np.asarray(fp64)
@@ -267,24 +1558,29 @@ def assert_single_close(ref, got, fp64, what, roundings=1):
     assert np.array_equal(fin, np.isfinite(got)), f"{what}: non-finite entries differ"
     if not fin.any():
         return
-    scale = max(float(np.abs(fp64[fin]).max()), 1.0)
-    err = float(np.abs(fp64[fin].astype(complex) - got[fin].astype(complex)).max())
-    tol = SINGLE_TOL + (roundings - 1) * 2.0**-24
-    assert err <= tol * scale, \
-        f"{what}: max error {err:.3g} against the FP64 reference (scale {scale:.3g})"
+    scale = float(np.abs(fp64[fin]).max())
+    tol = np.broadcast_to(np.asarray(tol, dtype=float), fp64.shape)
+    rounding = roundings * U32 * (scale + tol)
+    err = np.abs(np.where(fin, fp64, 0).astype(complex) - np.where(fin, got, 0))
+    bad = err > tol + rounding
+    assert not bad.any(), (f"{what}: {int(bad.sum())} entries beyond the FP64 reference's "
+                           f"bound plus {roundings} float32 rounding(s), the worst error "
+                           f"{err.max():.3g} (scale {scale:.3g})")
 
 
-def assert_same_value(ref, got, what, values, single=False, fp64=None, roundings=None):
+def assert_same_value(ref, got, what, values, single=False, fp64=None, roundings=None,
+                      judge=None, path=()):
     """``fp64``: the FP64 reference's result (same structure), for single-precision
     values; ``roundings``: a tuple parallel to a tuple result, the float32 roundings
-    of each part (default 1)."""
+    of each part (default 1); ``judge``: the call's :class:`Judge`, whose bounds the
+    values of each part (at ``path`` in the result) are compared within."""
     if isinstance(ref, (tuple, list)):
         assert type(got) is type(ref), f"{what}: {type(got).__name__} != {type(ref).__name__}"
         assert len(got) == len(ref), f"{what}: length {len(got)} != {len(ref)}"
         for i, (r, g) in enumerate(zip(ref, got)):
             assert_same_value(r, g, f"{what}[{i}]", values, single,
                               None if fp64 is None else fp64[i],
-                              None if roundings is None else roundings[i])
+                              None if roundings is None else roundings[i], judge, path + (i,))
         return
     assert type(got) is type(ref), f"{what}: type {type(got).__name__} != {type(ref).__name__}"
     if ref is None or isinstance(ref, (bool, int, str)):
@@ -302,13 +1598,23 @@ def assert_same_value(ref, got, what, values, single=False, fp64=None, roundings
             # computed in single precision by SciPy (a float32 result, or det's
             # float64 product of a float32 LU)
             assert fp64 is not None, f"{what}: no FP64 reference for a single-precision result"
-            assert_single_close(r, g, fp64, what, roundings or 1)
+            if r.size:
+                assert_single_close(r, g, fp64, what, judge.bound(path, np.asarray(fp64)),
+                                    roundings or 1)
         elif r.dtype.kind in "fc":
-            assert_close(r, g, what)
+            if r.size:
+                assert_close(r, g, what, judge.bound(path, r))
         else:
             np.testing.assert_array_equal(g, r, err_msg=what)
     else:  # 'nonfinite' (NaN / Inf inputs) or 'ill' (ill-conditioned): finiteness only
         assert np.isfinite(g).all() == np.isfinite(r).all(), f"{what}: finiteness differs"
+
+
+def leaf_paths(obj, path=()):
+    """The paths of :func:`leaves`' arrays in a nested result (same order)."""
+    if isinstance(obj, (tuple, list)):
+        return [p for i, o in enumerate(obj) for p in leaf_paths(o, path + (i,))]
+    return [path] if isinstance(obj, np.ndarray) else []
 
 
 def _has_single(obj):
@@ -366,8 +1672,9 @@ class FP64Reference:
         return out.inputs[j]
 
 
-def assert_same_outcome(ref, got, case, fp64=None):
-    """``fp64``: an :class:`FP64Reference`, for the values of single-precision results."""
+def assert_same_outcome(ref, got, case, fp64=None, judge=None):
+    """``fp64``: an :class:`FP64Reference`, for the values of single-precision results;
+    ``judge``: the call's :class:`Judge`, for the bounds of the values."""
     what = case.id
     assert got.exc is ref.exc, f"{what}: raised {got.exc} where the reference raised {ref.exc}"
     if ref.exc is not None:
@@ -380,9 +1687,10 @@ def assert_same_outcome(ref, got, case, fp64=None):
     single = case.api == "scipy" and bool(inexact) and \
         find_best_lapack_type(inexact)[1] in SINGLE
     need = single or _has_single(ref.result)
+    rounds = judge.single_roundings(fp64.result) if need and judge is not None else None
     assert_same_value(ref.result, got.result, what, case.values, single,
                       fp64.result if need and fp64 is not None else None,
-                      _roundings(case, ref))
+                      rounds or _roundings(case, ref), judge)
     # memory sharing between each output and each input, and input mutation
     outs_r, outs_g = leaves(ref.result), leaves(got.result)
     for j, (xr, xg) in enumerate(zip(ref.inputs, got.inputs)):
@@ -397,11 +1705,26 @@ def assert_same_outcome(ref, got, case, fp64=None):
             assert changed_g, f"{what}: input {j} not written where the reference writes it"
             if case.scratch != "same":
                 continue
-            if xr.dtype in SINGLE or (single and xr.dtype.kind in "fc"):
+            one = xr.dtype in SINGLE or (single and xr.dtype.kind in "fc")
+            if one:
                 assert fp64 is not None, f"{what}: no FP64 reference for input {j}"
-                assert_single_close(xr, xg, fp64.contents(j), f"{what}: contents of input {j}")
+            value = fp64.contents(j) if one else xr
+            # an output's memory: that output's bound; else the factorization SciPy left
+            shared = [p for p, s_ in zip(leaf_paths(ref.result), share_r) if s_]
+            tol = judge.bound(shared[0], value) if shared and \
+                np.shape(leaves(ref.result)[share_r.index(True)]) == xr.shape else \
+                scratch_bound(upcast(ref.before[j]), value)
+            if one:
+                assert_single_close(xr, xg, value, f"{what}: contents of input {j}", tol)
             else:
-                assert_close(xr, xg, f"{what}: contents of input {j}")
+                assert_close(xr, xg, f"{what}: contents of input {j}", tol)
+
+
+def _single_call(case, ref):
+    """Whether SciPy computes the call in single precision (or returns single values)."""
+    inexact = [x for x in ref.before if x.dtype.kind in "fc"] or ref.before
+    return (case.api == "scipy" and bool(inexact)
+            and find_best_lapack_type(inexact)[1] in SINGLE) or _has_single(ref.result)
 
 
 def _equal(x, y):
@@ -422,6 +1745,17 @@ class Case:
     roundings: tuple | None = None  # float32 roundings of each part of a tuple result
 
 
+_JUDGED = {}
+
+
+def _judge(case):
+    """The case's :class:`Judge`, one for both candidates (its exact references and the
+    native errors are computed once)."""
+    if case.id not in _JUDGED:
+        _JUDGED[case.id] = judge_of(case.api, case.fn, case.make_args(), case.kwargs)
+    return _JUDGED[case.id]
+
+
 def check(case, candidate):
     ref = run(REFERENCE[case.api](case.fn), case.make_args, case.kwargs)
     kw = case.kwargs
@@ -436,7 +1770,12 @@ def check(case, candidate):
         for out in (ref, got):
             if out.exc is None:
                 out.result = case.canon(out.result)
-    assert_same_outcome(ref, got, case, FP64Reference(case, kw))
+    judge = _judge(case) if case.values == "close" and ref.exc is None else None
+    assert_same_outcome(ref, got, case, FP64Reference(case, kw), judge)
+    if judge is not None and not _single_call(case, ref):
+        # against the exact answer: ozlinalg's errors within max(2 x native's, 1) of
+        # their bounds (single-precision results: the FP64 reference above)
+        judge.check(ref.result, got.result, case.id)
     if case.emulated:
         assert got.emulated > 0, f"{case.id}: the {candidate} call never reached the emulation"
 
@@ -1077,7 +2416,7 @@ def test_broadcast_b_not_overwritten(fn):
     for cand in ("ozlinalg", "backend"):
         b = b0()
         x = CANDIDATES["scipy"][cand](fn)(first(), b, overwrite_b=True, **kw)
-        assert_close(expect, x, fn)
+        assert_close(expect, x, fn, judge_of("scipy", fn, (first(), b0()), kw).bound((), expect))
         np.testing.assert_array_equal(b, b0())
 
 
@@ -1092,13 +2431,14 @@ def test_scipy_crash_case(dtype):
     b = rhs(3, (5, 2), dtype, "F")
     expect = native(sl, "solve")(a(), b())
     fp64 = native(sl, "solve")(upcast(a()), upcast(b()))  # single: the value reference
+    tol = judge_of("scipy", "solve", (a(), b()), {}).bound((), fp64)
     for cand in ("ozlinalg", "backend"):
         x = CANDIDATES["scipy"][cand]("solve")(a(), b(), overwrite_a=True)
         assert x.dtype == expect.dtype and x.shape == expect.shape
         if expect.dtype in SINGLE:
-            assert_single_close(expect, x, fp64, "solve")
+            assert_single_close(expect, x, fp64, "solve", tol)
         else:
-            assert_close(expect, x, "solve")
+            assert_close(expect, x, "solve", tol)
 
 
 def _omp(X, y, n_nonzero):
@@ -1154,8 +2494,8 @@ def test_ml_pattern_in_place_triangular_update(dtype):
         ref64, sel64 = _omp(X.astype(np.float64), y.astype(np.float64), 5)
         np.testing.assert_array_equal(sel_got, sel64)
         assert np.abs(got - ref64).max() <= bound * np.abs(ref64).max()
-    else:
-        assert_close(expect, got, "omp coefficients")
+    else:  # both runs within the bound of the exact-arithmetic coefficients
+        assert np.abs(got - expect).max() <= 2 * bound * np.abs(expect).max()
     # and against the model's coefficients (y = X coef, rounded to X's dtype)
     truth = coef[sel]
     assert np.abs(got - truth).max() <= 2 * bound * np.abs(truth).max()
@@ -1198,4 +2538,4 @@ def test_lu_trailing_update_in_chunks(monkeypatch, overwrite):
     assert chunked > whole  # more, smaller products
     ref_lu, ref_piv = native(sl, "lu_factor")(a0)
     np.testing.assert_array_equal(piv, ref_piv)
-    assert_close(ref_lu, lu, "lu")
+    assert_close(ref_lu, lu, "lu", LUJudge("scipy", "lu_factor", (a0,), {}).bound((0,), ref_lu))
