@@ -16,9 +16,7 @@ from conftest import cpu_engine_or_skip
 
 import ozlinalg
 from ozlinalg.engines import kernels, select
-from ozlinalg.engines.onednn import EngineUnavailable, self_test
-from ozlinalg.ozaki import params
-from ozlinalg.testing import random_matrix
+from ozlinalg.engines.onednn import EngineUnavailable
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -133,42 +131,10 @@ class TestKernel:
 
 
 class TestExactness:
-    """The engine is exact where it runs, and its self-test can fail."""
-
-    def test_self_test_passes_here(self, avx2):
-        ok, detail = self_test(avx2)
-        assert ok and "avx2" in detail, detail
-
-    @pytest.mark.parametrize("layouts", ["rows", "cols"])
-    def test_grouped_runs_in_both_layouts(self, rng, avx2, layouts):
-        s, m, p, k = 6, 19, 23, 300
-        xa = np.zeros((m, k)) if layouts == "rows" else np.zeros((k, m)).T
-        xb = np.zeros((p, k)) if layouts == "rows" else np.zeros((k, p)).T
-        da = avx2.empty_slices_like(xa, s, "bitmask", "a")
-        db = avx2.empty_slices_like(xb, s, "bitmask", "b")
-        da[...] = rng.integers(-128, 128, da.shape)
-        db[...] = rng.integers(-128, 128, db.shape)
-        a64, b64 = da.astype(np.int64), db.astype(np.int64)
-        for g in range(s):
-            pairs = [(i, g - i) for i in range(g + 1)]
-            for order in "CF":
-                got, calls = avx2.int_matmul_sum(da, db, pairs, 128, 128,
-                                                 ws=avx2.workspace(m, p, order))
-                assert calls == 1  # the whole group: one GEMM over the stacked slices
-                np.testing.assert_array_equal(got, sum(a64[i] @ b64[j].T for i, j in pairs))
-
-    def test_int32_overflow_goes_to_int64(self, avx2):
-        k = 1 << 16
-        a = avx2.empty_slices(2, 3, k, "bitmask")
-        a[...] = -128
-        got, calls = avx2.int_matmul_sum(a, a, [(0, 0), (1, 1)], 128, 128)
-        assert got.dtype == np.int64 and calls == 2
-        assert int(got[0, 0]) == 2 * k * 128 * 128  # 2**31: past INT32
-
-    def test_rejects_float_slices(self, avx2):
-        with pytest.raises(TypeError, match="AVX2 engine multiplies int8"):
-            avx2.int_matmul_sum(np.zeros((1, 2, 2), np.float32), np.zeros((1, 2, 2), np.int8),
-                                [(0, 0)], 1, 1)
+    """Its self-test fails on a wrong GEMM, and the engine is unavailable without its
+    compiled GEMM. (Exactness, grouped runs, the int64 spill and the same bits as SGEMM
+    are the shared tests of every INT8 engine: tests/engines/test_engine_onednn.py,
+    ``int8_engine``.)"""
 
     def test_self_test_rejects_a_wrong_gemm(self, avx2, monkeypatch):
         from ozlinalg.engines.avx2 import AVX2Engine
@@ -189,100 +155,6 @@ class TestExactness:
 
         with pytest.raises(EngineUnavailable, match="no compiled AVX2 INT8 GEMM: why not"):
             AVX2Engine(gemm=(None, "why not"))
-
-
-# counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
-@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
-class TestSameBitsAsSGEMM:
-    """``ozlinalg.matmul`` on the AVX2 engine equals the SGEMM engine bit for bit."""
-
-    METHODS = ["hybrid-ef", "bitmask-ef", "bitmask", "rn", "crt", "crt-fast", "splitfp"]
-
-    @pytest.mark.parametrize("method", METHODS)
-    @pytest.mark.parametrize("slices", [7, "auto"])
-    @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
-    def test_methods_counts_and_layouts(self, rng, avx2, method, slices, orders):
-        a = _order(random_matrix(rng, 45, 203, 1.0), orders[0])
-        b = _order(random_matrix(rng, 203, 37, 1.0), orders[1])
-        if method.startswith("crt") and slices == 7:
-            slices = 14
-        want, p0 = _run("sgemm", a, b, method=method, slices=slices)
-        got, p1 = _run("avx2", a, b, method=method, slices=slices)
-        np.testing.assert_array_equal(got, want)
-        assert p0.slices == p1.slices and p1.int8_gemms == p0.int8_gemms
-        assert p1.calls[0].engine.startswith("cpu-avx2")
-        if method.endswith("-ef"):  # each EF group is one GEMM
-            assert p1.engine_calls == p1.slices[0] < p1.int8_gemms
-
-    @pytest.mark.parametrize("method", ["hybrid-ef", "rn"])
-    def test_group_limit_r(self, rng, avx2, method):
-        k = 5000  # r = 16 products per INT32 accumulator, below the largest group's 20
-        assert params.group_limit(k, params.slice_width(k)) == 16
-        a = random_matrix(rng, 6, k, 0.5)
-        b = random_matrix(rng, k, 5, 0.5)
-        want, _ = _run("sgemm", a, b, method=method, slices=20)
-        got, _ = _run("avx2", a, b, method=method, slices=20)
-        np.testing.assert_array_equal(got, want)
-
-    @pytest.mark.parametrize("method, slices", [("hybrid-ef", 9), ("crt", 15),
-                                                ("crt-fast", "auto")])
-    def test_inner_blocks(self, rng, avx2, method, slices):
-        k = params.INT8_INNER_BLOCK + 999  # two inner blocks (CRT: its own block length)
-        a = random_matrix(rng, 3, k, 0.5)
-        b = random_matrix(rng, k, 2, 0.5)
-        want, _ = _run("sgemm", a, b, method=method, slices=slices)
-        got, _ = _run("avx2", a, b, method=method, slices=slices)
-        np.testing.assert_array_equal(got, want)
-
-    @pytest.mark.parametrize("method, slices", [("hybrid-ef", "auto"), ("crt", "auto")])
-    @pytest.mark.parametrize("limit", [3 << 20, 6 << 20])
-    def test_output_tiles(self, rng, avx2, method, slices, limit):
-        a = random_matrix(rng, 260, 200, 2.0)
-        b = random_matrix(rng, 200, 250, 2.0)
-        want, _ = _run("sgemm", a, b, method=method, slices=slices)  # one tile
-        with ozlinalg.options(memory_limit=limit):
-            got, _ = _run("avx2", a, b, method=method, slices=slices)
-        np.testing.assert_array_equal(got, want)
-
-    @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
-    def test_nonfinite_complex_and_faithful(self, rng, avx2, method):
-        a = random_matrix(rng, 40, 90, 2.0) + 1j * random_matrix(rng, 40, 90, 2.0)
-        b = random_matrix(rng, 90, 30, 2.0) - 1j * random_matrix(rng, 90, 30, 2.0)
-        a[3, 4] = np.inf
-        b[5, 6] = np.nan
-        for accuracy in ("dgemm", "faithful"):
-            want, _ = _run("sgemm", a, b, method=method, accuracy=accuracy)
-            got, _ = _run("avx2", a, b, method=method, accuracy=accuracy)
-            np.testing.assert_array_equal(got, want)
-
-    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask", "rn", "crt"])
-    def test_numpy_passes_without_kernels(self, rng, avx2, method, monkeypatch):
-        # OZLINALG_FUSED=0: the generic NumPy passes around the same compiled GEMMs
-        from ozlinalg.engines import base
-        from ozlinalg.engines.avx2 import AVX2Engine
-
-        plain = AVX2Engine(fused=False)
-        assert plain.kernels is None and "NumPy" in plain.describe()
-        a = _order(random_matrix(rng, 33, 150, 1.0), "F")
-        b = random_matrix(rng, 150, 21, 1.0)
-        want, _ = _run("sgemm", a, b, method=method)
-        monkeypatch.setitem(base._ENGINES, "numpy", plain)
-        with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
-            got = ozlinalg.matmul(a, b, method=method)
-        np.testing.assert_array_equal(got, want)
-        assert prof.calls[0].engine == plain.describe()
-
-    def test_factorizations(self, rng, avx2):
-        a = rng.standard_normal((300, 300))
-        spd = a @ a.T + 300 * np.eye(300)
-        for name, x in (("getrf", a), ("potrf", spd), ("geqrf", a)):
-            fn = getattr(ozlinalg.lapack, name)
-            with ozlinalg.options(engine="sgemm"):
-                want = fn(x, min_size=64, block_size=64)
-            with ozlinalg.options(engine="avx2"):
-                got = fn(x, min_size=64, block_size=64)
-            for w, g in zip(want, got):
-                np.testing.assert_array_equal(g, w)
 
 
 class TestSelection:
