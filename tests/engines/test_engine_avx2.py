@@ -50,10 +50,6 @@ def _run(engine, a, b, **kw):
     return c, prof
 
 
-def _order(x, order):
-    return np.asfortranarray(x) if order == "F" else np.ascontiguousarray(x)
-
-
 def _int64(a, b):
     return a.astype(np.int64) @ b.astype(np.int64).T
 
