@@ -228,8 +228,9 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
          extra=0):
     """The largest tiles whose plan fits ``limit`` (:class:`MemoryPlan`).
 
-    Ozaki-II with the accurate scaling keeps W for the whole output when that plan
-    fits (no recomputation, as before), else recomputes it per tile and pass. Where no
+    Ozaki-II with the accurate scaling keeps W for the whole output when a plan with
+    it fits, unless recomputing W per tile and pass allows tiles :data:`KEEP_W_AREA`
+    times larger (then, and where no plan with W fits, it recomputes). Where no
     plan fits, the smallest one is returned (``fits`` False): the driver raises for an
     explicit limit and attempts it for the engine's default.
 
@@ -249,10 +250,11 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
         if c[2] <= limit and c[0] not in best:
             best[c[0]] = c
     kept, recomputed = best.get(True), best.get(False)
+    chosen = kept
     if recomputed is not None and (kept is None or _area(recomputed) >= KEEP_W_AREA * _area(kept)):
-        kept = recomputed
-    if kept is not None:
-        return MemoryPlan(kept[1], kept[2], kept[0], low[2], low[1], limit)
+        chosen = recomputed
+    if chosen is not None:
+        return MemoryPlan(chosen[1], chosen[2], chosen[0], low[2], low[1], limit)
     return MemoryPlan(low[1], low[2], low[0], low[2], low[1], limit)
 
 
