@@ -3,7 +3,7 @@
 A structural change (moving modules, renaming, splitting functions) must leave
 every result bit as it was. This script runs a fixed set of emulated products
 (every method, fixed and ``auto`` counts, the faithful mode, float32 and
-complex, Inf/NaN, memory orders), factorizations and solves of the SciPy-style
+complex, Inf/NaN, memory orders), factorizations, solves, eigen and SVD calls of the SciPy-style
 namespace, ``np.linalg`` calls under the eager backend and one Dask graph, on
 each CPU engine that runs here, and prints one SHA-256 per call (of the result
 arrays' dtype, shape and bytes in C order).
@@ -101,6 +101,12 @@ def calls():
     gc = g + 1j * rng.standard_normal(g.shape)
     out["linalg/lu_factor-complex"] = lambda: oz.lu_factor(gc)
     out["linalg/solve-float32"] = lambda: oz.solve(g.astype(np.float32), rhs.astype(np.float32))
+    out["linalg/eigh"] = lambda: oz.eigh(s)
+    out["linalg/eigh-values"] = lambda: oz.eigh(s, eigvals_only=True)
+    out["linalg/svd"] = lambda: oz.svd(tall)
+    out["linalg/svdvals"] = lambda: oz.svdvals(tall)
+    out["linalg/pinv"] = lambda: oz.pinv(tall)
+    out["linalg/polar"] = lambda: oz.polar(g)
 
     def eager(fn):
         def run():
@@ -114,6 +120,9 @@ def calls():
     out["numpy/qr"] = eager(lambda: np.linalg.qr(tall))
     out["numpy/matmul"] = eager(lambda: np.matmul(a, b))
     out["numpy/slogdet"] = eager(lambda: np.linalg.slogdet(g))
+    out["numpy/eigh"] = eager(lambda: np.linalg.eigh(s))
+    out["numpy/svd"] = eager(lambda: np.linalg.svd(tall, full_matrices=False))
+    out["numpy/pinv"] = eager(lambda: np.linalg.pinv(tall))
 
     try:
         import dask.array as da
@@ -137,11 +146,12 @@ def engines_here():
     from ozlinalg.engines import select
 
     names = ["sgemm"]
-    try:
-        select.cpu_engine("onednn")
-        names.append("onednn")
-    except Exception as exc:  # noqa: BLE001 - any reason the engine cannot run
-        print(f"# onednn engine not run: {exc}", file=sys.stderr)
+    for name in ("avx2", "onednn"):
+        try:
+            select.cpu_engine(name)
+            names.append(name)
+        except Exception as exc:  # noqa: BLE001 - any reason the engine cannot run
+            print(f"# {name} engine not run: {exc}", file=sys.stderr)
     return names
 
 
