@@ -10,27 +10,35 @@ https://arxiv.org/abs/2409.13313 (EF / hybrid splits).
 # in sys.modules.
 from . import engines, exact, lapack, ozaki  # noqa: F401
 from ._exceptions import AccuracyWarning, PerformanceWarning
-from ._matmul import matmul as _front_matmul
 from ._options import Options, get_options, options
 from ._profile import Profile, profile
 from .ozaki import METHODS
 
 # isort: split
-# the scipy/numpy-compatible namespaces, the routing (backend, install), the wrapper type
-from . import linalg
-from ._wrapper import OzArray, asarray
-from .linalg import _numpy_api as numpy_linalg
-from .linalg import certify_eigh
-from .routing import backend, dask_aware, install, make_dask_aware, uninstall
+# the scipy- and numpy-compatible namespaces, the routing (backend, install), the wrapper type
+from . import linalg, numpy_linalg
+from ._array import set_dask_namespace
+from .linalg import certify_eigh, matmul
+from .routing import OzArray, asarray, backend, install, uninstall
 
-# linalg's public functions take dask arrays too (ozlinalg.dask, imported on first use):
-# wrapped here, at the top, since linalg may not import the routing above it
-make_dask_aware(linalg)
+
+def _dask_namespace():
+    """:mod:`ozlinalg.dask`, imported with dask on the first dask array."""
+    from . import dask
+
+    return dask
+
+
+# The functions that take dask arrays (ozlinalg.matmul, ozlinalg.linalg's: defined with
+# _array.dask_aware) hand them to ozlinalg.dask, which neither linalg nor the floor below
+# may import; the container, which may import every layer, says where it is.
+set_dask_namespace(_dask_namespace)
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False, *, refine="auto"):
-    """Solve ``a @ x = b``: :func:`ozlinalg.linalg.solve` with ``refine="auto"``.
+    """Solve ``a @ x = b``, refined where it pays: :func:`ozlinalg.linalg.solve` with
+    ``refine="auto"``.
 
     The fastest FP64-accurate answer: where a refined solve can pay (see
     :func:`ozlinalg.linalg.solve`'s `refine`), the LU / Cholesky is factored at a
@@ -38,6 +46,11 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     backward error; ``refine=False`` gives the DGEMM-level solve. Every other argument,
     the result and the errors are :func:`scipy.linalg.solve`'s. Dask arrays give a lazy
     DGEMM-level solve (:func:`ozlinalg.dask.solve`).
+
+    One solve per namespace, each with its own default: this one (``refine="auto"``),
+    :func:`ozlinalg.linalg.solve` (``refine=False``: a call SciPy could make computes as
+    SciPy's), :func:`ozlinalg.numpy_linalg.solve` (NumPy's semantics, ``refine=False``)
+    and :func:`ozlinalg.dask.solve` (lazy, DGEMM level).
 
     Examples
     --------
@@ -49,11 +62,6 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
                         check_finite=check_finite, assume_a=assume_a, transposed=transposed,
                         refine=refine)
 
-
-# Dask arrays in, dask arrays out for the product too: the public face dispatches; the
-# front door and the Ozaki layer know nothing of dask
-matmul = dask_aware(_front_matmul)
-linalg.matmul = matmul  # ozlinalg.linalg.matmul takes dask arrays as ozlinalg.matmul does
 
 __version__ = "0.1.0"
 

@@ -63,7 +63,7 @@ def cmd_compare(args):
     from .testing import random_matrix
 
     if args.dask:  # a local dask.distributed cluster of N workers
-        from ._dask_cli import compare
+        from .tools.dask_cluster import compare
 
         return compare(args)
     xp, dev = _device(args.device)
@@ -209,7 +209,7 @@ def cmd_solve(args):
             raise SystemExit(f"ozlinalg solve: b has shape {b_h.shape}, A {a_h.shape}")
         source = f"{args.a} {a_h.shape}, {args.b} {b_h.shape}"
     if args.dask:  # a local dask.distributed cluster of N workers
-        from ._dask_cli import solve
+        from .tools.dask_cluster import solve
 
         return solve(args, np.asarray(a_h, dtype=float), np.asarray(b_h, dtype=float), source)
     a, b = xp.asarray(a_h, dtype=float), xp.asarray(b_h, dtype=float)
@@ -400,15 +400,15 @@ def _parser():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "run":
-        from ._launcher import main as run_main
+        from .tools.launcher import main as run_main
 
         return run_main(argv[1:])
     if argv and argv[0] == "tune":
-        from ._tune import main as tune_main
+        from .tools.tune import main as tune_main
 
         return tune_main(argv[1:])
     if argv and argv[0] == "accuracy":
-        from .sweep import main as sweep_main
+        from .tools.sweep import main as sweep_main
 
         return sweep_main(argv[1:], prog="python -m ozlinalg accuracy")
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):

@@ -1,15 +1,20 @@
-"""Array-namespace helpers: NumPy or CuPy, chosen from the inputs.
+"""Array-namespace helpers: NumPy or CuPy, chosen from the inputs; dask collections,
+sent to :mod:`ozlinalg.dask`.
 
 The algorithms in :mod:`ozlinalg.ozaki` and :mod:`ozlinalg.lapack` are written
 once against ``xp`` (``numpy`` or ``cupy``); this module is the only place that
-decides which one a call uses.
+decides which one a call uses, and (:func:`dask_aware`) when a public function hands
+a call to its lazy counterpart in :mod:`ozlinalg.dask`.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 __all__ = ["array_namespace", "is_cupy_array", "is_dask_collection", "cupy_or_none",
-           "to_numpy", "fp_errstate", "row_blocks", "set_block_mask"]
+           "to_numpy", "fp_errstate", "row_blocks", "set_block_mask", "any_dask",
+           "dask_aware", "set_dask_namespace"]
 
 
 def cupy_or_none():
@@ -94,3 +99,46 @@ def set_block_mask(xp, mask, block, r0, shape):
             mask = xp.zeros(shape, dtype=bool)
         mask[r0:r0 + block.shape[0]] = block
     return mask
+
+
+# -- dask arrays: sent to ozlinalg.dask -------------------------------------------------
+# The public functions that ozlinalg.dask also has (ozlinalg.matmul, the functions of
+# ozlinalg.linalg) are defined with dask_aware where they are defined. ozlinalg.dask sits
+# above this floor and beside linalg, so neither may import it: ozlinalg/__init__.py, the
+# container, registers how it is imported (set_dask_namespace), and the first dask array
+# imports it.
+
+_DASK_NAMESPACE = []  # [a function returning the ozlinalg.dask module], once registered
+
+
+def set_dask_namespace(load):
+    """Register ``load()``, which imports and returns :mod:`ozlinalg.dask` (called
+    once, by ``ozlinalg/__init__.py``)."""
+    _DASK_NAMESPACE[:] = [load]
+
+
+def any_dask(args, kwargs) -> bool:
+    """Whether any argument (or an entry of a tuple / list argument, as in
+    ``lu_solve((lu, piv), b)``) is a dask collection."""
+    for x in (*args, *kwargs.values()):
+        if is_dask_collection(x):
+            return True
+        if isinstance(x, (tuple, list)) and any(is_dask_collection(y) for y in x):
+            return True
+    return False
+
+
+def dask_aware(func):
+    """``func``, or the function of the same name in :mod:`ozlinalg.dask` when called
+    with a dask array (a lazy result, same signature).
+
+    The check looks at the arguments' types only, so a call without dask arrays never
+    imports dask.
+    """
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if any_dask(args, kwargs):
+            return getattr(_DASK_NAMESPACE[0](), func.__name__)(*args, **kwargs)
+        return func(*args, **kwargs)
+
+    return wrapper

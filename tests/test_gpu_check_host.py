@@ -1,4 +1,4 @@
-"""The GPU check (ozlinalg/_gpu_check.py; benchmarks/gpu/gpu_check.py runs it) end to end
+"""The GPU check (ozlinalg/tools/gpu_check.py; benchmarks/gpu/gpu_check.py runs it) end to end
 on the host stand-ins (a dry run, every CI run).
 
 The GPU session has minutes of device time; a crash in the report code would
@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 from host_cuda import HostEngine, HostGPU, host_cupy_for_scripts
 
-from ozlinalg import _gpu_check, _gpu_eigen
 from ozlinalg._array import cupy_or_none
 from ozlinalg.engines import base as engine_registry
+from ozlinalg.tools import gpu_check as _gpu_check
+from ozlinalg.tools import gpu_eigen as _gpu_eigen
+from ozlinalg.tools import gpu_parts
 
 
 @pytest.fixture
@@ -120,7 +122,7 @@ def test_dry_run_writes_every_section(tmp_path, gpu_check, capsys):
 
 
 def test_splitfp_gemm_rate_counts_its_inner_blocks(gpu_check):
-    mod, _ = gpu_check
+    mod = gpu_parts
     prof = types.SimpleNamespace(slices=[6], time_split=0.1, time_int8=1.0,
                                  time_accumulate=0.1, time_other=0.0, time_total=1.2,
                                  int8_gemms=21 * 8, engine_calls=21 * 8)

@@ -189,7 +189,7 @@ class TestOptionParsing:
     """Flags and OZLINALG_* variables are text; each option gets its type."""
 
     def test_parse_option(self):
-        from ozlinalg._launcher import parse_option
+        from ozlinalg.tools.launcher import parse_option
 
         assert parse_option("slices", "auto") == "auto"
         assert parse_option("slices", " 9 ") == 9
@@ -204,7 +204,7 @@ class TestOptionParsing:
             parse_option("min_size", "big")
 
     def test_options_from_env(self):
-        from ozlinalg._launcher import options_from_env
+        from ozlinalg.tools.launcher import options_from_env
 
         env = {"OZLINALG_STRATEGY": "eager", "OZLINALG_MIN_SIZE": "64",
                "OZLINALG_METHOD": "", "OZLINALG_BENCH_ROUNDS": "3", "HOME": "/"}
@@ -217,6 +217,8 @@ class TestOptionParsing:
 BAD_ENV = [
     ("OZLINALG_STRATEGY", "lazy"), ("OZLINALG_METHOD", "ozimmu-x"), ("OZLINALG_SLICES", "0"),
     ("OZLINALG_SLICES", "many"), ("OZLINALG_MIN_SIZE", "-1"), ("OZLINALG_MIN_SIZE", "big"),
+    ("OZLINALG_MIN_ORDER", "-1"), ("OZLINALG_MIN_ORDER", "big"),
+    ("OZLINALG_COUNT_CHECK", "maybe"),
     ("OZLINALG_MAX_SLICES", "0"), ("OZLINALG_MAX_SLICES", "65"), ("OZLINALG_MAX_SLICES", "x"),
     ("OZLINALG_MEMORY_LIMIT", "2GiB"), ("OZLINALG_MEMORY_LIMIT", "0"),
     ("OZLINALG_COMPLEX_SCHEME", "x"), ("OZLINALG_BALANCE", "sometimes"),
@@ -235,13 +237,13 @@ class TestBadEnvironment:
     2 and one line on stderr naming the variable and its value (docs/backend.md)."""
 
     def test_every_option_variable_is_covered(self):
-        from ozlinalg._launcher import _fields
+        from ozlinalg.tools.launcher import _fields
 
         assert {f"OZLINALG_{n.upper()}" for n in _fields()} <= {v for v, _ in BAD_ENV}
 
     @pytest.mark.parametrize(("var", "text"), BAD_ENV)
     def test_status_2_and_one_line(self, monkeypatch, capsys, var, text):
-        from ozlinalg._launcher import main
+        from ozlinalg.tools.launcher import main
 
         for key in list(os.environ):
             if key.startswith("OZLINALG_"):

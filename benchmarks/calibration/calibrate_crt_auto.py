@@ -22,8 +22,8 @@ import numpy as np
 
 from ozlinalg.engines import get_engine
 from ozlinalg.ozaki.crt import MAX_MODULI, crt_matmul_2d
-from ozlinalg.sweep import problems
 from ozlinalg.testing import error_stats
+from ozlinalg.tools.sweep import problems
 
 CASES = [(32, 64, 24), (40, 300, 30), (64, 512, 64), (64, 2048, 48), (128, 2048, 96),
          (200, 4096, 160)]

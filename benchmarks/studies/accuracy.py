@@ -1,11 +1,11 @@
-"""Accuracy harness (see ozlinalg/sweep.py): writes docs/accuracy-table.md and the plot.
+"""Accuracy harness (see ozlinalg/tools/sweep.py): writes docs/accuracy-table.md and the plot.
 
     python benchmarks/studies/accuracy.py  # m = p = 256, n = 4096, phi 0.5 1 2 4, slices 3..14
 """
 import sys
 from pathlib import Path
 
-from ozlinalg.sweep import main
+from ozlinalg.tools.sweep import main
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -28,8 +28,8 @@ import numpy as np
 
 from ozlinalg.engines import get_engine
 from ozlinalg.ozaki.crt import crt_matmul_2d
-from ozlinalg.sweep import problems
 from ozlinalg.testing import error_stats
+from ozlinalg.tools.sweep import problems
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALINGS = ("accurate", "fast")

@@ -30,24 +30,41 @@ certify_eigh         certified eigenvalue radii from faithful products
 matmul               :func:`ozlinalg.matmul` (not in scipy.linalg)
 ==================  ===================================================
 
-Every function also takes dask arrays and then returns a lazy dask array
-(:mod:`ozlinalg.dask`: blocked graphs whose block products run emulated on
-the workers). That dispatch is added by ``import ozlinalg``
-(:func:`ozlinalg.routing.make_dask_aware`), not here: this package and
-:mod:`ozlinalg.dask` are siblings and neither imports the other.
+The functions that :mod:`ozlinalg.dask` also has (``lu_factor`` ... ``lstsq`` and
+``matmul``) take dask arrays too and then return a lazy dask array (blocked graphs
+whose block products run emulated on the workers): they are defined below with
+:func:`ozlinalg._array.dask_aware`, which hands such a call to the function of the same
+name in :mod:`ozlinalg.dask`. This package and :mod:`ozlinalg.dask` are siblings and
+neither imports the other; ``import ozlinalg`` registers how the dask namespace is
+imported (on the first dask array), so importing this package never imports dask.
 
 The NumPy-compatible functions (``numpy.linalg`` semantics, stacked inputs)
 are in :mod:`ozlinalg.numpy_linalg`.
 """
-from ._basic import det, inv, lstsq, matmul, solve, solve_triangular
+from .._array import dask_aware
+from .._matmul import matmul as _front_matmul
+from . import _basic, _decomp_cholesky, _decomp_lu, _decomp_qr
 from ._certify import certify_eigh
-from ._decomp_cholesky import cho_factor, cho_solve, cholesky
 from ._decomp_eigh import eigh, eigvalsh
-from ._decomp_lu import lu, lu_factor, lu_solve
 from ._decomp_polar import polar
-from ._decomp_qr import qr
 from ._decomp_svd import pinv, svd, svdvals
 from ._validation import LinAlgError, LinAlgWarning
+
+# Dask arrays in, lazy dask arrays out (ozlinalg.dask): the functions it also has.
+lu_factor = dask_aware(_decomp_lu.lu_factor)
+lu_solve = dask_aware(_decomp_lu.lu_solve)
+lu = dask_aware(_decomp_lu.lu)
+cho_factor = dask_aware(_decomp_cholesky.cho_factor)
+cho_solve = dask_aware(_decomp_cholesky.cho_solve)
+cholesky = dask_aware(_decomp_cholesky.cholesky)
+qr = dask_aware(_decomp_qr.qr)
+solve = dask_aware(_basic.solve)
+solve_triangular = dask_aware(_basic.solve_triangular)
+inv = dask_aware(_basic.inv)
+det = dask_aware(_basic.det)
+lstsq = dask_aware(_basic.lstsq)
+#: :func:`ozlinalg.matmul` (the same function)
+matmul = dask_aware(_front_matmul)
 
 __all__ = [
     "lu_factor", "lu_solve", "lu",

@@ -10,18 +10,17 @@ to the emulation.
 ``_import_hook``    the post-import hook that patches a later-imported dask
 ``_install``        installing the shims; install(), uninstall()
 ``_backend``        the ``backend`` context manager / decorator
-``_dispatch``       dask arrays given to ozlinalg's own public functions
+``_ozarray``        OzArray: ``@`` and ``np.linalg`` on a wrapped array (NEP 13 / 18)
 ==================  ====================================================
 
 See docs/backend.md and docs/dask.md.
 """
 from .._emulable import original
 from ._backend import backend
-from ._dispatch import any_dask, dask_aware, make_dask_aware
 from ._install import install, installed, uninstall
+from ._ozarray import OzArray, asarray
 from ._policy import OPS, declines, emulates
 from ._registry import ROUTES, implements
 
 __all__ = ["backend", "install", "uninstall", "installed", "original", "emulates",
-           "declines", "ROUTES", "OPS", "implements", "dask_aware", "make_dask_aware",
-           "any_dask"]
+           "declines", "ROUTES", "OPS", "implements", "OzArray", "asarray"]

@@ -35,7 +35,7 @@ def _unwrap(x):
 
 
 def _wrap(x):
-    from ._array import is_cupy_array
+    from .._array import is_cupy_array
 
     if isinstance(x, np.ndarray) or is_cupy_array(x):
         return OzArray(x)
@@ -46,7 +46,7 @@ def _wrap(x):
 
 
 def _routes():
-    from .linalg import _numpy_api as nl
+    from .. import numpy_linalg as nl
 
     def dot(a, b, out=None):
         if out is None and a.ndim <= 2 and b.ndim <= 2 and a.ndim and b.ndim:
@@ -110,7 +110,7 @@ class OzArray(NDArrayOperatorsMixin):
     __slots__ = ("data",)
 
     def __init__(self, data):
-        from ._array import array_namespace
+        from .._array import array_namespace
 
         if isinstance(data, OzArray):
             data = data.data
@@ -129,7 +129,7 @@ class OzArray(NDArrayOperatorsMixin):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if ufunc is np.matmul and method == "__call__" and "out" not in kwargs \
                 and not kwargs.get("axes") and not kwargs.get("axis"):
-            from .linalg._numpy_api import matmul
+            from ..numpy_linalg import matmul
 
             a, b = (_unwrap(x) for x in inputs)
             if kwargs.get("dtype") is None:

@@ -1,7 +1,7 @@
 """What the GPU check times the engine against, apart from native DGEMM: cuBLAS's own
 FP64 emulation (nvmath-python's stateful ``Matmul``; which path cuBLAS took, read from
 its cuBLASLt log) and the engine's bare INT8 GEMM rate. Imports no GPU library at import
-time; :mod:`ozlinalg._gpu_check` runs them."""
+time; :mod:`ozlinalg.tools.gpu_check` runs them."""
 from __future__ import annotations
 
 import logging

@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from . import _tuning
+from .. import _tuning
 
 __all__ = ["main", "measure"]
 
@@ -380,7 +380,7 @@ def main(argv=None, prog="python -m ozlinalg tune"):
                     help="measure nothing: print the crossovers the library uses now and "
                          "where they come from (cache, engine constants, model)")
     args = ap.parse_args(argv)
-    from ._options import current_engine  # noqa: PLC0415
+    from .._options import current_engine  # noqa: PLC0415
 
     engine = current_engine(np)
     if args.show:

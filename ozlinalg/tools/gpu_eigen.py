@@ -218,7 +218,7 @@ NOTES = (
     "V diag(w) subtracted in FP64) and orthogonality ||V^T V - I||_F, the products on the "
     "emulated GEMM at DGEMM level: both within 0.04 % of an extended-precision reference "
     "on the CPU at n = 1024 (native DGEMM's: 2.6 % and 1.5 % off); not faithful, whose "
-    "exact recomputation runs on the host (ozlinalg/_gpu_eigen.py). Emulated products: "
+    "exact recomputation runs on the host (ozlinalg/tools/gpu_eigen.py). Emulated products: "
     "calls of the emulated GEMM in one profiled eigh (its n^3 equivalent: sum m k p / "
     "n^3; the faithful ones, the clusters' rotations, and the entries their bound left "
     "to the exact recomputation on the host); split / GEMM / acc / other: "

@@ -34,7 +34,7 @@ import runpy
 import sys
 import types
 
-from ._env import env_text
+from .._env import env_text
 
 __all__ = ["checked_option", "main", "options_from_env", "parse_option"]
 
@@ -44,7 +44,7 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def _fields():
-    from ._options import Options
+    from .._options import Options
 
     return [f.name for f in dataclasses.fields(Options)]
 
@@ -52,11 +52,11 @@ def _fields():
 def parse_option(name: str, text: str):
     """The value of option `name` written as `text` (a flag or an environment
     variable): integers, ``"auto"``, ``none``, booleans for ``balance``."""
-    from ._options import _DEFAULTS
+    from .._options import default_options
 
     t = text.strip()
     low = t.lower()
-    default = getattr(_DEFAULTS, name)
+    default = getattr(default_options(), name)
     if name == "balance":
         if low in _TRUE:
             return True
@@ -82,7 +82,7 @@ def parse_option(name: str, text: str):
 def checked_option(name: str, text: str):
     """:func:`parse_option`, then the check of :func:`ozlinalg.options`: the value
     of option `name` written as `text`, or ValueError / TypeError."""
-    from ._options import validate
+    from .._options import validate
 
     return validate({name: parse_option(name, text)})[name]
 
@@ -115,7 +115,10 @@ _HELP = {
                 "or only from the engine's measured crossover on",
     "method": "emulated GEMM method (ozlinalg.METHODS), default hybrid-ef",
     "slices": "slice count, or auto (default)",
-    "min_size": "calls of a smaller matrix order run natively (default 0)",
+    "min_size": "products of a smaller dimension run natively; calls too, unless "
+                "MIN_ORDER is given (default 0)",
+    "min_order": "factorizations, solves and decompositions of a smaller matrix order run "
+                 "natively (default: MIN_SIZE)",
     "native_order": "eager: LU / Cholesky calls of a smaller order run natively (default 16)",
     "max_slices": "upper limit of slices=auto",
     "memory_limit": "working bytes of one emulated product, or none (engine default)",
@@ -135,7 +138,7 @@ def _parser():
                "(e.g. OZLINALG_STRATEGY=eager, OZLINALG_SLICES=auto); a flag wins over "
                "the variable. Default strategy: performant (emulate only from the "
                "engine's measured crossover on).")
-    from ._options import Options
+    from .._options import Options
 
     for f in dataclasses.fields(Options):
         flag = "--" + f.name.replace("_", "-")
@@ -232,8 +235,8 @@ def main(argv=None) -> int:
     try:
         # Variables first (one line on stderr, status 2: nothing to do with usage)
         opts = options_from_env()
-        from ._tuning import tuning_mode
-        from .engines.select import check_environment
+        from .._tuning import tuning_mode
+        from ..engines.select import check_environment
 
         check_environment()
         tuning_mode()  # OZLINALG_TUNING: else a bad value stops the program mid-run

@@ -18,7 +18,7 @@ def _timed(client, build, repeat=1):
     with the workers' counters of the last run."""
     from distributed import wait
 
-    from .dask._cluster import reset_peaks, stats_delta, worker_stats
+    from ..dask._cluster import reset_peaks, stats_delta, worker_stats
 
     best = float("inf")
     for _ in range(max(1, repeat)):
@@ -42,15 +42,15 @@ def compare(args):
 
     import ozlinalg
 
-    from .dask._cluster import local_client
-    from .testing import random_matrix
+    from ..dask._cluster import local_client
+    from ..testing import random_matrix
 
     rng = np.random.default_rng(args.seed)
     n, chunk = args.n, args.dask_chunk or max(1, -(-args.n // 2))
     a_h, b_h = random_matrix(rng, n, n, args.phi), random_matrix(rng, n, n, args.phi)
     ref = None
     if args.check_rows:
-        from .testing import ExactReference
+        from ..testing import ExactReference
 
         ref = ExactReference(a_h[:args.check_rows], b_h)
     rows = []
@@ -62,7 +62,7 @@ def compare(args):
             t, c, stats = _timed(client, build, args.repeat)
             err = (float("nan"),) * 2
             if ref is not None:
-                from .testing import error_stats
+                from ..testing import error_stats
 
                 err = error_stats(ref.relative_errors(c[:args.check_rows].compute()))
             rows.append(dict(method=label, slices=slices, seconds=t, gflops=2 * n**3 / t / 1e9,
@@ -97,7 +97,7 @@ def solve(args, a_h, b_h, source):
 
     import ozlinalg
 
-    from .dask._cluster import local_client
+    from ..dask._cluster import local_client
 
     n = a_h.shape[0]
     chunk = args.dask_chunk or args.block_size or max(1, -(-n // 2))
