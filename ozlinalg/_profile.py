@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["Profile", "profile", "active_profiles", "record_native_flops", "Route",
-           "record_route", "RefineRecord", "record_refine"]
+__all__ = ["Profile", "profile", "active_profiles", "profiles_getter", "record_native_flops",
+           "Route", "record_route", "RefineRecord", "record_refine"]
 
 _ACTIVE: contextvars.ContextVar[tuple] = contextvars.ContextVar(
     "ozlinalg_profiles", default=()
@@ -278,6 +278,13 @@ class profile:
 def active_profiles() -> tuple:
     """The profiles recording in the current context (innermost last)."""
     return _ACTIVE.get()
+
+
+def profiles_getter():
+    """:func:`active_profiles` as a bound method with no Python frame of its own:
+    for the backend's shims, which ask on every call whether a profile watches
+    (an empty tuple: none)."""
+    return _ACTIVE.get
 
 
 def record_call(rec: CallRecord) -> None:

@@ -25,16 +25,79 @@ lacks are never patched.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from .._emulable import original
+from .._options import Options, get_options, restore_options, use_options, validate
 from .._options import options as _options
 from . import _state
 from ._install import install_shims, installed, uninstall
-from ._policy import emulates
+from ._policy import emulates, forget_thresholds
 from ._state import ACTIVE, State
 
 __all__ = ["backend"]
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Options))
+
+# Entering a block costs at most a few microseconds: ``with backend(...)`` makes a new
+# instance each time (so does the decorator, per call), and validating its options
+# and merging them into those in force (Options.replace) would cost several times
+# that. Both depend only on their inputs, so they are kept:
+#
+# _PREPARED: the block's keywords -> (validated overrides, the same with the default
+#   strategy "performant" added, or None where a strategy is given);
+# _MERGED: (id(options in force), keywords, performant?) -> (options in force, merged,
+#   State(merged)). The options in force are identified by identity, not equality:
+#   equal Options may differ in which names were set explicitly. An entry holds them,
+#   so their id is not reused while the entry exists.
+#
+# The keys carry the values' types: equal values of other types (``slices=8`` and
+# ``numpy.int64(8)``) are kept apart. Keywords that cannot be hashed are validated and
+# merged anew each time. Each table is emptied when full.
+_PREPARED: dict = {}
+_MERGED: dict = {}
+_MAX_ENTRIES = 256
+
+
+def _prepare(opts):
+    """``(key, overrides, performant)`` of a block's keywords `opts`, validated as
+    :func:`ozlinalg.options` does (raising its TypeError / ValueError); `key` is None
+    where they cannot be hashed."""
+    key = (tuple(opts.items()), tuple(map(type, opts.values())))
+    try:
+        hit = _PREPARED.get(key)
+    except TypeError:
+        key = hit = None
+    if hit is not None:
+        return key, hit[0], hit[1]
+    overrides = validate(dict(opts))
+    if not _FIELDS.issuperset(overrides):
+        _options(**opts)  # raises the TypeError naming the unknown options
+    performant = None if "strategy" in overrides else dict(overrides, strategy="performant")
+    if key is not None:
+        if len(_PREPARED) >= _MAX_ENTRIES:
+            _PREPARED.clear()
+        _PREPARED[key] = (overrides, performant)
+    return key, overrides, performant
+
+
+def _merge(base, overrides, key):
+    """``(merged Options, its State)``: `base` with `overrides`, as ``options()`` does;
+    `key`: what identifies `overrides` (None: not kept)."""
+    if key is None:
+        merged = base.replace(**overrides)
+        return merged, State(merged)
+    entry = (id(base), key)
+    hit = _MERGED.get(entry)
+    if hit is not None and hit[0] is base:
+        return hit[1], hit[2]
+    merged = base.replace(**overrides)
+    state = State(merged)
+    if len(_MERGED) >= _MAX_ENTRIES:
+        _MERGED.clear()
+    _MERGED[entry] = (base, merged, state)
+    return merged, state
 
 
 class backend:
@@ -94,33 +157,38 @@ class backend:
     """
 
     def __init__(self, **opts):
-        _options(**opts)  # validate names and values now
+        # names and values are validated now, as options() would
+        self._key, self._overrides, self._performant = _prepare(opts)
         self._opts = opts
         self._token = None
-        self._opt_cm = None
+        self._opt_token = None
 
     def __enter__(self):
         if self._token is not None:
             raise RuntimeError("this ozlinalg.backend() instance is already active")
         install_shims()
-        opts = self._opts
-        if "strategy" not in opts and not backend.active():
-            opts = dict(opts, strategy="performant")
-        opt_cm = _options(**opts)
-        merged = opt_cm.__enter__()
+        key = self._key
+        if self._performant is not None and not _state.active():
+            # no strategy given, and no block or install() to inherit one from
+            merged, state = _merge(get_options(), self._performant,
+                                   None if key is None else (key, "performant"))
+        else:
+            merged, state = _merge(get_options(), self._overrides, key)
+        forget_thresholds(merged)  # kept Options: the block reads the tuning afresh
+        opt_token = use_options(merged)
         try:
-            self._token = ACTIVE.set(State(merged))
+            self._token = ACTIVE.set(state)
         except BaseException:
-            opt_cm.__exit__(None, None, None)
+            restore_options(opt_token)
             raise
-        self._opt_cm = opt_cm
+        self._opt_token = opt_token
         return self
 
     def __exit__(self, *exc):
         ACTIVE.reset(self._token)
         self._token = None
-        cm, self._opt_cm = self._opt_cm, None
-        cm.__exit__(*exc)
+        opt_token, self._opt_token = self._opt_token, None
+        restore_options(opt_token)
         return False
 
     def __call__(self, func):

@@ -5,9 +5,18 @@ Shims are installed ONCE (under a lock) on the module attributes, by the first
 :class:`ozlinalg.backend` block or by :func:`install`. Installing before the
 user's imports is what makes names bound at import (``from scipy.linalg import
 cholesky``) routable: they are bound to the shim. The launcher ``python -m
-ozlinalg run script.py`` (:mod:`ozlinalg._launcher`) does that for a whole program.
+ozlinalg run script.py`` (:mod:`ozlinalg.tools.launcher`) does that for a whole program.
 Each shim carries ``__wrapped__`` (the original); :func:`installed` lists the
 patched names.
+
+Every ``backend()`` entry asks for the shims again, so the repeat must cost next to
+nothing: once done, :func:`install_shims` returns at once unless :data:`ROUTES`
+changed or a module that could not be imported then (CuPy's, where CuPy is not
+installed) has been imported since, by the program or a stand-in put in
+``sys.modules``: asking the import system again for a missing module would search
+``sys.path`` on every entry. The first pass imports NumPy's and SciPy's modules
+itself, whenever they were imported; dask, imported later, is patched by its
+post-import hook (:mod:`._import_hook`). :func:`uninstall` starts over.
 """
 from __future__ import annotations
 
@@ -15,7 +24,7 @@ import importlib
 import sys
 import threading
 
-from .. import _options as _optmod
+from .._options import default_options, set_process_options, validate
 from . import _dask, _import_hook, _state
 from ._policy import op_of
 from ._registry import ROUTES, is_adapter
@@ -27,15 +36,43 @@ from ._state import State
 __all__ = ["install_shims", "installed", "install", "uninstall"]
 
 
+#: After a complete :func:`install_shims`: ``(number of routes, modules that could
+#: not be imported)``, what its quick return checks; None: not done (or uninstalled).
+_done = None
+
+
+def _route_count():
+    return sum(map(len, ROUTES.values()))
+
+
 def install_shims():
-    """Patch the module attributes of :data:`ROUTES` (once; thread-safe)."""
+    """Patch the module attributes of :data:`ROUTES` (once; thread-safe).
+
+    A repeat returns at once (no lock, no import) unless routes were added or a
+    module missing last time is in ``sys.modules`` now (see the module's doc)."""
+    done = _done
+    # _route_count() inlined: this runs on every backend() entry
+    if done is not None and done[0] == sum(map(len, ROUTES.values())):
+        for mod_name in done[1]:
+            if sys.modules.get(mod_name) is not None:
+                break
+        else:
+            return
+    _install_all()
+
+
+def _install_all():
+    global _done
     with _LOCK:
+        count = _route_count()  # before the pass: a route added meanwhile is done next time
+        missing = []
         for mod_name, funcs in ROUTES.items():
             if any(is_adapter(t) for t in funcs.values()):
                 continue  # the dask routes: below, once dask.array is imported
             try:
                 mod = importlib.import_module(mod_name)
             except Exception:  # CuPy absent or without a working CUDA runtime
+                missing.append(mod_name)
                 continue
             for name, target in funcs.items():
                 key = f"{mod_name}.{name}"
@@ -57,6 +94,7 @@ def install_shims():
             _after_import_elsewhere()
         else:
             _dask.install(_INSTALLED)
+        _done = (count, tuple(missing))
 
 
 def _after_import_elsewhere():
@@ -138,10 +176,10 @@ def install(**opts):
     >>> ozlinalg.uninstall()
     """
     opts.setdefault("strategy", "performant")
-    merged = _optmod._DEFAULTS.replace(**_optmod.validate(dict(opts)))
+    merged = default_options().replace(**validate(dict(opts)))
     install_shims()
     with _LOCK:
-        _optmod.set_process_options(merged)
+        set_process_options(merged)
         _state.set_process(State(merged, process_wide=True))
     return merged
 
@@ -155,9 +193,11 @@ def uninstall() -> None:
     the original. Safe only when no other thread is inside a :func:`backend`
     block; the next block (or :func:`install`) installs the shims again.
     """
+    global _done
     with _LOCK:
+        _done = None
         _state.set_process(None)
-        _optmod.set_process_options(None)
+        set_process_options(None)
         _import_hook.remove("dask.array")
         for mod, name, original in _INSTALLED.values():
             if getattr(getattr(mod, name, None), "_ozlinalg_shim", False):

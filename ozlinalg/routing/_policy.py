@@ -18,6 +18,7 @@ source of its numbers.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import weakref
 from typing import NamedTuple
@@ -25,16 +26,15 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _options as _optmod
-from .. import _profile
 from .._emulable import emulable
-from .._profile import Route
+from .._profile import Route, profiles_getter, record_route
 from .._tuning import REFINED_OPS, Tuned
 from ..engines import base as _engines
 from ._state import LOCK as _LOCK
 from ._state import MISSING as _MISSING
 
 __all__ = ["OPS", "REFINED", "Plan", "screen", "decide", "plan", "record", "declines",
-           "emulates", "op_of", "refined_op"]
+           "emulates", "op_of", "refined_op", "thresholds", "forget_thresholds"]
 
 #: function name -> the operation whose crossover decides it under the
 #: "performant" strategy (:data:`ozlinalg.engines.base.CROSSOVER_OPS`): the LU
@@ -60,7 +60,8 @@ OPS = {
 REFINED = {"solve": "gesv_refined"}
 _POS = ("pos", "positive definite")
 _GENERAL = (None, "gen", "general", "sym", "symmetric", "her", "hermitian")
-_TUNED = "tuned"  # opts._route[(_TUNED, xp_name, op)]: the Tuned behind a threshold
+_TUNED = "tuned"  # thresholds(opts)[(_TUNED, xp_name, op)]: the Tuned behind a threshold
+_profiles = profiles_getter()
 
 
 def refined_op(function, args=(), kwargs=None):
@@ -147,24 +148,24 @@ _SMALL_NATIVE_OPS = ("getrf", "potrf", "syevd", "gesdd")
 
 def _limit(opts, xp_name, op):
     """The smallest order emulated for `op` on `xp_name` arrays under `opts`,
-    or ``None`` (never); cached on the Options instance."""
-    route = opts._route
+    or ``None`` (never); cached in :func:`thresholds`."""
+    route = _BY_ID.get(id(opts))  # thresholds(opts), inlined: once per routed call
+    if route is None:
+        route = _attach(opts)
     key = (xp_name, op)
     lim = route.get(key, _MISSING)
     if lim is not _MISSING:
         return lim
-    with _LOCK:  # against a concurrent engine replacement (_forget_thresholds)
+    with _LOCK:  # against a concurrent engine replacement (_forget_all, forget_thresholds)
         if opts.strategy == "eager":
-            lim = int(opts.min_size)
+            lim = int(opts.call_min_order)
             if op in _SMALL_NATIVE_OPS:  # see _SMALL_NATIVE_OPS
                 lim = max(lim, int(opts.native_order))
             tuned = Tuned(lim, None, "eager")
         else:
             tuned = _engine_tuned(xp_name, op)
             cross = tuned.order
-            lim = None if cross is None else max(int(cross), int(opts.min_size))
-        if not route:
-            _remember_cache(opts)
+            lim = None if cross is None else max(int(cross), int(opts.call_min_order))
         route[(_TUNED, xp_name, op)] = tuned
         route[key] = lim
         if xp_name == "numpy":
@@ -172,26 +173,64 @@ def _limit(opts, xp_name, op):
     return lim
 
 
-#: id(Options) -> weak reference, for every Options whose ``_route`` cache
-#: holds thresholds: a replaced engine (register_engine) empties them all.
-_CACHES: dict = {}
+# The thresholds' caches, one dict per Options instance:
+# {(xp_name, op): order or None, (_TUNED, xp_name, op): Tuned, op: NumPy's order}.
+# A threshold depends on the Options' fields and on the engines and their tuning (the
+# tuning cache file and the environment, read when it is computed): an engine
+# registered empties every dict (_forget_all), and each backend() entry empties
+# its Options' (forget_thresholds), so a block reads the tuning as it is when it
+# starts, as it would with Options of its own. Equal Options do not share a dict for
+# that reason: an options() block made later must not see what an earlier one read.
+# The shims look their dict up on every call, so the table is keyed by id(Options)
+# (a dict look-up; hashing an Options would cost more than the rest of their fast
+# path); the weak reference in _REFS drops an entry as its Options goes, before its
+# id can be reused.
+_BY_ID: dict = {}
+_REFS: dict = {}
 
 
-def _remember_cache(opts):
+def thresholds(opts) -> dict:
+    """The routing thresholds cached for the Options `opts`: ``{(xp_name, op): order
+    or None, ...}``, filled as calls are decided; the shims read
+    ``thresholds(opts).get(op)`` for NumPy's."""
+    route = _BY_ID.get(id(opts))
+    return route if route is not None else _attach(opts)
+
+
+def forget_thresholds(opts) -> None:
+    """Empty the thresholds cached for `opts`: the next call reads the engines' tuning
+    again (a ``backend()`` block entered with Options kept from an earlier one)."""
+    route = _BY_ID.get(id(opts))
+    if route:
+        with _LOCK:  # never half of what _limit writes under it
+            route.clear()
+
+
+def _attach(opts) -> dict:
     key = id(opts)
-    _CACHES[key] = weakref.ref(opts, lambda _ref, key=key: _CACHES.pop(key, None))
-
-
-def _forget_thresholds():
     with _LOCK:
-        for ref in list(_CACHES.values()):
-            opts = ref()
-            if opts is not None:
-                opts._route.clear()
-        _CACHES.clear()
+        route = _BY_ID.get(key)
+        if route is None:
+            route = _BY_ID[key] = {}
+            _REFS[key] = weakref.ref(opts, functools.partial(_detach, key))
+    return route
 
 
-_engines._ON_REGISTER.append(_forget_thresholds)
+def _detach(key, _ref):
+    # runs as the Options is freed, maybe inside a collection triggered while this
+    # thread holds _LOCK: no lock here (each pop is atomic)
+    _BY_ID.pop(key, None)
+    _REFS.pop(key, None)
+
+
+def _forget_all():
+    """Empty every thresholds' dict (an engine was registered: its facts changed)."""
+    with _LOCK:
+        for route in list(_BY_ID.values()):
+            route.clear()
+
+
+_engines.on_register(_forget_all)
 
 
 def _engine_for(xp_name):
@@ -212,24 +251,31 @@ def decide(opts, xp_name, op, order):
     if opts.strategy == "eager":
         if order >= lim:
             return True, "eager"
-        if order >= opts.min_size:
+        if order >= opts.call_min_order:
             why = "one native panel" if op in ("getrf", "potrf") else "per-product cost"
             return False, f"order below native_order {lim} ({why})"
-        return False, f"below min_size {opts.min_size}"
+        return False, _below_min_order(opts)
     if lim is None:
         return False, "no crossover (never faster)"
     if order >= lim:
         return True, f"at or above crossover {lim}"
-    if order < opts.min_size:
-        return False, f"below min_size {opts.min_size}"
+    if order < opts.call_min_order:
+        return False, _below_min_order(opts)
     return False, f"below crossover {lim}"
+
+
+def _below_min_order(opts):
+    """The reason of a call below the options' call threshold, by the option's name."""
+    if opts.min_order is None:
+        return f"below min_size {opts.min_size}"
+    return f"below min_order {opts.min_order}"
 
 
 def _method(opts, tuned):
     """The tuned method to run an emulated call with, or None (the options' own): only
     under "performant", at DGEMM accuracy, where the options name no method."""
     if (tuned is None or tuned.method is None or opts.strategy != "performant"
-            or opts.accuracy != "dgemm" or "method" in opts._explicit
+            or opts.accuracy != "dgemm" or "method" in _optmod.explicit_names(opts)
             or tuned.method == opts.method):
         return None
     return tuned.method
@@ -246,12 +292,13 @@ def plan(opts, xp_name, op, order, refined=None, refinable=None) -> Plan:
         lims = {r: _limit(opts, xp_name, r) for r in REFINED_OPS}  # the shims' fast path
         lim = lims[refined]
         if lim is not None and order >= lim and (refinable is None or refinable()):
-            # (.get: an engine replaced meanwhile empties the cache, _forget_thresholds)
-            tuned = opts._route.get((_TUNED, xp_name, refined)) or Tuned(lim, None, "")
+            # (.get: an engine replaced meanwhile empties the cache, _forget_all)
+            tuned = (_BY_ID.get(id(opts), {}).get((_TUNED, xp_name, refined))
+                     or Tuned(lim, None, ""))
             return Plan(True, f"at or above crossover {lim} (refined solve)", refined,
                         _method(opts, tuned), True, tuned.source)
     emulate, reason = decide(opts, xp_name, op, order)
-    tuned = opts._route.get((_TUNED, xp_name, op))
+    tuned = _BY_ID.get(id(opts), {}).get((_TUNED, xp_name, op))  # _limit attached opts
     return Plan(emulate, reason, op, _method(opts, tuned) if emulate else None, False,
                 tuned.source if tuned is not None else "")
 
@@ -265,7 +312,7 @@ def record(qualname, op, order, xp_name, emulate, reason, *, source="", method="
     # a profile only watches: an order it cannot count (NaN: a dask array of
     # unknown chunk sizes) is recorded as -1, never raised
     order = int(order) if order == order and abs(order) != float("inf") else -1
-    _profile.record_route(Route(qualname, op, order, engine, emulate, reason, source,
+    record_route(Route(qualname, op, order, engine, emulate, reason, source,
                                 method or "", bool(refine)))
 
 
@@ -274,7 +321,7 @@ def declines(function, reason, *, xp="numpy", op=None) -> None:
     shim of the dask route (:mod:`ozlinalg.routing._dask`) hands to the original for
     `reason` (e.g. ``"unknown chunk sizes"``), with order -1."""
     op = op or op_of(function)
-    if _profile._ACTIVE.get():
+    if _profiles():
         record(function, op, -1, xp, False, reason)
 
 
@@ -290,7 +337,7 @@ def emulates(function, order, *, xp="numpy", op=None) -> bool:
     op = op or op_of(function)
     opts = _optmod.get_options()
     p = plan(opts, xp, op, order)
-    if _profile._ACTIVE.get():
+    if _profiles():
         record(function, op, order, xp, p.emulate, p.reason, source=p.source,
                method=(p.method or opts.method) if p.emulate else "")
     return p.emulate

@@ -21,10 +21,11 @@ import inspect
 
 import numpy as np
 
-from .. import _options as _optmod
-from .. import _profile
+from .._options import options as _options
+from .._options import options_getter
+from .._profile import profiles_getter
 from . import _state
-from ._policy import REFINED, plan, record, refined_op, screen
+from ._policy import _BY_ID, REFINED, plan, record, refined_op, screen, thresholds
 from ._state import ACTIVE, MISSING, SUSPENDED
 
 __all__ = ["make_shim"]
@@ -54,11 +55,12 @@ def make_shim(qualname, original, target, op):
 
     refines = REFINED.get(fn_name) is not None
 
-    # Locals of the closure: the fast path below reads no module globals but
-    # the two process-wide defaults (the routing state and the options).
+    # Locals of the closure: the fast path below reads no module global but the
+    # process-wide routing state, and calls no Python function of ozlinalg's.
     active_get = ACTIVE.get
-    options_get = _optmod._OPTIONS.get
-    profiles_get = _profile._ACTIVE.get
+    options_get = options_getter()
+    profiles_get = profiles_getter()
+    thresholds_get = _BY_ID.get  # thresholds(opts) without its call: opts seen before
     ndarray = np.ndarray
     suspended = SUSPENDED
     missing = MISSING
@@ -80,7 +82,7 @@ def make_shim(qualname, original, target, op):
         try:
             if p.method is None:
                 return impl()(*args, **kwargs)
-            with _optmod.options(method=p.method):
+            with _options(method=p.method):
                 return impl()(*args, **kwargs)
         finally:
             ACTIVE.reset(token)
@@ -90,12 +92,18 @@ def make_shim(qualname, original, target, op):
         state = active_get(_state.process)
         if state is None or state is suspended:
             return original(*args, **kwargs)
-        opts = options_get(_optmod._process_options)
+        # get_options() without its frame: the options of the context, else the
+        # process-wide ones, which are state.options where routing is process-wide
+        # (install() sets both together) and are not asked for where a backend()
+        # block routes (it sets the context's options with its state)
+        opts = options_get(state.options)
         # Fast path (the common call on the host): the op never pays on the
         # NumPy engine under these options and the first argument is an
         # ndarray (or a tuple / list starting with one: lu_solve((lu, piv), b),
         # multi_dot([a, b])), so nothing else needs looking at.
-        route = opts._route
+        route = thresholds_get(id(opts))
+        if route is None:
+            route = thresholds(opts)
         if (args and route.get(op, missing) is None and not profiles_get()
                 and (not refines or (route.get("gesv_refined", missing) is None
                                      and route.get("posv_refined", missing) is None))):

@@ -505,6 +505,81 @@ class TestInstall:
             np.linalg.solve(a, np.ones(8))
         assert prof.routed_emulated == 1
 
+    def test_shims_are_installed_once_and_missing_modules_remembered(self, monkeypatch,
+                                                                      uninstalled):
+        # Each backend() entry asks for the shims; after the first it must not ask
+        # the import system again for a module that was missing (the search of
+        # sys.path on every entry), yet a module imported later still gets its
+        # shims at the next entry.
+        import importlib
+        import sys
+        import types
+
+        missing = "ozlinalg_test_absent.linalg"  # no such module
+        monkeypatch.setitem(ROUTES, missing, {"solve": "ozlinalg.linalg._numpy_api:solve"})
+        tried = []
+        import_module = importlib.import_module
+
+        def counting(name, *args, **kwargs):
+            tried.append(name)
+            return import_module(name, *args, **kwargs)
+
+        monkeypatch.setattr(importlib, "import_module", counting)
+        with ozlinalg.backend(**EAGER):  # a route was added: one complete pass
+            pass
+        assert missing in tried and "numpy.linalg" in tried
+        tried.clear()
+        for _ in range(50):
+            with ozlinalg.backend(**EAGER):
+                pass
+        ozlinalg.backend(strategy="eager")(lambda: None)()  # the decorator too
+        assert tried == []
+        stand_in = types.ModuleType(missing)
+        stand_in.solve = lambda a, b: "original"
+        monkeypatch.setitem(sys.modules, missing, stand_in)  # imported since
+        with ozlinalg.backend(**EAGER):
+            assert stand_in.solve._ozlinalg_shim
+            assert stand_in.solve(1, 2) == "original"  # not an ndarray: the original
+        assert tried.count(missing) == 1 and f"{missing}.solve" in ozlinalg.backend.installed()
+        tried.clear()
+        for _ in range(10):
+            with ozlinalg.backend(**EAGER):
+                pass
+        assert tried == []
+        ozlinalg.uninstall()  # starts over: the next entry installs everything again
+        with ozlinalg.backend(**EAGER):
+            assert np.linalg.solve._ozlinalg_shim
+        assert "numpy.linalg" in tried
+
+    def test_entries_reuse_the_merged_options(self):
+        from ozlinalg._options import explicit_names
+
+        # backend() keeps the Options it merged: equal entries see the same
+        # instance, with the names set explicitly remembered, and nested blocks
+        # and options() blocks still win inside
+        with ozlinalg.backend(strategy="eager", slices=9):
+            first = ozlinalg.get_options()
+        with ozlinalg.backend(strategy="eager", slices=9):
+            assert ozlinalg.get_options() is first
+            with ozlinalg.options(slices=7):
+                assert ozlinalg.get_options().slices == 7
+            with ozlinalg.backend(method="bitmask-ef"):
+                inner = ozlinalg.get_options()
+            assert ozlinalg.get_options() is first
+        assert first.slices == 9 and first.strategy == "eager"
+        assert (inner.method, inner.slices, inner.strategy) == ("bitmask-ef", 9, "eager")
+        assert {"strategy", "slices"} <= explicit_names(first)
+        assert "method" in explicit_names(inner) and "method" not in explicit_names(first)
+        assert ozlinalg.get_options() == ozlinalg.Options()
+        with ozlinalg.backend():  # the default strategy, outside any block
+            assert ozlinalg.get_options().strategy == "performant"
+            with ozlinalg.backend():  # inherited, not reset
+                assert ozlinalg.get_options().strategy == "performant"
+            with ozlinalg.backend(strategy="eager"), pytest.raises(TypeError, match="bogus"):
+                ozlinalg.backend(bogus=1)
+        with pytest.raises(ValueError, match="strategy"):
+            ozlinalg.backend(strategy="sometimes")
+
     def test_bad_options_are_rejected_before_anything_changes(self, uninstalled):
         ozlinalg.uninstall()
         for bad in (dict(strategy="x"), dict(slices=0), dict(bogus=1)):
