@@ -60,7 +60,6 @@ import numpy as np
 
 from ozlinalg.engines.base import Engine
 from ozlinalg.engines.cublaslt import CublasLtEngine
-from ozlinalg.ozaki.split import split_rows
 
 __all__ = ["HostCublasLt", "HostDeviceArray", "HostEngine", "HostGPU", "NotSupported",
            "compiler_available", "host_bindings", "host_cupy", "host_cupy_for_scripts",
@@ -646,7 +645,7 @@ class HostEngine(CublasLtEngine):
     def split_rows(self, kind, x, s, width, out, scales):
         if self.fused_split:
             return super().split_rows(kind, x, s, width, out, scales)
-        return split_rows(self.xp, kind, x, s, width, out, scales)
+        return False  # declined: the driver runs the generic split (once)
 
     def crt_residues(self, *args):
         return self.fused_split and super().crt_residues(*args)

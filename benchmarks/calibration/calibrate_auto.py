@@ -1,4 +1,4 @@
-"""Calibration data for ``slices="auto"`` (see ozlinalg/ozaki/auto.py).
+"""Calibration data for ``slices="auto"`` (see ozlinalg/ozaki/counts/slices.py).
 
 For each case (shape, phi, seed) it computes the exponent spread rho, the
 smallest slice count whose max relative error (against the EXACT product) is
@@ -29,7 +29,7 @@ import numpy as np
 
 import ozlinalg
 from ozlinalg.engines import get_engine
-from ozlinalg.ozaki.auto import spread_bits
+from ozlinalg.ozaki.counts.slices import spread_bits
 from ozlinalg.ozaki.split import normalize_rows
 from ozlinalg.testing import ExactReference, error_stats, random_matrix
 

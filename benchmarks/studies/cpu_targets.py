@@ -82,10 +82,10 @@ def measure_products(n, repeat, eng, t_native, t_gemm):
 
 def measure_estimate(n, repeat, eng, rows):
     """The cost of ``auto``'s decision (the engine's estimate, BF16 squares and a GEMM on
-    oneDNN, and its exact reading, :mod:`ozlinalg.ozaki.decide`) against the emulated
+    oneDNN, and its exact reading, :mod:`ozlinalg.ozaki.counts.estimate`) against the emulated
     products of ``rows`` that use it."""
     from ozlinalg.ozaki import params
-    from ozlinalg.ozaki.auto import plan_auto
+    from ozlinalg.ozaki.counts.slices import plan_auto
     from ozlinalg.ozaki.split import normalize_rows
 
     rng = np.random.default_rng([n, 13])
@@ -96,7 +96,7 @@ def measure_estimate(n, repeat, eng, rows):
     xb, _ = normalize_rows(np, bt, eng)
     width = params.slice_width(n)
 
-    def decide():  # the estimate and the exact decision of slices="auto" (ozaki.decide)
+    def decide():  # the estimate and the exact decision of slices="auto" (ozaki.counts.estimate)
         return plan_auto(np, eng, "hybrid", width, [((0, 0), 0, 0, xa, xb)], a, bt, 20, n * n)
 
     cost = best(decide, repeat)[0]
@@ -117,10 +117,11 @@ def crt_decision_cost(eng, a, bt, xa, xb, repeat):
     bound GEMM W that the scaling needs anyway (counted among the INT8 GEMMs): W's
     row/column slack sums, the lower bounds of r from W, the float64 probes and, when
     W does not decide, the estimate (BF16 squares) and its exact reading."""
-    from ozlinalg.ozaki import crt, decide, faithful
-    from ozlinalg.ozaki.crt import count as crt_count
+    from ozlinalg.ozaki import crt, faithful
+    from ozlinalg.ozaki.counts import estimate
+    from ozlinalg.ozaki.counts import moduli as crt_counts
+    from ozlinalg.ozaki.counts.estimate import sq_norm_upper
     from ozlinalg.ozaki.crt import shifts as crt_shifts
-    from ozlinalg.ozaki.decide import sq_norm_upper
 
     m, k = xa.shape
     p = xb.shape[0]
@@ -138,13 +139,13 @@ def crt_decision_cost(eng, a, bt, xa, xb, repeat):
         return ia[I] * nb[J] + na[I] * ib[J]
 
     def decide_count():
-        plan = decide.CountPlan(np, crt.crt_thresholds("accurate", 20, log2p_ref),
-                                decide.Operands(np, a, bt), weights=num)
+        plan = estimate.CountPlan(np, crt.crt_thresholds("accurate", 20, log2p_ref),
+                                estimate.Operands(np, a, bt), weights=num)
         ca = faithful.digit_sums(np, eng, ba)[0]
         cb = faithful.digit_sums(np, eng, bb)[0]
-        got = crt_count._bound_decision(np, eng, plan, planner.tiles, ca, cb, (ia, nb, na, ib), k)
+        got = crt_counts._bound_decision(np, eng, plan, planner.tiles, ca, cb, (ia, nb, na, ib), k)
         if got is None:
-            q, scale = decide.estimate(np, eng, xa, xb)
+            q, scale = estimate.estimate(np, eng, xa, xb)
             plan.add_tile((0, 0), 0, 0, q, scale, engine=eng, num=(ia, nb, na, ib))
             got = plan.finish()[0]
         return got

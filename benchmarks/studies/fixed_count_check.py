@@ -1,9 +1,9 @@
-"""Cost of the fixed-count check (ozlinalg.ozaki.adequacy) against the product it guards.
+"""Cost of the fixed-count check (ozlinalg.ozaki.counts.adequacy) against the product it guards.
 
 For n x n x n products of the papers' inputs (phi = 0.5) with a fixed count that is
 enough (the check's common case: its bound settles it, no GEMM), it times, inside
 real ``ozlinalg.matmul`` calls, the time spent in the check (the driver's
-``_check_fixed_count`` for the Ozaki-I methods, ``crt.count._fixed_short`` for the CRT
+``_check_fixed_count`` for the Ozaki-I methods, ``counts.moduli._fixed_short`` for the CRT
 ones) and the whole call, best of ``--repeat`` each, and reports their ratio; native
 DGEMM on the same inputs in the same run. ``--forced`` also times the check when
 its GEMM-free bounds are made to fail (the estimate over a sixteenth of the inner
@@ -34,9 +34,9 @@ import numpy as np
 
 import ozlinalg
 from ozlinalg.engines import get_engine
-from ozlinalg.ozaki import adequacy
 from ozlinalg.ozaki import tiling as gemm
-from ozlinalg.ozaki.crt import count as crt
+from ozlinalg.ozaki.counts import adequacy
+from ozlinalg.ozaki.counts import moduli as crt_counts
 from ozlinalg.testing import random_matrix
 
 
@@ -57,7 +57,7 @@ def timed_checks():
         setattr(module, name, timed)
 
     wrap(gemm, "_check_fixed_count")
-    wrap(crt, "_fixed_short")
+    wrap(crt_counts, "_fixed_short")
     return spent
 
 
@@ -132,7 +132,7 @@ def settle(cases, shapes=((40, 300, 30), (256, 256, 256), (1024, 1024, 1024)),
         setattr(module, name, counted)
 
     counting(gemm, "_block_plan", "plan")
-    counting(crt, "estimate", "plan")
+    counting(crt_counts, "estimate", "plan")
     counting(adequacy, "estimate", "sample")
     rng = np.random.default_rng(2026)
     print("| method | shape | phi | auto | count: W warned, - quiet; +sample, +plan: what ran |")
@@ -160,15 +160,16 @@ def settle(cases, shapes=((40, 300, 30), (256, 256, 256), (1024, 1024, 1024)),
 def forced(stage):
     """The check's GEMM-free bounds made to fail, so that the sampled estimate decides
     (``stage="sampled"``) or, that failing too, auto's own plan (``"plan"``)."""
-    saved = gemm.q_floor, crt._r_floor, crt._w_floor, gemm.sampled_settles, crt.sampled_settles
-    gemm.q_floor = crt._r_floor = crt._w_floor = lambda *args, **kwargs: 0.0
+    saved = (gemm.q_floor, crt_counts._r_floor, crt_counts._w_floor, gemm.sampled_settles,
+             crt_counts.sampled_settles)
+    gemm.q_floor = crt_counts._r_floor = crt_counts._w_floor = lambda *args, **kwargs: 0.0
     if stage == "plan":
-        gemm.sampled_settles = crt.sampled_settles = lambda *args, **kwargs: False
+        gemm.sampled_settles = crt_counts.sampled_settles = lambda *args, **kwargs: False
     try:
         yield
     finally:
-        (gemm.q_floor, crt._r_floor, crt._w_floor, gemm.sampled_settles,
-         crt.sampled_settles) = saved
+        (gemm.q_floor, crt_counts._r_floor, crt_counts._w_floor, gemm.sampled_settles,
+         crt_counts.sampled_settles) = saved
 
 
 def _time(fn, *args):

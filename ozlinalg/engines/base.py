@@ -37,19 +37,34 @@ An engine owns the device-specific part of the emulated GEMM:
   ``ozaki.memory.plan_bytes``, or None), ``output_orders`` (memory orders the
   products can be accumulated in; "F" needs ``workspace(m, p, order="F")``).
 
-Optional fused passes; the driver runs the generic array code where an engine
-lacks one or it returns ``False`` / ``None``, and each must give the generic
-code's bits: ``normalize_rows``, ``split_rows``, ``split_raw`` (normalize and
-split in one pass), ``empty_slices_like`` (storage in the operand's memory
-order), ``approx_squares``, ``scaled_estimate`` / ``classify_estimate`` /
-``kept_below`` (the ``auto`` decisions' estimate and its interval pass, which
-need not give the generic bits: only rigorous bounds, see
-:mod:`ozlinalg.ozaki.decide`), ``crt_residues``, ``crt_bound``,
-``crt_accumulator``, ``normalize_rows_sumsq`` (row norms in the normalization
-pass, NumPy's summation order), ``crt_bound_shifts`` (the accurate scaling's
-exact maxima of the bound products kept as int32), ``scale_outer``,
-``finish_ef``, and the faithful mode's ``axpy_twosum``, ``finish_twosum``,
-``certify_ef`` / ``certify_crt`` (:mod:`ozlinalg.ozaki.faithful`).
+Optional passes. An engine may offer a fused form of a pass around its products
+(one compiled pass instead of several array operations) by defining the method of
+that name; the class attributes below declare every name as ``None`` ("not
+offered"). The Ozaki layer never reads them one by one: ``ozlinalg.ozaki.passes.
+passes_for(engine)`` pairs each with its generic array code once per engine, and
+the driver calls the resulting ``Passes`` callables, which run the fused pass and
+fall back on the generic code where it declines a call (returns ``None`` /
+``False``: a dtype, a layout, no compiled kernels). (The generic code lives in the
+Ozaki layer, which this layer must not import: so the pairing is done there.)
+
+* Passes, each giving the generic code's bits (tests/engines/test_passes.py compares
+  them): ``normalize_rows``, ``split_rows``, ``split_raw`` (normalize and split in
+  one pass), ``empty_slices_like`` (storage in the operand's memory order),
+  ``abs_max``, ``fixed_sums``, ``digit_sums``, ``bound_r_min``, ``crt_residues``,
+  ``crt_bound``, ``crt_accumulator``, ``scale_outer``, ``axpy_outer``, and the
+  faithful mode's ``axpy_twosum``, ``finish_twosum``, ``certify_ef`` /
+  ``certify_crt`` (:mod:`ozlinalg.ozaki.faithful`).
+* Estimates, which need only rigorous bounds, not the generic bits
+  (:mod:`ozlinalg.ozaki.counts.estimate`): ``approx_squares`` and
+  ``scaled_estimate`` (generic form: :meth:`approx_matmul` of the squares). They
+  are paired and called like the passes.
+* Routes, other ways through the driver with the same results but other buffers
+  (so ``None`` stays meaningful and the driver asks for them): ``finish_ef`` (the
+  EF top groups finished with the scaling in one pass), ``crt_bound_shifts`` (the
+  accurate scaling's maxima of the bound products kept as int32),
+  ``classify_estimate`` / ``kept_below`` (the ``auto`` decisions in one interval
+  pass over a float32 estimate) and ``small_product`` (a whole small product in one
+  compiled call, read by ``ozlinalg.ozaki.small`` before any pass runs).
 
 ``a`` holds slices of A as ``(s, m, k)`` and ``b`` slices of B^T as ``(s, p, k)``
 (views; with ``empty_slices_like`` the rows may be the contiguous axis).
@@ -64,7 +79,7 @@ from .. import _tuning
 from ._process import memory_bound
 
 __all__ = ["APPROX_PRESCALE", "CROSSOVER_OPS", "Engine", "get_engine", "group_runs",
-           "register_engine"]
+           "on_register", "register_engine"]
 
 #: ``approx_matmul``'s prescale of each operand (exact; undone on the result).
 APPROX_PRESCALE = 2.0**48
@@ -83,8 +98,6 @@ class Engine:
     name = "abstract"
     device = "none"
     xp = None
-    #: Largest inner dimension the exact INT8 product supports in one call.
-    max_inner = 1 << 17
     #: Bytes per slice entry (memory planning: ``ozaki.memory.plan_bytes``).
     slice_bytes = 4
     #: Coefficients of ``ozaki.memory.plan_bytes`` for this engine (None, or any key
@@ -101,13 +114,12 @@ class Engine:
     #: benchmark command that measured them.
     crossovers: dict = {}
 
-    # The optional passes (the module docstring lists what each does). ``None`` here
-    # means "not offered": callers test ``engine.<hook> is None`` (or call it and
-    # fall back on ``False`` / ``None``) and run the generic array code instead.
-    # Declaring them here makes the contract one list: a pass an engine offers
-    # overrides its entry, and a caller never probes with ``getattr``.
+    # The optional passes, estimates and routes (the module docstring lists what each
+    # does). ``None`` here means "not offered"; an engine that offers one overrides its
+    # entry. Declaring them here makes the contract one list, which
+    # ``ozlinalg.ozaki.passes`` reads once per engine.
     #: normalization, splitting, slice storage
-    normalize_rows = normalize_rows_sumsq = split_rows = split_raw = None
+    normalize_rows = split_rows = split_raw = None
     empty_slices_like = abs_max = None
     #: ``auto``'s estimates and decisions
     approx_squares = scaled_estimate = classify_estimate = kept_below = None
@@ -281,6 +293,13 @@ _ENGINES: dict = {}
 #: crossover thresholds) drop what they hold.
 _ON_REGISTER: list = []
 _NAMED: dict = {}
+
+
+def on_register(callback) -> None:
+    """Call ``callback()`` (no arguments) after every later :func:`register_engine`:
+    for caches of engine facts (the backend's crossover thresholds), which must
+    drop what they hold when an engine is replaced."""
+    _ON_REGISTER.append(callback)
 
 
 def register_engine(key, factory, named=None) -> None:

@@ -6,7 +6,7 @@
 
 The exact INT8 x INT8 -> INT32 product goes through ``nvmath.bindings.cublasLt``
 (nvmath-python's high-level ``matmul`` rejects int8, and CuPy's ``int8 @ int8``
-wraps modulo 256, see DESIGN.md section 3). Everything is imported lazily: this
+wraps modulo 256, docs/gpu.md "The exact INT8 GEMM"). Everything is imported lazily: this
 module imports without CuPy, nvmath-python or a GPU.
 
 Layout (our slices are row-major with the inner dimension last)
@@ -47,8 +47,8 @@ slices in reverse order; :meth:`CublasLtEngine.empty_slices`), so the slices
 ``A_i, A_{i+1}, ...`` of one row lie side by side, as do ``B_{g-i}, B_{g-i-1},
 ...``: the group sum ``sum_i A_i B_{g-i}^T`` is a single GEMM with inner length
 ``count * k_pad`` and leading dimension ``s * k_pad`` in both operands, one
-launch and one INT32 write per group instead of one per product (DESIGN.md
-section 5).
+launch and one INT32 write per group instead of one per product (docs/gpu.md,
+"One GEMM per EF group").
 
 Exactness bookkeeping: a product term is at most ``bound_a * bound_b`` in
 magnitude, so ``len(pairs) * k * bound_a * bound_b <= 2**31 - 1`` keeps one
@@ -116,7 +116,6 @@ class CublasLtEngine(Engine):
 
     name = "cupy-cublaslt"
     device = "gpu"
-    max_inner = 1 << 17
     slice_bytes = 1  # INT8 slices (SplitFP's float16 slices: 2, within the estimate's slack)
 
     def __init__(self, xp=None, bindings=None):

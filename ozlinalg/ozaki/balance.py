@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .passes import generic, passes_for
+
 __all__ = ["AUTO_MIN_SHIFT", "balance_inner", "min_shift_for"]
 
 #: ``balance="auto"`` acts when some |f_k| reaches this many bits (a 2**24 ratio
@@ -56,8 +58,9 @@ def balance_inner(xp, a, b, min_shift=1, engine=None):
     """
     if a.size == 0 or b.size == 0:
         return a, b
-    ca = _abs_max(xp, a, 0, engine)
-    rb = _abs_max(xp, b, 1, engine)
+    abs_max = passes_for(engine, xp).abs_max
+    ca = abs_max(a, 0)
+    rb = abs_max(b, 1)
     if not (bool(xp.isfinite(ca).all()) and bool(xp.isfinite(rb).all())):
         return a, b
     ok = (ca > 0) & (rb > 0)
@@ -78,15 +81,14 @@ def balance_inner(xp, a, b, min_shift=1, engine=None):
     return _ldexp(xp, a, -f[None, :]), _ldexp(xp, b, f[:, None])
 
 
-def _abs_max(xp, x, axis, engine=None):
-    """``abs(x).max(axis)``; for floating ``x`` without the full-size temporary (30 % faster
-    at n = 4096; NaN propagates alike, and a zero's sign does not matter here). An
-    engine's fused ``abs_max`` (one parallel pass) may give Inf for NaN: only finite
-    maxima are used."""
-    fused = None if engine is None else engine.abs_max
-    done = fused(x, axis) if fused is not None else None
-    if done is not None:
-        return done
+@generic("abs_max")
+def abs_max_generic(xp, x, axis):
+    """``abs(x).max(axis)`` (0 for empty lines); for floating ``x`` without the full-size
+    temporary (30 % faster at n = 4096; NaN propagates alike, and a zero's sign does not
+    matter here). The generic form of an engine's fused ``abs_max`` (one parallel pass),
+    which may give Inf for NaN: only finite maxima are used."""
+    if x.shape[axis] == 0:
+        return xp.zeros(x.shape[1 - axis])
     if x.dtype.kind != "f":  # complex moduli; integers, whose negation may wrap
         return xp.abs(x).max(axis=axis)
     return xp.maximum(x.max(axis=axis), -x.min(axis=axis))

@@ -69,11 +69,10 @@ fractions and costs).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .._array import fp_errstate, row_blocks, to_numpy
+from .passes import generic, passes_for
 
 __all__ = ["ACCURACIES", "EXTRA_MODULI", "EXTRA_SLICES", "FAITHFUL_METHODS", "certify",
            "check_method", "combine", "digit_sums", "ef_bound", "recompute_uncertified",
@@ -122,11 +121,12 @@ def check_method(meth):
 
 def digit_sums(xp, engine, d):
     """``D[t, i] = sum_k |d[t, i, k]|`` (float64, exact) of slices ``d`` (s, rows, k)."""
-    fused = engine.digit_sums
-    if fused is not None:
-        done = fused(d)
-        if done is not None:
-            return done
+    return passes_for(engine, xp).digit_sums(d)
+
+
+@generic("digit_sums")
+def digit_sums_generic(xp, d):
+    """:func:`digit_sums` as array code (the engines' fused pass gives its bits)."""
     s, rows, k = d.shape
     out = xp.empty((s, rows))
     for t in range(s):
@@ -178,9 +178,12 @@ def ef_bound(xp, engine, da, db, kind, width, s, k, dmax, n_updates):
 def add_compensated(xp, engine, alpha, x, acc, comp):
     """``acc + comp += alpha * x`` with TwoSum (``alpha * x`` exact: integers times a
     power of two)."""
-    fused = engine.axpy_twosum
-    if fused is not None and fused(alpha, x, acc, comp):
-        return
+    passes_for(engine, xp).axpy_twosum(alpha, x, acc, comp)
+
+
+@generic("axpy_twosum")
+def axpy_twosum_generic(xp, alpha, x, acc, comp):
+    """:func:`add_compensated` as array code (the engines' fused pass gives its bits)."""
     two_sum_into(xp, acc, comp, x * alpha if x.dtype == xp.float64 else
                  x.astype(xp.float64) * alpha)
 
@@ -197,11 +200,12 @@ def two_sum_into(xp, acc, comp, x):
 def finish(xp, engine, acc, comp, top, alpha):
     """``acc + comp + alpha * top`` as ``c`` (into ``acc``) and the slop ``|e2| + u |e|``
     (returned; module doc)."""
-    fused = engine.finish_twosum
-    if fused is not None:
-        slop = fused(acc, comp, top, alpha)
-        if slop is not None:
-            return slop
+    return passes_for(engine, xp).finish_twosum(acc, comp, top, alpha)
+
+
+@generic("finish_twosum")
+def finish_generic(xp, acc, comp, top, alpha):
+    """:func:`finish` as array code (the engines' fused pass gives its bits)."""
     slop = xp.empty(acc.shape, order="F" if acc.flags.f_contiguous and not
                     acc.flags.c_contiguous else "C")
     for _, _, sl in _blocks(acc):
@@ -261,13 +265,11 @@ def ef_bound_block(xp, vec, slop, sl):
     return (slop[sl] + vec.block(xp, sl)) * (1.0 + _SLACK)
 
 
-def _certify_tile(xp, fused, r, slop, vec, ea, eb):
-    """:func:`certify_core` of a tile with the bound ``vec.bound`` (one pass of the
-    engine's ``fused``, where it offers one: not None)."""
-    if fused is not None:
-        done = fused(r, slop, vec, ea, eb, _SLACK)
-        if done is not None:
-            return done
+@generic("certify")
+def certify_generic(xp, r, slop, vec, ea, eb, slack):
+    """:func:`certify_core` of a tile with the bound ``vec.bound`` (``slack``: the
+    engines' fused ``certify_ef`` / ``certify_crt`` take it; here it is ``_SLACK``, which
+    ``vec.bound`` applies): the generic form of those passes."""
     out = xp.empty(r.shape, dtype=bool)
     for _, _, sl in _blocks(r):
         out[sl] = certify_core(xp, r[sl], vec.bound(xp, slop, sl), ea[sl[0]], eb[sl[1]])
@@ -276,7 +278,7 @@ def _certify_tile(xp, fused, r, slop, vec, ea, eb):
 
 def ef_certify(xp, engine, r, slop, vec, ea, eb):
     """:func:`certify_core` of an EF block."""
-    return _certify_tile(xp, engine.certify_ef, r, slop, vec, ea, eb)
+    return passes_for(engine, xp).certify_ef(r, slop, vec, ea, eb, _SLACK)
 
 
 class CRTBound:
@@ -302,7 +304,7 @@ class CRTBound:
 
 def crt_certify(xp, engine, r, slop, vec, ea, eb):
     """:func:`certify_core` of an Ozaki-II tile."""
-    return _certify_tile(xp, engine.certify_crt, r, slop, vec, ea, eb)
+    return passes_for(engine, xp).certify_crt(r, slop, vec, ea, eb, _SLACK)
 
 
 def scaled_bound(xp, bound, ea, eb):
@@ -501,6 +503,3 @@ def faithful_slices(s_auto, max_slices):
     hard limit of 64."""
     return int(min(s_auto + EXTRA_SLICES, max(max_slices, s_auto + EXTRA_SLICES), 64))
 
-
-def log2_or_inf(v):
-    return math.log2(v) if v > 0 else -math.inf

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import faithful, params
-from .auto import plan_slices
+from .counts.slices import plan_slices
 from .native import native_entries
+from .passes import passes_for
 from .scaling import apply_exponents, exponent_factors, log2_pow2
-from .split import normalize_rows, slice_layout, slice_storage, split_rows
+from .split import normalize_rows, slice_layout, split_operand, split_rows
 
 __all__ = ["TOP_BLOCKS_FROM", "TOP_GROUPS", "ProductPlan"]
 
@@ -76,6 +77,11 @@ class ProductPlan:
     tiles: tuple = (0, 0)
     block: int = 0
 
+    @property
+    def passes(self):
+        """The engine's passes, fused where it offers them (:mod:`.passes`)."""
+        return passes_for(self.engine, self.xp)
+
 
 @dataclass(frozen=True)
 class _Layout:
@@ -97,7 +103,7 @@ def block_width(meth, kb):
 def emulate_block(plan, a, bt, block_plan=None):
     """Emulated ``a @ bt.T`` for one inner block (k <= the engine's limit); ``block_plan``:
     ``(s, native)`` chosen for the whole product (tiled ``slices="auto"``)."""
-    xp, engine, slices = plan.xp, plan.engine, plan.slices
+    xp, slices = plan.xp, plan.slices
     m, k = a.shape
     p = bt.shape[0]
     kind = plan.meth.split
@@ -105,15 +111,12 @@ def emulate_block(plan, a, bt, block_plan=None):
     step, bound = slice_layout(kind, width)
 
     with plan.timers["split"]:
-        raw = None
         if block_plan is None and slices != "auto":  # no estimate: no normalized copies
-            split_raw = engine.split_raw
-            raw = split_raw and split_raw(kind, a, int(slices), width, "a")
-            raw = raw and (raw, split_raw(kind, bt, int(slices), width, "b"))
-        if raw:
-            ops_a, ops_b = raw
-            plan.counts["slices"].append(int(slices))
             s = int(slices)
+            split_raw = plan.passes.split_raw
+            ops_a = split_raw(kind, a, s, width, "a")
+            ops_b = split_raw(kind, bt, s, width, "b")
+            plan.counts["slices"].append(s)
             native = None
         else:
             ops_a, ops_b, s, native = _prepare(plan, a, bt, kind, width, block_plan)
@@ -130,8 +133,9 @@ def _prepare(plan, a, bt, kind, width, block_plan):
     s, native)``; the operands None when every entry goes native."""
     xp, engine, counts = plan.xp, plan.engine, plan.counts
     m, p = a.shape[0], bt.shape[0]
-    xa, ea = normalize_rows(xp, a, engine)
-    xb, eb = normalize_rows(xp, bt, engine)
+    normalize = plan.passes.normalize_rows
+    xa, ea = normalize(a)
+    xb, eb = normalize(bt)
     native = None
     if block_plan is not None:
         s, native = block_plan
@@ -194,7 +198,7 @@ def _products(plan, lay, ops_a, ops_b, native, a, bt):
     # An engine with a fused finish computes the top groups last, a block of rows
     # at a time into thirds of the one INT32 workspace, and combines them, the
     # rest and the scaling in one pass (same operations): no FP64 top buffer.
-    fused = engine.finish_ef
+    fused = plan.passes.finish_ef  # a route: None where the engine has none
     tops = {} if (fused is not None and meth.groupwise and step is not None
                   and s >= TOP_GROUPS and r >= TOP_GROUPS) else None
     top = None if tops is not None else xp.zeros((m, p), order=order)
@@ -223,6 +227,7 @@ def _products(plan, lay, ops_a, ops_b, native, a, bt):
         # power-of-two scale, so their FP64 sum is exact or nearly so, and
         # rounding happens once per group when it joins the result.
         gacc = xp.empty((m, p), order=order)
+        axpy_outer = plan.passes.axpy_outer
         for group in groups:
             g = group[0][0] + group[0][1]
             gacc.fill(0.0)
@@ -236,17 +241,10 @@ def _products(plan, lay, ops_a, ops_b, native, a, bt):
                 counts["int8_gemms"] += 1
                 counts["engine_calls"] += calls
                 with timers["acc"]:
-                    outer = engine.axpy_outer
                     if step is not None:
                         engine.axpy(1.0, prod, gacc)  # integers: exact
-                    elif outer is not None and outer(prod, ra[i], rb[j], gacc):
-                        pass  # (prod * ra[i][:, None]) * rb[j][None, :] added in one pass
-                    elif prod.dtype == xp.float64:  # the engine's buffer: scale in place
-                        prod *= ra[i][:, None]
-                        prod *= rb[j][None, :]
-                        gacc += prod
-                    else:
-                        gacc += (prod * ra[i][:, None]) * rb[j][None, :]
+                    else:  # (prod * ra[i][:, None]) * rb[j][None, :]
+                        axpy_outer(prod, ra[i], rb[j], gacc)
                 counts["passes"] += 1
             with timers["acc"]:
                 add_group(g, gacc, 2.0 ** (-step * g) if step is not None else 1.0)
@@ -313,7 +311,7 @@ def _finish_top_groups(plan, acc, ws, da, db, tops, step, bound, factors):
         if factors is not None:
             fac = (factors[0], factors[1][r0:r1]) if cols else (factors[0][r0:r1], factors[1])
         with timers["acc"]:
-            engine.finish_ef(blk, prods, weights, 2.0 ** (-step * (TOP_GROUPS - 1)), fac)
+            plan.passes.finish_ef(blk, prods, weights, 2.0 ** (-step * (TOP_GROUPS - 1)), fac)
     counts["passes"] += 1
 
 
@@ -330,18 +328,9 @@ def faithful_block(plan, a, bt, s, native, single):
     step, dmax = slice_layout(kind, width)
     counts["slices"].append(s)
     with timers["split"]:
-        split_raw = engine.split_raw
-        raw = split_raw and split_raw(kind, a, s, width, "a")
-        raw = raw and (raw, split_raw(kind, bt, s, width, "b"))
-        if raw:
-            (da, sa, ea), (db, sb, eb) = raw
-        else:
-            xa, ea = normalize_rows(xp, a, engine)
-            da, sa = split_operand(xp, engine, kind, xa, s, width, "a")
-            del xa
-            xb, eb = normalize_rows(xp, bt, engine)
-            db, sb = split_operand(xp, engine, kind, xb, s, width, "b")
-            del xb
+        split_raw = plan.passes.split_raw
+        da, sa, ea = split_raw(kind, a, s, width, "a")
+        db, sb, eb = split_raw(kind, bt, s, width, "b")
     acc = xp.zeros((m, p), order=order)
     comp = xp.zeros((m, p), order=order)
     top = xp.zeros((m, p), order=order)
@@ -438,30 +427,6 @@ def predicted_slices(plan, a, bt, s_max):
     f = [faithful.predicted_uncertified(_sample_ratios(plan, a, bt, si, sj, c, s), [1.0])[0]
          for s in (s_max - 1, s_max)]
     return s_max - 1 if f[0] - f[1] < TRADE_FRACTION_SLICES else s_max
-
-
-def split_operand(xp, engine, kind, x, s, width, operand):
-    """Slices (s, rows, k) and their units (s, rows) of normalized rows ``x`` (consumed).
-
-    ``operand`` ("a" or "b") lets the engine lay the slices out for its products
-    (the GPU engine stores them so that a whole EF group is one GEMM).
-    """
-    rows, k = x.shape
-    data = slice_storage(engine, x, s, kind, operand)
-    scales = xp.empty((s, rows))
-
-    # An engine may bring a fused split (one pass for all slices); it must give the
-    # generic split's slices bit for bit (tests/engines/test_gpu.py, test_engine_onednn.py),
-    # and returns False where it does not apply.
-    fused = engine.split_rows
-
-    def block(r0, r1):
-        args = (kind, x[r0:r1], s, width, data[:, r0:r1], scales[:, r0:r1])
-        if fused is None or fused(*args) is False:
-            split_rows(xp, *args)
-
-    engine.map_rows(block, rows, k)
-    return data, scales
 
 
 def _log2_min(xp, r):

@@ -15,7 +15,7 @@ __all__ = ["native_entries"]
 
 def native_entries(xp, c, a, bt, mask):
     """``c[i, j] = a[i] . bt[j]`` in native FP64 where ``mask`` (entries ``auto``
-    cannot serve within max_slices; see :func:`ozlinalg.ozaki.auto.plan_slices`).
+    cannot serve within max_slices; see :func:`ozlinalg.ozaki.counts.slices.plan_slices`).
 
     Always the gathered sum ``(a[i] * bt[j]).sum()``, a fixed order given ``k``
     (never a BLAS GEMM, whose order depends on its threads and on the tile it

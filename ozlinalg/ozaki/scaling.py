@@ -5,6 +5,7 @@ Shared by the Ozaki-I driver (:mod:`.gemm`) and Ozaki scheme II (:mod:`.crt`).
 from __future__ import annotations
 
 from .._array import fp_errstate
+from .passes import generic, passes_for
 
 __all__ = ["apply_exponents", "exponent_factors", "log2_pow2"]
 
@@ -50,12 +51,29 @@ def apply_exponents(xp, acc, ea, eb, lo, hi, engine=None):
         return
     factors = exponent_factors(xp, ea, eb, lo, hi)
     if factors is not None:
-        fa, fb = factors
-        fused = None if engine is None else engine.scale_outer
-        if fused is None or not fused(acc, fa, fb):
-            acc *= fa[:, None]
-            acc *= fb[None, :]
+        passes_for(engine, xp).scale_outer(acc, *factors)
     else:
         # Overflow to inf and gradual underflow are the intended FP64 results here.
         with fp_errstate(xp, over="ignore", under="ignore"):
             acc[...] = xp.ldexp(acc, ea[:, None] + eb[None, :])
+
+
+@generic("scale_outer")
+def scale_outer_generic(acc, fa, fb):
+    """``acc *= fa[:, None]; acc *= fb[None, :]`` (two roundings, each exact in
+    :func:`apply_exponents`' safe case): the generic form of an engine's ``scale_outer``."""
+    acc *= fa[:, None]
+    acc *= fb[None, :]
+
+
+@generic("axpy_outer")
+def axpy_outer_generic(xp, x, fa, fb, acc):
+    """``acc += (x * fa[:, None]) * fb[None, :]``, products in that order: the generic
+    form of an engine's ``axpy_outer``. A float64 ``x`` (the engine's product buffer,
+    dead after this) is scaled in place, without a temporary."""
+    if x.dtype == xp.float64:
+        x *= fa[:, None]
+        x *= fb[None, :]
+        acc += x
+    else:
+        acc += (x * fa[:, None]) * fb[None, :]

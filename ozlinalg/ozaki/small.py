@@ -25,8 +25,8 @@ import numpy as np
 from .._profile import CallRecord, active_profiles, record_call
 from ..engines import get_engine
 from . import params
-from .adequacy import checking, count_warning
-from .auto import slice_thresholds
+from .counts.adequacy import count_warning
+from .counts.slices import slice_thresholds
 
 __all__ = ["SMALL_OPERANDS", "SMALL_WORK", "small_product"]
 
@@ -43,9 +43,10 @@ def _thresholds(split, width, max_slices, outputs):
     return t
 
 
-def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
+def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=None):
     """``a @ b`` (2-D float64 NumPy arrays, validated) by the engine's one-call path, or
-    None where it does not apply or declines (then the caller runs the driver)."""
+    None where it does not apply or declines (then the caller runs the driver).
+    ``engine``: the call's engine (None: the one ``opts.engine`` names)."""
     if (xp is not np or not meth.groupwise or meth.engine != "int8"
             or meth.split not in ("hybrid", "bitmask") or opts.accuracy != "dgemm"):
         return None
@@ -61,7 +62,8 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
     lim = opts.memory_limit
     if lim is not None and 8 * (smax + 2) * ((m + p) * n + m * p) > lim:
         return None
-    engine = get_engine(xp, opts.engine)
+    if engine is None:
+        engine = get_engine(xp, opts.engine)
     hook = engine.small_product
     if hook is None:
         return None
@@ -75,7 +77,7 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C"):
     if done is None:
         return None
     s, need = done
-    if need > s and checking():  # the driver's check of fixed counts (ozlinalg.ozaki.adequacy)
+    if need > s and opts.count_check:  # the driver's check of fixed counts (counts.adequacy)
         count_warning(s, need, 0, cap, m * p, False, meth.name)
     if prof:
         total = time.perf_counter() - t0

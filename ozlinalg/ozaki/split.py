@@ -9,7 +9,7 @@ value of one unit of slice t of row i to ``scales[t, i]``. ``x`` is consumed
 namespace ``xp`` so NumPy and CuPy run the same lines; the driver may call it
 on row blocks (for cache locality and threads on the CPU).
 
-Splits (DESIGN.md §1):
+Splits (docs/ozaki.md, "Methods"):
 
 * bitmask (ozIMMU): truncate the aligned mantissa into beta-bit chunks;
   row scale fixed, ``|slice| <= 2**beta - 1``.
@@ -24,8 +24,9 @@ Splits (DESIGN.md §1):
 from __future__ import annotations
 
 from ..exact import residual_grid
+from .passes import generic, passes_for
 
-__all__ = ["normalize_rows", "split_rows", "slice_layout", "slice_storage", "SPLITS"]
+__all__ = ["normalize_rows", "split_operand", "split_rows", "slice_layout", "SPLITS"]
 
 
 def normalize_rows(xp, a, engine=None):
@@ -34,14 +35,16 @@ def normalize_rows(xp, a, engine=None):
     Returns ``(x, exps)``: the normalized copy (float64, never aliasing ``a``)
     and the integer exponents with ``a = x * 2**exps[:, None]`` (0 for zero rows).
     Exact except for entries more than ~2**1000 below their row maximum, which
-    underflow; they lie far below any slice. ``engine``: an engine whose fused
-    ``normalize_rows`` (same values, one pass) runs instead where it has one.
+    underflow; they lie far below any slice. ``engine``: one whose fused
+    ``normalize_rows`` (same values, one pass) runs where it applies
+    (:mod:`.passes`).
     """
-    fused = None if engine is None else engine.normalize_rows
-    if fused is not None:
-        done = fused(a)
-        if done is not None:
-            return done
+    return passes_for(engine, xp).normalize_rows(a)
+
+
+@generic("normalize_rows")
+def normalize_generic(xp, a):
+    """:func:`normalize_rows` as array code (the engines' fused pass gives its bits)."""
     # max |a| per row without materializing |a| (one read, no temporary)
     rowmax = (xp.maximum(a.max(axis=1), -a.min(axis=1)) if a.shape[1]
               else xp.zeros(a.shape[0]))
@@ -57,18 +60,35 @@ def normalize_rows(xp, a, engine=None):
     return x, e
 
 
-def slice_storage(engine, x, s, kind, operand=None):
-    """Storage for ``s`` slices of the rows of ``x`` (shape ``(s, rows, k)``).
-
-    An engine with ``empty_slices_like`` lays them out in ``x``'s memory order
-    (the CPU INT8 engine: no transposing pass for column-contiguous operands);
-    otherwise ``engine.empty_slices``. ``operand`` ("a" / "b") lets the engine
-    group the slices for its products.
-    """
-    like = engine.empty_slices_like
-    if like is not None:
-        return like(x, s, kind, operand)
+@generic("slice_storage")
+def empty_slices(engine, x, s, kind, operand=None):
+    """Storage for ``s`` slices of the rows of ``x``, ``(s, rows, k)``: the generic form
+    of an engine's ``empty_slices_like`` (which lays them out in ``x``'s memory order,
+    no transposing pass for column-contiguous operands). ``operand`` ("a" / "b") lets
+    the engine group the slices for its products."""
     return engine.empty_slices(s, x.shape[0], x.shape[1], kind, operand)
+
+
+@generic("split_operand")
+def split_operand(xp, engine, kind, x, s, width, operand):
+    """Slices (s, rows, k) and their units (s, rows) of normalized rows ``x`` (consumed).
+
+    ``operand`` ("a" or "b") lets the engine lay the slices out for its products
+    (the GPU engine stores them so that a whole EF group is one GEMM); the engine's
+    fused split, where it applies, gives the generic split's slices bit for bit
+    (tests/engines/test_passes.py).
+    """
+    passes = passes_for(engine, xp)
+    rows, k = x.shape
+    data = passes.slice_storage(x, s, kind, operand)
+    scales = xp.empty((s, rows))
+    split = passes.split_rows
+
+    def block(r0, r1):
+        split(kind, x[r0:r1], s, width, data[:, r0:r1], scales[:, r0:r1])
+
+    engine.map_rows(block, rows, k)
+    return data, scales
 
 
 def _split_bitmask(xp, x, s, width, out, scales):
@@ -140,6 +160,7 @@ SPLITS = {
 }
 
 
+@generic("split_rows")
 def split_rows(xp, kind, x, s, width, out, scales):
     """Cut normalized rows ``x`` into ``s`` slices of ``width`` bits.
 

@@ -27,20 +27,19 @@ from .._profile import CallRecord, Timer, active_profiles, record_call, record_n
 from ..engines import get_engine
 from ..engines._scratch import release_after_oom
 from . import faithful, memory, params
-from .adequacy import (
-    checking,
+from .balance import balance_inner
+from .complex import complex_matmul
+from .counts.adequacy import (
     count_warning,
     q_floor,
     row_exponents,
     sampled_settles,
     share_windows,
 )
-from .auto import plan_auto, slice_thresholds
-from .balance import balance_inner
-from .complex import complex_matmul
+from .counts.slices import plan_auto, slice_thresholds
 from .gemm import ProductPlan, block_width, emulate_block, faithful_block, predicted_slices
+from .passes import passes_for
 from .small import small_product
-from .split import normalize_rows
 
 __all__ = ["MEMORY_MODEL", "emulated_matmul", "emulated_matmul_2d", "product_memory_plan",
            "tile_shape", "working_bytes"]
@@ -72,7 +71,7 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
 
     def product_2d(x, y):
         if not is_complex:
-            c = small_product(xp, x, y, meth, slices, opts, min_shift)
+            c = small_product(xp, x, y, meth, slices, opts, min_shift, engine=engine)
             if c is not None:
                 return c
         held = 0
@@ -91,7 +90,8 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
 
     if a2.ndim == 2 and b2.ndim == 2:
         if order == "F" and not is_complex and a.ndim == 2 and b.ndim == 2:
-            c = small_product(xp, a2, b2, meth, slices, opts, min_shift, order="F")
+            c = small_product(xp, a2, b2, meth, slices, opts, min_shift, order="F",
+                              engine=engine)
             if c is not None:
                 return c
             held = 0
@@ -171,9 +171,9 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     bw = xp.where(bad_cols[None, :], 0.0, b) if any_bad_cols else b
     bt = bw.T  # columns of B as rows: both operands are sliced row-wise
     # the maxima of the lines set aside are those of zeros now (for the count check)
-    if top_a is not None and any_bad_rows:
+    if any_bad_rows:
         top_a = xp.where(bad_rows, 0.0, top_a)
-    if top_b is not None and any_bad_cols:
+    if any_bad_cols:
         top_b = xp.where(bad_cols, 0.0, top_b)
 
     s_max = mem.s_max
@@ -218,14 +218,10 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
 
 def _nonfinite_lines(xp, engine, x, axis):
     """``(bad, top)``: True for the rows (``axis=1``) or columns (``axis=0``) of ``x``
-    holding Inf or NaN, and the lines' maxima of ``|x|`` where the engine's fused
-    ``abs_max`` pass found them on the way (non-finite exactly on the bad lines;
-    None without that pass)."""
-    fused = engine.abs_max
-    top = fused(x, axis) if fused is not None else None
-    if top is not None:
-        return ~xp.isfinite(top), top
-    return ~xp.isfinite(x).all(axis=axis), None
+    holding Inf or NaN, and the lines' maxima of ``|x|`` (non-finite exactly on the bad
+    lines), in one pass (the engine's ``abs_max``, :mod:`.passes`)."""
+    top = passes_for(engine, xp).abs_max(x, axis)
+    return ~xp.isfinite(top), top
 
 
 def _nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_rows, any_cols):
@@ -267,13 +263,14 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
                           max_moduli=min(opts.max_slices, 32),
                           scaling="fast" if meth.split == "crt-fast" else "accurate",
                           profile_counts=counts, timers=timers, tiles=plan.tiles,
-                          accuracy=opts.accuracy, check=opts.accuracy != "faithful" and checking(),
+                          accuracy=opts.accuracy,
+                          check=opts.accuracy != "faithful" and opts.count_check,
                           keep_bounds=keep_bounds)
         return xp.asfortranarray(c) if order == "F" else c
     tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
     if opts.accuracy == "faithful":
         return _tiled_faithful(plan, aw, bt, tile_list)
-    if slices != "auto" and checking():
+    if slices != "auto" and opts.count_check:
         with timers["split"]:
             _check_fixed_count(plan, aw, bt, int(slices), tile_list, row_max)
     plans = None
@@ -372,7 +369,7 @@ def _tiled_faithful(plan, aw, bt, tile_list):
 def _global_plans(plan, aw, bt, tile_list):
     """``slices="auto"`` over several output tiles: ``{(i0, j0, k0): (s, native)}``
     with ONE count per inner block, decided for the whole product
-    (:func:`ozlinalg.ozaki.auto.plan_auto`: the count one tile would get)."""
+    (:func:`ozlinalg.ozaki.counts.slices.plan_auto`: the count one tile would get)."""
     n = aw.shape[1]
     plans = {}
     for k0 in range(0, n, plan.block):
@@ -385,17 +382,18 @@ def _global_plans(plan, aw, bt, tile_list):
 
 def _block_plan(plan, aw, bt, k0, tile_list, max_slices):
     """``slices="auto"``'s ``(s, natives)`` for the inner block at ``k0`` of the whole
-    product (:func:`ozlinalg.ozaki.auto.plan_auto`, the tiles' normalized rows one at
+    product (:func:`ozlinalg.ozaki.counts.slices.plan_auto`, the tiles' normalized rows one at
     a time), with the cap ``max_slices``."""
     xp, engine, block = plan.xp, plan.engine, plan.block
     m, n = aw.shape
     p = bt.shape[0]
     mt, pt = plan.tiles
+    normalize = plan.passes.normalize_rows
 
     def normalized():
         for i0, j0 in tile_list:
-            xa, _ = normalize_rows(xp, aw[i0:i0 + mt, k0:k0 + block], engine)
-            xb, _ = normalize_rows(xp, bt[j0:j0 + pt, k0:k0 + block], engine)
+            xa, _ = normalize(aw[i0:i0 + mt, k0:k0 + block])
+            xb, _ = normalize(bt[j0:j0 + pt, k0:k0 + block])
             yield (i0, j0), i0, j0, xa, xb
             del xa, xb
 

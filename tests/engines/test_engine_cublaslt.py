@@ -692,7 +692,7 @@ class TestFlushToZero:
     def test_auto_counts_match_cpu(self, engine, split):
         # Before the fix the host stand-in picked 18 slices here, the CPU 17.
         from ozlinalg.engines.sgemm import SGEMMEngine
-        from ozlinalg.ozaki.auto import plan_slices, squared_products
+        from ozlinalg.ozaki.counts.slices import plan_slices, squared_products
         from ozlinalg.ozaki.params import slice_width
 
         a, bt = self._inputs()

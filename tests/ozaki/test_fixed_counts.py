@@ -3,7 +3,7 @@
 A fixed count (``slices=9``; moduli for the ``crt`` methods) is used as given; when
 ``slices="auto"`` would pick more for the inputs (or compute entries natively), the
 product emits an :class:`ozlinalg.AccuracyWarning` naming auto's count
-(:mod:`ozlinalg.ozaki.adequacy`). The warned cases are checked against the exact
+(:mod:`ozlinalg.ozaki.counts.adequacy`). The warned cases are checked against the exact
 product (they really are below DGEMM level), the quiet ones (counts at or above
 auto's) never warn and are at DGEMM level against the exact product, and the check
 never changes a bit of the result.
@@ -20,9 +20,10 @@ from conftest import cpu_engine_or_skip
 import ozlinalg
 from ozlinalg import AccuracyWarning
 from ozlinalg.engines import get_engine
-from ozlinalg.ozaki import adequacy, small
+from ozlinalg.ozaki import small
 from ozlinalg.ozaki import tiling as gemm
-from ozlinalg.ozaki.crt import count as crt
+from ozlinalg.ozaki.counts import adequacy
+from ozlinalg.ozaki.counts import moduli as crt_counts
 from ozlinalg.ozaki.split import normalize_rows
 from ozlinalg.testing import ExactReference, dot_error_bound, error_stats, random_matrix
 
@@ -201,8 +202,8 @@ class TestEnoughDoesNotWarn:
             raise AssertionError("the sampled estimate should settle this count")
 
         monkeypatch.setattr(gemm, "_block_plan", no_plan)
-        monkeypatch.setattr(crt, "estimate", no_plan)
-        for module, name in ((gemm, "q_floor"), (crt, "_r_floor"), (crt, "_w_floor")):
+        monkeypatch.setattr(crt_counts, "estimate", no_plan)
+        for module, name in ((gemm, "q_floor"), (crt_counts, "_r_floor"), (crt_counts, "_w_floor")):
             monkeypatch.setattr(module, name, lambda *args: 0.0)  # the GEMM-free bounds fail
         _quiet_and_accurate(a, b, method=method, slices=count + 1)
 
@@ -215,7 +216,7 @@ class TestEnoughDoesNotWarn:
         def no_estimate(*args, **kwargs):
             raise AssertionError("the bounds should settle this count")
 
-        monkeypatch.setattr(crt, "estimate", no_estimate)
+        monkeypatch.setattr(crt_counts, "estimate", no_estimate)
         _quiet_and_accurate(a, b, method=method, slices=moduli)
 
     @pytest.mark.parametrize("method", ["crt", "crt-fast"])
@@ -342,7 +343,7 @@ def test_bits_unchanged(rng, engine, method, monkeypatch):
             c_filtered = ozlinalg.matmul(a, b, method=method, slices=s, balance=False)
         with monkeypatch.context() as mp:
             mp.setattr(gemm, "_check_fixed_count", lambda *args: None)
-            mp.setattr(crt, "_fixed_short", lambda *args: None)
+            mp.setattr(crt_counts, "_fixed_short", lambda *args: None)
             mp.setattr(small, "count_warning", lambda *args: None)  # the one-call path's
             c_unchecked = _quiet(a, b, method=method, slices=s, balance=False)
         assert np.array_equal(c_checked, c_unchecked)

@@ -383,7 +383,7 @@ class TestAuto:
 
     def test_warns_when_max_slices_is_not_enough_fixed_rule(self):
         # choose_slices itself (CRT's twin, choose_moduli, likewise) still warns.
-        from ozlinalg.ozaki.auto import choose_slices
+        from ozlinalg.ozaki.counts.slices import choose_slices
 
         with pytest.warns(AccuracyWarning, match="max_slices=4"):
             assert choose_slices("hybrid", 7, 60.0, 4) == 4
@@ -477,7 +477,7 @@ class TestAutoHugeExponentRanges:
         assert _max_rel_err(c, ref) <= max(_max_rel_err(a @ b, ref), 2.0**-53)
 
     def test_squared_products_tells_zeros_from_underflow(self):
-        from ozlinalg.ozaki.auto import squared_products
+        from ozlinalg.ozaki.counts.slices import squared_products
 
         eng = get_engine(np)
         xa = np.array([[1.0, 0.0, 0.0], [0.0, 2.0**-40, 0.0], [0.0, 0.0, 2.0**-300]])

@@ -205,7 +205,7 @@ def test_auto_is_never_silently_wrong(ab, method, balance):
        count=st.sampled_from([4, 8, 9, 12, 16]), balance=st.sampled_from(["auto", False]))
 def test_fixed_count_is_never_silently_wrong(ab, method, count, balance):
     # A fixed count too small for the inputs says so (AccuracyWarning naming auto's
-    # count, ozlinalg.ozaki.adequacy); without a warning the result is about native
+    # count, ozlinalg.ozaki.counts.adequacy); without a warning the result is about native
     # accuracy, as test_auto_is_never_silently_wrong requires of auto.
     a, b = ab
     if method.startswith("crt"):

@@ -24,8 +24,10 @@ from numpy.testing import assert_array_equal
 import ozlinalg
 from ozlinalg.engines import base as engine_registry
 from ozlinalg.engines.sgemm import SGEMMEngine
-from ozlinalg.ozaki import auto, crt, decide, faithful
-from ozlinalg.ozaki.crt import count as crt_count
+from ozlinalg.ozaki import crt, faithful
+from ozlinalg.ozaki.counts import estimate
+from ozlinalg.ozaki.counts import moduli as crt_counts
+from ozlinalg.ozaki.counts import slices as slice_counts
 from ozlinalg.testing import random_matrix
 
 INT8_METHODS = ["hybrid-ef", "bitmask-ef", "rn", "bitmask", "crt", "crt-fast"]
@@ -221,7 +223,7 @@ class TestSubsets:
 
 class PerturbedEngine(SGEMMEngine):
     """The SGEMM engine with its magnitude estimates moved by ``factor`` (inside the
-    bound :data:`ozlinalg.ozaki.decide.EST_REL` every engine's estimate obeys)."""
+    bound :data:`ozlinalg.ozaki.counts.estimate.EST_REL` every engine's estimate obeys)."""
 
     #: The driver decides here (its estimates are the subject): not the one-call path
     #: of small products, which decides from exact magnitudes of its own.
@@ -241,11 +243,11 @@ FACTORS = [1 - 0.056, 1.0, 1 + 0.056]
 
 
 def test_the_bound_covers_the_perturbation():
-    assert decide.EST_REL >= 0.056 / (1 - 0.056)
+    assert estimate.EST_REL >= 0.056 / (1 - 0.056)
 
 
 def exact_q(xa, xb):
-    return [[decide._exact_sq_dot(xa[i], xb[j]) for j in range(xb.shape[0])]
+    return [[estimate._exact_sq_dot(xa[i], xb[j]) for j in range(xb.shape[0])]
             for i in range(xa.shape[0])]
 
 
@@ -262,10 +264,10 @@ class TestDecisions:
         xa, _ = normalize_rows(np, a)
         xb, _ = normalize_rows(np, b.T)
         qmin = min(min(r) for r in exact_q(xa, xb))
-        real = auto.slice_thresholds("hybrid", 7, 20, 12 * 9)
+        real = slice_counts.slice_thresholds("hybrid", 7, 20, 12 * 9)
         for near in (qmin * (1 + 1e-3), qmin * (1 - 1e-3)):
             thr = tuple(list(real[:9]) + [near] + list(real[10:]))
-            monkeypatch.setattr(auto, "slice_thresholds", lambda *args, t=thr: t)
+            monkeypatch.setattr(slice_counts, "slice_thresholds", lambda *args, t=thr: t)
             want = next(n + 1 for n, t in enumerate(thr)
                         if t < math.inf and Fraction(qmin) >= Fraction(t))
             results = set()
@@ -285,9 +287,9 @@ class TestDecisions:
         q = exact_q(xa, xb)
         flat = sorted(v for r in q for v in r)
         cap = float(flat[4]) * (1 + 1e-3)  # the four smallest entries (and a near one)
-        real = auto.slice_thresholds("hybrid", 7, 20, 8 * 6)
+        real = slice_counts.slice_thresholds("hybrid", 7, 20, 8 * 6)
         thr = tuple(list(real[:19]) + [cap])
-        monkeypatch.setattr(auto, "slice_thresholds", lambda *args: thr)
+        monkeypatch.setattr(slice_counts, "slice_thresholds", lambda *args: thr)
         want_native = np.array([[v < Fraction(cap) for v in r] for r in q])
         seen = set()
         for f in FACTORS:
@@ -303,13 +305,13 @@ class TestDecisions:
         c0, p0 = run(monkeypatch, SGEMMEngine(threads=1), a, b, method=method)
         # the smallest r = q / num**2, exactly, from the decision's own pieces
         seen = {}
-        orig = decide.CountPlan.__init__
+        orig = estimate.CountPlan.__init__
 
         def spy(plan, *args, **kw):
             orig(plan, *args, **kw)
             seen["plan"] = plan
 
-        monkeypatch.setattr(decide.CountPlan, "__init__", spy)
+        monkeypatch.setattr(estimate.CountPlan, "__init__", spy)
         run(monkeypatch, SGEMMEngine(threads=1), a, b, method=method)
         plan = seen["plan"]
         rows, cols = np.meshgrid(np.arange(10), np.arange(8), indexing="ij")
@@ -318,7 +320,7 @@ class TestDecisions:
         n = p0.slices[0] - 1
         for near in (float(rmin) * (1 + 1e-3), float(rmin) * (1 - 1e-3)):
             thr = tuple(list(real[:n]) + [near] + list(real[n + 1:]))
-            monkeypatch.setattr(crt_count, "crt_thresholds", lambda *args, t=thr: t)
+            monkeypatch.setattr(crt_counts, "crt_thresholds", lambda *args, t=thr: t)
             want = next(i + 1 for i, t in enumerate(thr) if t < math.inf and rmin >= Fraction(t))
             for f in FACTORS:
                 _, prof = run(monkeypatch, PerturbedEngine(f), a, b, method=method)
@@ -342,7 +344,7 @@ class TestDecisions:
         inv_k = 2.0**-28 / k * (1.0 - 2.0**-40)
         q = exact_q(xa, xb)
         for i in range(m):
-            lows = [crt_count._bound_r_min(np, None, w[i:i + 1, j:j + 1], ia_.sum(1)[i:i + 1],
+            lows = [crt_counts._bound_r_min(np, None, w[i:i + 1, j:j + 1], ia_.sum(1)[i:i + 1],
                                      ib_.sum(1)[j:j + 1], [num[0][i:i + 1], num[1][j:j + 1],
                                      num[2][i:i + 1], num[3][j:j + 1]], inv_k)[0][0]
                     for j in range(p)]
@@ -360,13 +362,13 @@ class TestDecisions:
         a = random_matrix(rng, 12, 60, phi)
         b = random_matrix(rng, 60, 10, phi)
         seen = {}
-        orig = decide.CountPlan.decide_from_lower
+        orig = estimate.CountPlan.decide_from_lower
 
         def spy(plan, low, rows, cols):
             seen["plan"], seen["low"] = plan, low
             return orig(plan, low, rows, cols)
 
-        monkeypatch.setattr(decide.CountPlan, "decide_from_lower", spy)
+        monkeypatch.setattr(estimate.CountPlan, "decide_from_lower", spy)
         c0, p0 = run(monkeypatch, SGEMMEngine(threads=1), a, b, method="crt")
         plan = seen["plan"]
         rows, cols = np.meshgrid(np.arange(12), np.arange(10), indexing="ij")
@@ -381,30 +383,30 @@ class TestDecisions:
         middle = math.sqrt(seen["low"] * float(rmin))
         for near in (float(rmin) * (1 + 1e-3), float(rmin) * (1 - 1e-3), middle):
             thr = tuple(list(real[:n]) + [near] + list(real[n + 1:]))
-            monkeypatch.setattr(crt_count, "crt_thresholds", lambda *args, t=thr: t)
+            monkeypatch.setattr(crt_counts, "crt_thresholds", lambda *args, t=thr: t)
             want = next(i + 1 for i, t in enumerate(thr) if t < math.inf and rmin >= Fraction(t))
             picks = set()
             for f in FACTORS:
                 _, prof = run(monkeypatch, PerturbedEngine(f), a, b, method="crt")
                 picks.add(prof.slices[0])
-            monkeypatch.setattr(crt_count, "_bound_decision", lambda *args: None)
+            monkeypatch.setattr(crt_counts, "_bound_decision", lambda *args: None)
             _, prof = run(monkeypatch, PerturbedEngine(1.0), a, b, method="crt")
             monkeypatch.undo()
-            monkeypatch.setattr(decide.CountPlan, "decide_from_lower", spy)
+            monkeypatch.setattr(estimate.CountPlan, "decide_from_lower", spy)
             assert picks == {want} == {prof.slices[0]}, near
 
     def test_thresholds_are_decimal_constants(self):
         # the same floats on every machine: decimal arithmetic, not libm
-        t = auto.slice_thresholds("hybrid", 7, 20, 1 << 20)
+        t = slice_counts.slice_thresholds("hybrid", 7, 20, 1 << 20)
         assert t[:7] == (math.inf,) * 7 and all(x > y for x, y in zip(t[7:], t[8:]))
-        assert t == auto.slice_thresholds.__wrapped__("hybrid", 7, 20, 1 << 20)
+        assert t == slice_counts.slice_thresholds.__wrapped__("hybrid", 7, 20, 1 << 20)
 
     def test_robust_floor_at_integers(self):
         v = np.array([0.25, 2.0**-30, 3.0, 0.75])
-        got = decide.robust_floor(np, 2.0, v)
+        got = estimate.robust_floor(np, 2.0, v)
         assert_array_equal(got, [4.0, 32.0, math.floor(2 - math.log2(3)),
                                  math.floor(2 - math.log2(0.75))])
-        assert_array_equal(decide.robust_floor(np, 3.0, np.array([2.0]), div=2), [1.0])
+        assert_array_equal(estimate.robust_floor(np, 3.0, np.array([2.0]), div=2), [1.0])
 
 
 @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])

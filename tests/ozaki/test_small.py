@@ -4,6 +4,7 @@ import pytest
 
 import ozlinalg
 from ozlinalg._matmul import memory_plan
+from ozlinalg._options import resolve
 from ozlinalg.engines import get_engine
 from ozlinalg.lapack._common import Runner
 from ozlinalg.ozaki import small
@@ -119,7 +120,7 @@ class TestSmallProduct:
             a = random_matrix(rng, m, k, 1.0)
             b = random_matrix(rng, k, p, 1.0)
             like = np.zeros((m, p), order="F")
-            one, ref = _both(eng, Runner(np, "auto", None).gemm, a, b, like=like)
+            one, ref = _both(eng, Runner(resolve(np, slices="auto")).gemm, a, b, like=like)
             assert one.flags.f_contiguous and ref.flags.f_contiguous
             assert one.tobytes(order="F") == ref.tobytes(order="F")
 

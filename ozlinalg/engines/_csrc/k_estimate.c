@@ -1,4 +1,4 @@
-/* Magnitude estimates of slices="auto" / moduli="auto" (ozlinalg.ozaki.decide). */
+/* Magnitude estimates of slices="auto" / moduli="auto" (ozlinalg.ozaki.counts.estimate). */
 #include "kcommon.h"
 
 /* bf16 bits of f (round to nearest even; uint32 arithmetic wraps as NumPy's does). */
@@ -67,7 +67,7 @@ k_to_float64(ozval *v, int nt)
     return 0;
 }
 
-/* The interval constants of an estimate (ozlinalg.ozaki.decide.CountPlan) and the
+/* The interval constants of an estimate (ozlinalg.ozaki.counts.estimate.CountPlan) and the
  * divisor operands num = (ia, nb, na, ib), read only where has_num. */
 typedef struct {
     double inv, absf, c_lo, c_hi, slack;

@@ -243,7 +243,7 @@ k_abs_col_sums(ozval *v, int nt)
     return 0;
 }
 
-/* ---- exact fixed-point sums (ozlinalg.ozaki.decide._fixed_sum) ------------------------- */
+/* ---- exact fixed-point sums (ozlinalg.ozaki.counts.estimate._fixed_sum) ------------------------- */
 
 /* ceil(w * 2**40) as int64, w = v * v or |v| (the product rounds once, the scaling is
  * exact). The integer sums wrap as numba's int64 does: they are kept as uint64. Values

@@ -1,5 +1,5 @@
 /* Normalization by powers of two and row / column maxima
- * (ozlinalg.ozaki.split.normalize_rows, ozlinalg.ozaki.balance._abs_max). */
+ * (ozlinalg.ozaki.split.normalize_rows, ozlinalg.ozaki.balance.abs_max_generic). */
 #include "kcommon.h"
 
 /* NumPy's pairwise sum of a[0:n] (np.add.reduce of a contiguous float64 run): blocks

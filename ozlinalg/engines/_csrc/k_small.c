@@ -7,7 +7,7 @@
  *
  *   1. the inner dimension's power-of-two balancing (ozlinalg.ozaki.balance);
  *   2. row normalization of A and of B^T (ozlinalg.ozaki.split.normalize_rows);
- *   3. slices="auto": the count from q_ij = sum_k x_ik**2 y_jk**2 (ozlinalg.ozaki.decide):
+ *   3. slices="auto": the count from q_ij = sum_k x_ik**2 y_jk**2 (ozlinalg.ozaki.counts.estimate):
  *      float64 bounds of every q_ij (relative (k + 8) 2**-52) decide it exactly when
  *      the smallest bounds fall between the same two thresholds, no entry is below the
  *      cap and none is zero;
@@ -52,7 +52,7 @@ now_ns(void)
 
 #define BAL_LIMIT 900 /* ozlinalg.ozaki.balance._LIMIT */
 #define SAFE_EXP 1000 /* ozlinalg.ozaki.scaling._SAFE */
-#define DEC_SLACK 9.094947017729282e-13 /* ozlinalg.ozaki.decide._SLACK = 2**-40 */
+#define DEC_SLACK 9.094947017729282e-13 /* ozlinalg.ozaki.counts.estimate._SLACK = 2**-40 */
 
 static inline int
 frexp_e(double v)

@@ -19,7 +19,7 @@ slice index in the middle and B's slices in reverse order (the layout the GPU
 engine uses), so the slices ``A_i, A_{i+1}, ...`` of one row lie side by side
 along the inner dimension, as do ``B_{g-i}, B_{g-i-1}, ...``: the EF group
 ``sum_i A_i B_{g-i}^T`` is ONE GEMM with inner length ``count * k`` and leading
-dimension ``s * k`` (DESIGN.md section 5), as long as ``count * k * bound**2``
+dimension ``s * k`` (docs/performance.md, "What it does"), as long as ``count * k * bound**2``
 stays below 2**31; longer runs are several GEMMs accumulated in INT32 with
 ``beta = 1``, and a run that would pass 2**31 is added to an int64 buffer
 (never needed with the driver's group limit ``r``; it keeps the engine exact
@@ -37,16 +37,16 @@ The class :class:`OneDNNEngine` (:mod:`.engine`: creation, storage, the INT8
 GEMMs) is assembled from one mixin per pass family, each beside the compiled
 kernels it calls and the generic code whose bits it must give:
 
-==================  ==========================  ====================================
+==================  ==========================  ====================================================
 module              kernels (``_csrc/``)        generic code (same bits)
-==================  ==========================  ====================================
+==================  ==========================  ====================================================
 :mod:`.normalize`   ``k_normalize.c``           ``ozaki/split.py``, ``ozaki/balance.py``
 :mod:`.split`       ``k_split.c``               ``ozaki/split.py``
-:mod:`.estimate`    ``k_estimate.c``            ``ozaki/decide.py``, ``ozaki/adequacy.py``
+:mod:`.estimate`    ``k_estimate.c``            ``ozaki/counts/``
 :mod:`.crt`         ``k_crt*.c``                ``ozaki/crt/``
 :mod:`.accumulate`  ``k_accumulate.c``          ``ozaki/gemm.py``, ``ozaki/scaling.py``
-:mod:`.faithful`    ``k_faithful.c``            ``ozaki/faithful.py``, ``ozaki/decide.py``
-==================  ==========================  ====================================
+:mod:`.faithful`    ``k_faithful.c``            ``ozaki/faithful.py``, ``ozaki/counts/estimate.py``
+==================  ==========================  ====================================================
 
 The one-call path of small products (``k_small.c``, generic code ``ozaki/small.py``)
 is the SGEMM engine's :meth:`~ozlinalg.engines.sgemm.SGEMMEngine.small_product`,

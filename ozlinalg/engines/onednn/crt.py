@@ -57,7 +57,7 @@ class CRTPasses(KernelPasses):
         return True
 
     def bound_r_min(self, w, ca, cb, num, inv_k):
-        """``ozlinalg.ozaki.crt.count._bound_r_min`` in one pass; None: generic."""
+        """``ozlinalg.ozaki.counts.moduli._bound_r_min`` in one pass; None: generic."""
         if self.kernels is None or w.dtype != np.int32 or w.ndim != 2 or \
                 not w.flags.c_contiguous:
             return None

@@ -1,6 +1,6 @@
 """The oneDNN engine's magnitude estimates (``slices="auto"`` / ``moduli="auto"``): BF16
 GEMMs of squared operands and the decisions' interval pass (kernels: ``k_estimate.c``;
-generic code: :mod:`ozlinalg.ozaki.decide`, :mod:`ozlinalg.ozaki.adequacy`). The
+generic code: :mod:`ozlinalg.ozaki.counts.estimate`, :mod:`ozlinalg.ozaki.counts.adequacy`). The
 estimates need not give the generic bits, only rigorous bounds."""
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class EstimatePasses(KernelPasses):
         return self._bf16_scaled(a16, ta, b16, tb), _EST_SCALE**2
 
     def classify_estimate(self, q, consts, num):
-        """One pass of ``ozlinalg.ozaki.decide.CountPlan.add_tile``: ``(codes, row_lo,
+        """One pass of ``ozlinalg.ozaki.counts.estimate.CountPlan.add_tile``: ``(codes, row_lo,
         row_hi)`` (0 kept, 1 native, 2 undecided; per row the smallest bounds of the kept
         entries); None where the generic code must run (a float64 estimate among them)."""
         if (self.kernels is None or q.ndim != 2 or not q.flags.c_contiguous

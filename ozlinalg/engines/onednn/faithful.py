@@ -1,6 +1,6 @@
 """The oneDNN engine's passes of the faithful mode and the engine-independent decisions'
 exact sums (kernels: ``k_faithful.c``; generic code: :mod:`ozlinalg.ozaki.faithful`,
-:mod:`ozlinalg.ozaki.decide`)."""
+:mod:`ozlinalg.ozaki.counts.estimate`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -44,8 +44,8 @@ class FaithfulPasses(KernelPasses):
         return None
 
     def fixed_sums(self, x, square):
-        """``ozlinalg.ozaki.decide._fixed_sum`` of ``x**2`` (``square``) or ``|x|`` per row,
-        the same floats (exact integer sums), in one pass; None: generic."""
+        """``ozlinalg.ozaki.counts.estimate._fixed_sum`` of ``x**2`` (``square``) or ``|x|``
+        per row, the same floats (exact integer sums), in one pass; None: generic."""
         if self.kernels is None or x.dtype != np.float64 or x.ndim != 2:
             return None
         rows, k = x.shape

@@ -1,5 +1,5 @@
 """The oneDNN engine's normalization passes (kernels: ``k_normalize.c``; generic code:
-:func:`ozlinalg.ozaki.split.normalize_rows`, ``ozlinalg.ozaki.balance._abs_max``)."""
+:func:`ozlinalg.ozaki.split.normalize_rows`, ``ozlinalg.ozaki.balance.abs_max_generic``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,48 +10,34 @@ __all__ = ["NormalizePasses"]
 
 
 class NormalizePasses(KernelPasses):
-    """``normalize_rows``, ``normalize_rows_sumsq``, ``abs_max``: the generic bits."""
+    """``normalize_rows``, ``abs_max``: the generic bits."""
 
     def normalize_rows(self, a):
         """Fused :func:`ozlinalg.ozaki.split.normalize_rows` (one pass, row-parallel);
-        the result follows ``a``'s memory order (column-contiguous stays so)."""
-        done = self._normalize(a, False)
-        return None if done is None else done[:2]
-
-    def normalize_rows_sumsq(self, a):
-        """``(x, exps, ss)``: :meth:`normalize_rows` and ``ss = (x * x).sum(axis=1)``, with
-        NumPy's summation order for ``x``'s memory order (pairwise along contiguous
-        rows, one column at a time for column-contiguous ones), in the same pass and
-        without the squared temporary; None: generic code."""
-        return self._normalize(a, True)
-
-    def _normalize(self, a, sumsq):
+        the result follows ``a``'s memory order (column-contiguous stays so); None:
+        generic code."""
         ker = self.kernels
         if ker is None or a.dtype != np.float64 or a.ndim != 2:
             return None
         rows, k = a.shape
         e = np.empty(rows, np.int32)
-        ss = np.empty(rows if sumsq else 0)
         ker = self._k(a.size)
         # a tile of column-contiguous rows (B^T's rows r0:r1 of a C-ordered B: unit
         # stride down a column, not contiguous as a whole) goes the column way too: read
         # as rows it is a strided gather, 20x slower (the tiles of a product under a
         # memory limit)
-        if _is_cols(a) or (not sumsq and rows > 1 and a.strides[0] == a.itemsize
+        if _is_cols(a) or (rows > 1 and a.strides[0] == a.itemsize
                            and a.strides[1] > a.itemsize):
             xt = self.scratch.empty((k, rows), np.float64)
-            if sumsq:
-                ker.normalize_cols_sumsq(a.T, xt, e, ss, max(1, min(ker.threads(), rows // 64)))
-            else:
-                ker.normalize_cols(a.T, xt, e)
-            return xt.T, e, ss
+            ker.normalize_cols(a.T, xt, e)
+            return xt.T, e
         x = self.scratch.empty((rows, k), np.float64)
-        ker.normalize_rows(a, x, e, ss)
-        return x, e, ss
+        ker.normalize_rows(a, x, e, np.empty(0))  # (no row sums of squares)
+        return x, e
 
     def abs_max(self, x, axis):
         """``max |x|`` along ``axis`` of a float64 2-D array in one parallel pass
-        (``ozlinalg.ozaki.balance._abs_max``: Inf where a line holds Inf or NaN); None:
+        (``ozlinalg.ozaki.balance.abs_max_generic``: Inf where a line holds Inf or NaN); None:
         generic."""
         if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
             return None

@@ -75,7 +75,7 @@ in the same entry scales with ``u sqrt(sum_k (x_ik y_jk)**2)``. With
 and each extra bit of log2 P adds half a bit to mu and nu. The scaling is
 computed once for a reference count (``P_ref``: 20 moduli, whatever the cap
 ``max_moduli``), ``rho = max_ij log2 E_ij`` is taken over the entries with
-``Q_ij > 0`` (underflow-safe, :func:`ozlinalg.ozaki.auto.squared_products`;
+``Q_ij > 0`` (underflow-safe, :func:`ozlinalg.ozaki.counts.slices.squared_products`;
 ``rho = inf`` beyond float64's range), and the count chosen is the smallest N
 with
 
@@ -99,11 +99,11 @@ smallest bound fall between the same two thresholds, the count is decided
 (:func:`.count._bound_decision`; dense operands with a narrow exponent range, phi <= 0.5).
 Otherwise, and with ``scaling="fast"``, one estimate GEMM of the squares (BF16 on
 the oneDNN engine and tensor cores, float32 elsewhere). Both routes reach the
-same count: the decision is a function of the exact ``q`` (:mod:`ozlinalg.ozaki.decide`).
+same count: the decision is a function of the exact ``q`` (:mod:`ozlinalg.ozaki.counts.estimate`).
 """
 from __future__ import annotations
 
-from .count import crt_thresholds
+from ..counts.moduli import crt_thresholds
 from .moduli import (
     AUTO_HIGH_SLOPE,
     AUTO_OFFSET_BITS,

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from .. import faithful
-from ..decide import abs_sum_upper, sq_norm_upper
+from ..counts.estimate import abs_sum_upper, sq_norm_upper
+from ..counts.moduli import check_fixed, decide_auto
 from ..native import native_entries
+from ..passes import passes_for
 from ..scaling import apply_exponents
-from ..split import normalize_rows, slice_storage
 from .certify import certify_tile, faithful_moduli
-from .count import check_fixed, decide_auto
 from .moduli import MAX_MODULI, crt_constants
-from .reconstruct import CRTAccumulator
 from .shifts import RecomputedBounds, block_shifts, bound_operand, integerize_into
 
 
@@ -81,7 +80,8 @@ class _Block:
         key = (which, r0)
         if key not in self.kept:
             xp, engine = self.xp, self.engine
-            x, e = normalize_rows(xp, (self.a if which == "a" else self.bt)[r0:r1], engine)
+            x, e = passes_for(engine, xp).normalize_rows(
+                (self.a if which == "a" else self.bt)[r0:r1])
             # the row norms from fixed-point sums, the same floats on every engine (the
             # shifts depend on them)
             val = (x, e, sq_norm_upper(xp, x, engine),
@@ -203,7 +203,7 @@ def _bound_products(blk, keep_bounds):
     (:class:`.shifts.RecomputedBounds`)."""
     xp, engine, timers = blk.xp, blk.engine, blk.timers
     with _timer(timers, "split"):
-        planner = engine.crt_bound_shifts  # W summarized, no log2 W
+        planner = passes_for(engine, xp).crt_bound_shifts  # a route: W as int32 maxima
         planner = (planner(blk.m, blk.p) if planner is not None and blk.scaling == "accurate"
                    else None)
     bounds = _Bounds([], planner)
@@ -284,7 +284,7 @@ def _residues(blk, which, r0, r1, ints, consts, nmod):
     first ``nmod`` moduli, in the engine's layout for products: on the GPU they are
     stored padded once, so no modulus's GEMM copies them."""
     x = blk.operand(which, r0, r1)[0]
-    out = slice_storage(blk.engine, x, nmod, "crt", which)
+    out = passes_for(blk.engine, blk.xp).slice_storage(x, nmod, "crt", which)
     if which == "a":
         shift, rnd, bits = ints.mu[r0:r1], ints.ra[r0:r1], ints.bits_a
     else:
@@ -298,10 +298,7 @@ def _accumulate(blk, da, db, consts, nmod, tile_shape):
     ``da``, ``db`` for each of the ``nmod`` moduli (the engine's fused one where it has
     one and, in faithful mode, it rebuilds with a bound)."""
     xp, engine, timers, counts = blk.xp, blk.engine, blk.timers, blk.counts
-    make = engine.crt_accumulator  # fused residues + one combine pass
-    acc = make(consts) if make is not None else None
-    if acc is None or (blk.faith and not hasattr(acc, "faithful_result")):
-        acc = CRTAccumulator(xp, engine, consts)
+    acc = passes_for(engine, xp).crt_accumulator(consts, bool(blk.faith))
     if hasattr(acc, "recycle"):  # db[t] is dead after product t: room for its result
         acc.recycle(db)
     for t in range(nmod):

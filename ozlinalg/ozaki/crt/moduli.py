@@ -10,7 +10,7 @@ from functools import cache
 
 from ..._exceptions import AccuracyWarning
 from ...exact import LIMB_BITS, digit_plan, symmetric_mod
-from ..decide import ModuliRule, dec_log2
+from ..counts.estimate import ModuliRule, dec_log2
 
 __all__ = ["AUTO_HIGH_SLOPE", "AUTO_OFFSET_BITS", "AUTO_REF_MODULI", "AUTO_RHO_KNEE",
            "AUTO_RHO_SLOPE", "CRTConstants", "CRT_INNER_BLOCK", "LIMB_BITS", "MARGIN_BITS",

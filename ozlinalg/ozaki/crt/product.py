@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..._array import to_numpy
 from .. import faithful
+from ..counts.moduli import warn_short
 from .block import crt_block
-from .count import warn_short
 from .moduli import CRT_INNER_BLOCK, MAX_MODULI, SCALINGS
 
 __all__ = ["CRT_INNER_BLOCK", "crt_matmul_2d"]

@@ -3,10 +3,12 @@ limbs (the CRT weights of :func:`.moduli.crt_constants`)."""
 from __future__ import annotations
 
 from ...exact import LIMB_BITS, symmetric_mod
+from ..passes import generic
 
 __all__ = ["CRTAccumulator", "crt_reconstruct"]
 
 
+@generic("crt_accumulator")
 class CRTAccumulator:
     """Streaming CRT reconstruction of C' from the per-modulus products.
 

@@ -4,8 +4,8 @@ of the scaled, integerized operands."""
 from __future__ import annotations
 
 from ..._array import fp_errstate, row_blocks
-from ..decide import robust_floor
-from ..split import slice_storage
+from ..counts.estimate import robust_floor
+from ..passes import generic, passes_for
 from .moduli import MARGIN_BITS, residues_into
 
 __all__ = ["block_shifts"]
@@ -31,7 +31,7 @@ def _accurate_shifts(xp, w_tiles, log2P, m, p, planner=None):
     ``crt_bound_shifts``: the same exact maxima without a float pass over W):
     ``mu_i = floor((c - log2 max_j W_ij) / 2)`` and ``nu_j = floor(c - log2 max_i W_ij
     2**mu_i)`` (``c = log2(P / 2) + 14 - margin``), the row and column maxima exact over
-    all tiles and the floors exact (:func:`ozlinalg.ozaki.decide.robust_floor`), so the
+    all tiles and the floors exact (:func:`ozlinalg.ozaki.counts.estimate.robust_floor`), so the
     shifts depend neither on the tiling nor on the engine's ``log2``."""
     c = log2P - 1.0 + 14.0 - MARGIN_BITS
     if planner is not None:
@@ -61,32 +61,42 @@ def _accurate_shifts(xp, w_tiles, log2P, m, p, planner=None):
 def bound_operand(xp, engine, x, operand):
     """``-ceil(128 |x|)`` in the engine's slice storage, shape (1, rows, k)."""
     rows, k = x.shape
-    out = slice_storage(engine, x, 1, "crt", operand)
-    fused = engine.crt_bound  # one-pass kernel where the engine has one
+    passes = passes_for(engine, xp)
+    out = passes.slice_storage(x, 1, "crt", operand)
+    bound = passes.crt_bound
 
     def block(r0, r1):
-        if fused is None or not fused(x[r0:r1], out[0, r0:r1]):
-            out[0, r0:r1] = -xp.ceil(xp.abs(x[r0:r1]) * 128.0)
+        bound(x[r0:r1], out[0, r0:r1])
 
     engine.map_rows(block, rows, k)
     return out
+
+
+@generic("crt_bound")
+def bound_generic(xp, x, out):
+    """``out = -ceil(128 |x|)``: the generic form of an engine's ``crt_bound``."""
+    out[...] = -xp.ceil(xp.abs(x) * 128.0)
 
 
 def integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
     """Residues of ``A' = rint|trunc(2**shift x)`` for every modulus into ``out``."""
     rows, k = x.shape
     mult = xp.ldexp(xp.ones(shift.shape), shift.astype(xp.int32))
-    fused = engine.crt_residues  # one-pass kernel where the engine has one
+    residues = passes_for(engine, xp).crt_residues
 
     def block(r0, r1):
-        if fused is not None and fused(x[r0:r1], mult[r0:r1], round_rows[r0:r1], mods, bits,
-                                       out[:, r0:r1]):
-            return
-        v = x[r0:r1] * mult[r0:r1, None]
-        vi = xp.where(round_rows[r0:r1, None], xp.rint(v), xp.trunc(v))
-        residues_into(xp, vi, mods, bits, out[:, r0:r1])
+        residues(x[r0:r1], mult[r0:r1], round_rows[r0:r1], mods, bits, out[:, r0:r1])
 
     engine.map_rows(block, rows, k)
+
+
+@generic("crt_residues")
+def residues_generic(xp, x, mult, round_rows, mods, bits, out):
+    """Residues of ``rint|trunc(x * mult[:, None])`` (``round_rows``) for every modulus
+    into ``out``: the generic form of an engine's ``crt_residues``."""
+    v = x * mult[:, None]
+    vi = xp.where(round_rows[:, None], xp.rint(v), xp.trunc(v))
+    residues_into(xp, vi, mods, bits, out)
 
 
 

@@ -29,7 +29,7 @@ Huge exponent ranges: an entry whose true ``(X**2 @ Y**2)_ij`` is positive but
 below float32's range comes out as 0 and would be skipped like a structural
 zero although it needs MORE slices (with the inner dimension scaled by
 ``2**(+-40)`` that gave 9 slices and 100% errors: the silent failure of
-adaptive slice counts that ANCHORS.md lists). So zeros of the estimate are
+adaptive slice counts, docs/accuracy.md "Huge exponent ranges"). So zeros of the estimate are
 checked against a GEMM of the nonzero patterns (exact counts); where an entry
 is not structurally zero it is recomputed in float64, and where even float64
 underflows (rows spanning more than ~500 bits) the entry is lost to the
@@ -71,8 +71,9 @@ import math
 import warnings
 from functools import cache
 
-from .._exceptions import AccuracyWarning
-from .decide import CountPlan, Operands, SliceRule, estimate, slice_table
+from ..._exceptions import AccuracyWarning
+from ..passes import passes_for
+from .estimate import CountPlan, Operands, SliceRule, estimate, slice_table
 
 __all__ = ["choose_slices", "HIGH_SLOPE", "plan_auto", "plan_slices", "rho_capacity", "RHO_KNEE",
            "RHO_SLOPE", "SAFETY_BITS", "SLICE_RULE", "slice_thresholds", "spread_bits",
@@ -125,10 +126,7 @@ def squared_products(xp, engine, xa, xb, a=None, b=None):
     that normalization itself flushed to zero (a subnormal in a row whose
     maximum is large) is lost, not absent.
     """
-    fused = engine.approx_squares  # squares and GEMM in fewer passes
-    q = fused(xa, xb) if fused is not None else None
-    if q is None:
-        q = engine.approx_matmul(xa * xa, xb * xb)
+    q = passes_for(engine, xp).square_estimate(xa, xb)  # fused: fewer passes
     if q.size == 0 or float(q.min()) > 0:  # one reduction, no full-size temporary
         return q, None
     zero = q <= 0
@@ -176,7 +174,7 @@ def plan_auto(xp, engine, split, width, tiles, a, bt, max_slices, outputs):
     ``tiles`` yields ``(key, i0, j0, xa, xb)``: the normalized rows of each output
     tile's operands (the caller may free them after the next item); ``a``, ``bt``:
     the operands' rows (A, and B^T) before normalization, for the few entries the
-    estimate cannot decide (:class:`ozlinalg.ozaki.decide.CountPlan`: the decision
+    estimate cannot decide (:class:`ozlinalg.ozaki.counts.estimate.CountPlan`: the decision
     is that of the exact ``q_ij``, the same on every engine, tiling and thread
     count). ``natives`` maps tile keys to the boolean masks of the entries no count
     up to ``max_slices`` serves (or whose terms normalization lost): the driver

@@ -1,7 +1,7 @@
 """Ozaki scheme II's count decision: ``moduli="auto"``'s count from the exact
-``r_ij = q_ij / num_ij**2`` (:mod:`ozlinalg.ozaki.decide`), decided from the accurate
+``r_ij = q_ij / num_ij**2`` (:mod:`ozlinalg.ozaki.counts.estimate`), decided from the accurate
 scaling's bound products W alone where they suffice (:func:`_bound_decision`), and the
-check of a fixed count against it (:func:`_fixed_short`, :mod:`ozlinalg.ozaki.adequacy`)."""
+check of a fixed count against it (:func:`_fixed_short`, :mod:`ozlinalg.ozaki.counts.adequacy`)."""
 from __future__ import annotations
 
 import math
@@ -10,10 +10,11 @@ from functools import partial
 import numpy as np
 
 from ..._array import fp_errstate, row_blocks, to_numpy
-from ..adequacy import count_warning, q_floor, sampled_settles, share_windows
-from ..decide import CountPlan, Operands, estimate, moduli_table
-from .moduli import AUTO_REF_MODULI, MARGIN_BITS, MODULI_RULE, crt_constants
-from .shifts import block_shifts, quiet_fp
+from ..crt.moduli import AUTO_REF_MODULI, MARGIN_BITS, MODULI_RULE, crt_constants
+from ..crt.shifts import block_shifts, quiet_fp
+from ..passes import generic, passes_for
+from .adequacy import count_warning, q_floor, sampled_settles, share_windows
+from .estimate import CountPlan, Operands, estimate, moduli_table
 
 __all__ = ["check_fixed", "crt_thresholds", "decide_auto"]
 
@@ -36,7 +37,7 @@ def _bound_decision(xp, engine, plan, w_tiles, ca, cb, num, k):
     """``moduli="auto"``'s count index decided from the accurate scaling's bound
     products W alone, or None (the estimate GEMM decides, as before).
 
-    The decision (:class:`ozlinalg.ozaki.decide.CountPlan`) is a function of the exact
+    The decision (:class:`ozlinalg.ozaki.counts.estimate.CountPlan`) is a function of the exact
     ``r_ij = q_ij / num_ij**2``, ``q = (X**2)(Y**2)^T``, through its smallest value. W
     bounds it from below with no further GEMM: ``ceil(128 |x|) < 128 |x| + 1`` gives
     ``W_ij - ca_i - cb_j < 2**14 S_ij`` (``S = |X| |Y|^T``, ``ca_i = sum_k ceil(128
@@ -93,7 +94,7 @@ def decide_auto(blk, rows, bounds, cap, from_bounds):
         return ia[I] * nb[J] + na[I] * ib[J]
 
     # One count for the whole product, decided exactly from the estimates
-    # (ozlinalg.ozaki.decide): entries no count up to the cap serves (or whose
+    # (ozlinalg.ozaki.counts.estimate): entries no count up to the cap serves (or whose
     # terms normalization lost) are computed natively.
     plan = CountPlan(xp, crt_thresholds(blk.scaling, cap, ref), Operands(xp, blk.a, blk.bt),
                      weights=num)
@@ -121,10 +122,12 @@ def _bound_r_min(xp, engine, w, ca, cb, num, inv_k):
     :func:`_bound_decision` and its first column (0 where ``L_ij`` has no positive
     value: no divisor in float64's normal range, or no positive ``W_ij - ca_i -
     cb_j``)."""
-    fused = engine.bound_r_min if engine is not None else None
-    done = fused(w, ca, cb, num, inv_k) if fused is not None else None
-    if done is not None:
-        return done
+    return passes_for(engine, xp).bound_r_min(w, ca, cb, num, inv_k)
+
+
+@generic("bound_r_min")
+def bound_r_min_generic(xp, w, ca, cb, num, inv_k):
+    """:func:`_bound_r_min` as array code (the engines' fused pass gives its bits)."""
     ia, nb, na, ib = num
     rows = w.shape[0]
     rmin = xp.empty(rows)

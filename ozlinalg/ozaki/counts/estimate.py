@@ -38,7 +38,7 @@ Ozaki-II's accurate scaling has a cheaper route to the same decision: its bound
 products W give a rigorous lower bound of every ``r_ij`` with no further GEMM, and
 when that bound and float64 upper bounds of a few entries fall between the same two
 thresholds, the count is decided (:meth:`CountPlan.decide_from_lower`,
-:func:`ozlinalg.ozaki.crt.count._bound_decision`); otherwise the estimates decide.
+:func:`ozlinalg.ozaki.counts.moduli._bound_decision`); otherwise the estimates decide.
 
 The thresholds come from the calibrated rules, whose constants their callers pass
 (:class:`SliceRule` from :mod:`.auto`, :class:`ModuliRule` from :mod:`.crt`; how
@@ -56,8 +56,9 @@ from functools import cache
 
 import numpy as np
 
-from .._array import fp_errstate, row_blocks, to_numpy
-from .split import normalize_rows
+from ..._array import fp_errstate, row_blocks, to_numpy
+from ..passes import generic, passes_for
+from ..split import normalize_rows
 
 __all__ = ["EST_ABS", "EST_REL", "CountPlan", "ModuliRule", "Operands", "SliceRule",
            "abs_sum_upper", "dec_log2", "estimate", "moduli_table", "robust_floor",
@@ -137,7 +138,7 @@ def _pow2(x: Decimal) -> float:
 @dataclass(frozen=True)
 class SliceRule:
     """The constants of ``slices="auto"``'s count rule (Ozaki-I), owned by its caller
-    (:data:`ozlinalg.ozaki.auto.SLICE_RULE`): ``s`` slices of ``w`` bits serve a spread
+    (:data:`ozlinalg.ozaki.counts.slices.SLICE_RULE`): ``s`` slices of ``w`` bits serve a spread
     ``rho`` when ``w s - log2(s) / 2 - fp64_bits - safety - small >= rho_slope rho +
     high_slope max(0, rho - rho_knee)``, ``small`` the extra bits of outputs below
     ``small_output`` entries.
@@ -235,10 +236,12 @@ def _fixed_sum(xp, v):
 def _fixed_sums(xp, x, square, engine):
     """:func:`_fixed_sum` of ``x**2`` or ``|x|`` per row (normalized rows), fused where the
     engine has the pass (the same floats: exact integer sums)."""
-    fused = (engine.fixed_sums if engine is not None else None)
-    done = fused(x, square) if fused is not None else None
-    if done is not None:
-        return done
+    return passes_for(engine, xp).fixed_sums(x, square)
+
+
+@generic("fixed_sums")
+def fixed_sums_generic(xp, x, square):
+    """:func:`_fixed_sums` as array code (the engines' fused pass gives its floats)."""
     out = xp.zeros(x.shape[0])
     for r0, r1 in row_blocks(*x.shape, target=1 << 20):
         xb = x[r0:r1]
@@ -296,17 +299,15 @@ def robust_floor(xp, h, v, div=1):
 def estimate(xp, engine, xa, xb):
     """``(q_est, scale)``: ``q_est / scale`` estimates ``(X**2) @ (Y**2)^T`` within
     ``EST_REL q + k EST_ABS`` (the engine's fastest form: a scaled float32 BF16 result
-    on the oneDNN engine, float64 elsewhere)."""
-    est = engine.scaled_estimate
-    if est is not None:
-        done = est(xa, xb)
-        if done is not None:
-            return done
-    fused = engine.approx_squares
-    q = fused(xa, xb) if fused is not None else None
-    if q is None:
-        q = engine.approx_matmul(xa * xa, xb * xb)
-    return q, 1.0
+    on the oneDNN engine, float64 elsewhere: :mod:`ozlinalg.ozaki.passes`)."""
+    return passes_for(engine, xp).estimate(xa, xb)
+
+
+@generic("square_estimate")
+def square_estimate_generic(engine, xa, xb):
+    """float64 estimate of ``(xa**2) @ (xb**2).T``: the engine's ``approx_matmul`` of the
+    squares (the generic form of its fused ``approx_squares``)."""
+    return engine.approx_matmul(xa * xa, xb * xb)
 
 
 class Operands:
@@ -427,7 +428,6 @@ class CountPlan:
         self.H = math.inf  # min upper bound
         self.cands = []  # (I, J, lo, hi) of kept entries with lo < the tile's H
         self.amb = []  # (key, i0, j0, I, J): r undecided against the cap / q unknown
-        self.any_entry = False  # some entry not a structural zero
 
     # ---- per tile
 
@@ -442,8 +442,9 @@ class CountPlan:
             return
         consts = (1.0 / scale, self.ops.k * EST_ABS, (1.0 - _SLACK) / (1.0 + EST_REL),
                   (1.0 + _SLACK) / (1.0 - EST_REL), _SLACK, self.cap)
-        fused = (engine.classify_estimate if engine is not None else None)
-        done = fused(q, consts, num) if fused is not None else None
+        passes = passes_for(engine, self.xp)
+        classify = passes.classify_estimate  # a route: None where the engine has none
+        done = classify(q, consts, num) if classify is not None else None
         if done is not None:
             codes, row_lo, row_hi = done
             if bool((codes == 1).any()):
@@ -454,7 +455,7 @@ class CountPlan:
                 self.amb.append((key, i0, j0, ii, jj))
             tile_L, tile_H = float(row_lo.min()), float(row_hi.min())
             if tile_H < math.inf:
-                below = engine.kept_below(q, consts, num, codes, tile_H, row_lo)
+                below = passes.kept_below(q, consts, num, codes, tile_H, row_lo)
                 rows = np.flatnonzero(row_lo < tile_H)  # the only rows with candidates
                 ii, jj = np.nonzero(below[rows])
                 self._candidates(q, consts, num, i0, j0, rows[ii], jj)
@@ -546,7 +547,7 @@ class CountPlan:
         """The count index when ``low`` bounds every entry's ``r`` from below, or None.
 
         For a caller holding a rigorous lower bound of all the ``r_ij`` (the accurate
-        scaling's bound products, :func:`ozlinalg.ozaki.crt.count._bound_decision`) and the
+        scaling's bound products, :func:`ozlinalg.ozaki.counts.moduli._bound_decision`) and the
         entries ``(rows, cols)`` most likely to hold the smallest: ``low >= cap``
         leaves no entry native and none a structural zero, and the float64 bounds of
         those entries give ``min r <= H``; the threshold interval holding both ``low``
