@@ -11,13 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ._array import array_namespace
-from ._options import get_options
+from ._options import get_options, resolve
 from .engines import get_engine
-from .ozaki import faithful, params
-from .ozaki.balance import min_shift_for
+from .ozaki import params
 from .ozaki.tiling import emulated_matmul, product_memory_plan
 
-__all__ = ["matmul", "matmul_ordered", "memory_plan"]
+__all__ = ["matmul", "matmul_ordered", "product", "memory_plan"]
 
 
 def _as_float64(xp, x, name):
@@ -49,14 +48,14 @@ def matmul(a, b, *, slices=None, method=None, balance=None, accuracy=None, modul
     slices : int or "auto", optional
         Number of slices per operand. ``"auto"`` (the default, from
         :func:`ozlinalg.options`) picks the smallest count whose error is at
-        DGEMM level for the given inputs (see :mod:`ozlinalg.ozaki.auto`). A
+        DGEMM level for the given inputs (see :mod:`ozlinalg.ozaki.counts.slices`). A
         fixed count is used as given; when it is below what ``"auto"`` would
         pick for the inputs (or ``"auto"`` would compute some entries in
         native FP64), the product warns with an
         :class:`~ozlinalg.AccuracyWarning` naming auto's count. The check
         never changes the result; it is a bound from a sample of the inputs,
         and auto's own plan only when that bound cannot settle it
-        (:mod:`ozlinalg.ozaki.adequacy`). ``accuracy="faithful"`` does not
+        (:mod:`ozlinalg.ozaki.counts.adequacy`). ``accuracy="faithful"`` does not
         warn: it recomputes what it cannot certify.
     method : str, optional
         Ozaki scheme I: ``"hybrid-ef"`` (default), ``"bitmask-ef"``,
@@ -125,17 +124,24 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
     b = _as_float64(xp, b, "b")
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("ozlinalg.matmul: operands must be at least 1-D (use * for scalars)")
-    opts = get_options()
-    meth = params.METHODS[params.validate_method(opts.method if method is None else method)]
-    slices = params.count_from_moduli(meth.name, slices, moduli)
-    slices = opts.slices if slices is None else slices
-    params.validate_slices(slices)
-    min_shift = min_shift_for(opts.balance if balance is None else balance)
-    if accuracy is not None and accuracy != opts.accuracy:
-        opts = opts.replace(accuracy=faithful.validate_accuracy(accuracy))
-    if opts.accuracy == "faithful":
-        faithful.check_method(meth)
-    return emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order=order)
+    plan = resolve(xp, method=method, slices=slices, moduli=moduli, balance=balance,
+                   accuracy=accuracy)
+    return emulated_matmul(xp, a, b, plan.method, plan.slices, plan.options, plan.min_shift,
+                           order=order, engine=plan.engine)
+
+
+def product(plan, a, b, order="C"):
+    """``a @ b`` under a resolved :class:`~ozlinalg._options.Plan`, for the code below
+    the front doors: operands of at least one dimension (not checked again; other
+    dtypes than float64 / complex128 converted as by :func:`matmul`), the memory
+    order of a real 2-D result chosen as in :func:`matmul_ordered`."""
+    xp = plan.xp
+    if a.dtype.char not in "dD":
+        a = _as_float64(xp, a, "a")
+    if b.dtype.char not in "dD":
+        b = _as_float64(xp, b, "b")
+    return emulated_matmul(xp, a, b, plan.method, plan.slices, plan.options,
+                           plan.min_shift, order=order, engine=plan.engine)
 
 
 def memory_plan(m, n, p, method=None, slices=None, accuracy=None, limit=None, engine=None):

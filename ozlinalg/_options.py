@@ -7,13 +7,21 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import operator
 from dataclasses import dataclass
 
+import numpy as np
+
 from .engines import get_engine
 from .engines._scratch import set_memory_limit_source
+from .ozaki import faithful as _faithful
+from .ozaki import params as _params
+from .ozaki.balance import min_shift_for as _min_shift_for
 
-__all__ = ["Options", "options", "get_options", "current_engine", "STRATEGIES"]
+__all__ = ["Options", "Plan", "options", "get_options", "current_engine", "resolve",
+           "STRATEGIES", "default_options", "explicit_names", "options_getter", "use_options",
+           "restore_options"]
 
 #: Values of ``Options.strategy`` (see :class:`Options`).
 STRATEGIES = ("eager", "performant")
@@ -33,6 +41,13 @@ class Options:
     min_size : int
         Products whose smallest dimension is below this run natively in FP64
         (emulation pays only for large products). 0 emulates everything.
+    min_order : int or None
+        Calls on matrices of order below this run as native LAPACK: the
+        factorizations, solves and decompositions called by name
+        (``ozlinalg.linalg.*``, ``ozlinalg.solve``) and, under
+        ``strategy="eager"``, the calls routed by the backend. Once a call is
+        emulated, every product inside it is, whatever its size. ``None`` (the
+        default): the value of `min_size`.
     native_order : int
         Under ``strategy="eager"``: routed calls of LU / Cholesky based functions
         (``np.linalg.solve``, ``inv``, ``det``, ``cholesky``, ``scipy.linalg.solve``,
@@ -82,6 +97,12 @@ class Options:
         certified per entry, uncertified entries recomputed exactly; applies to
         the factorizations' and solvers' products too (see
         :mod:`ozlinalg.ozaki.faithful`, docs/guarantees.md).
+    count_check : bool
+        Check a fixed ``slices`` count against what ``slices="auto"`` would pick for
+        the inputs, with an :class:`~ozlinalg.AccuracyWarning` where it is below
+        (:mod:`ozlinalg.ozaki.counts.adequacy`; the result never changes). Default
+        True. The refined solves turn it off for their deliberately reduced counts,
+        which they verify by FP64 residuals.
     engine : {None, "auto", "onednn", "avx2", "sgemm"}
         Which engine multiplies NumPy arrays (see :mod:`ozlinalg.engines.select`):
         ``"onednn"`` (exact INT8 GEMM on the CPU's INT8 units), ``"avx2"`` (exact
@@ -95,6 +116,7 @@ class Options:
     method: str = "hybrid-ef"
     slices: object = "auto"
     min_size: int = 0
+    min_order: object = None
     native_order: int = 16
     max_slices: int = 20
     memory_limit: object = None
@@ -103,16 +125,19 @@ class Options:
     strategy: str = "eager"
     engine: object = None
     accuracy: str = "dgemm"
+    count_check: bool = True
 
     def __post_init__(self):
-        # Per-instance cache of the backend's routing thresholds
-        # ({(array module, op): order or None}), filled by ozlinalg.backend.
-        # Not a field: it takes no part in equality, repr or replace().
-        object.__setattr__(self, "_route", {})
         # The names set by options() / backend() / install() on the way here (not
         # defaults): the backend's "performant" strategy runs the tuned method only
-        # where "method" is not among them (docs/tuning.md).
+        # where "method" is not among them (docs/tuning.md). Not a field: it takes
+        # no part in equality, hashing or repr; read it with explicit_names().
         object.__setattr__(self, "_explicit", frozenset())
+
+    @property
+    def call_min_order(self) -> int:
+        """The order from which calls are emulated: `min_order`, else `min_size`."""
+        return self.min_size if self.min_order is None else self.min_order
 
     def replace(self, **changes) -> Options:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -150,6 +175,107 @@ def current_engine(xp):
     :func:`ozlinalg.engines.get_engine` with ``get_options().engine`` (the engines
     take the name as an argument; they never read the options)."""
     return get_engine(xp, _OPTIONS.get(_process_options).engine)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one public call computes with, resolved once at its front door.
+
+    The front doors (:func:`ozlinalg.matmul`, the functions of
+    :mod:`ozlinalg.linalg` and :mod:`ozlinalg.dask`, the routed calls) read the
+    options in force once, validate them and look the engine up, through
+    :func:`resolve`; everything below takes the plan as an argument and reads no
+    ambient state.
+
+    Attributes
+    ----------
+    xp : module
+        The array module of the call's operands (NumPy or CuPy).
+    options : Options
+        The call's options (the product threshold ``options.min_size`` included).
+    method : ozlinalg.ozaki.params.Method
+        The validated emulated-GEMM method.
+    slices : int or "auto"
+        The validated slice (crt: moduli) count.
+    min_shift : int or None
+        The balancing threshold of the products
+        (:func:`ozlinalg.ozaki.balance.min_shift_for`; None: no balancing).
+    engine : ozlinalg.engines.Engine
+        The engine that multiplies `xp` arrays under `options`.
+    min_order : int
+        Below this matrix order a factorization, solve or decomposition runs as
+        native LAPACK (:attr:`Options.call_min_order`).
+    """
+
+    xp: object
+    options: Options
+    method: object
+    slices: object
+    min_shift: object
+    engine: object
+    min_order: int
+
+    @property
+    def accuracy(self) -> str:
+        return self.options.accuracy
+
+    @functools.cached_property
+    def inside(self) -> Plan:
+        """The plan of the products inside an emulated call: `min_order` decided the
+        call, so every product in it is emulated, however small (a trailing update
+        narrower than ``min_size`` is not silently native)."""
+        if self.options.min_size == 0:
+            return self
+        return dataclasses.replace(self, options=self.options.replace(min_size=0))
+
+    @functools.cached_property
+    def faithful(self) -> Plan:
+        """This plan with every product certified faithful (``accuracy="faithful"``)."""
+        if self.options.accuracy == "faithful":
+            return self
+        _faithful.check_method(self.method)
+        return dataclasses.replace(self, options=self.options.replace(accuracy="faithful"))
+
+    def balanced(self) -> Plan:
+        """This plan with every product's inner dimension balanced
+        (``balance=True``: the blocked factorizations' updates)."""
+        return self if self.min_shift == 1 else dataclasses.replace(self, min_shift=1)
+
+    def with_counts(self, method=None, slices=None, count_check=None) -> Plan:
+        """This plan with another method and / or count (validated); `count_check`
+        False: those counts are deliberate, no :class:`~ozlinalg.AccuracyWarning`."""
+        meth = self.method if method is None else _params.METHODS[
+            _params.validate_method(method)]
+        if slices is not None:
+            _params.validate_slices(slices)
+        else:
+            slices = self.slices
+        if self.options.accuracy == "faithful":
+            _faithful.check_method(meth)
+        opts = self.options
+        if count_check is not None and bool(count_check) != opts.count_check:
+            opts = opts.replace(count_check=bool(count_check))
+        return dataclasses.replace(self, options=opts, method=meth, slices=slices)
+
+
+def resolve(xp, *, opts=None, method=None, slices=None, moduli=None, balance=None,
+            accuracy=None, fname="ozlinalg.matmul") -> Plan:
+    """The :class:`Plan` of a call on `xp` arrays: the options in force (or `opts`)
+    with the call's own arguments (None: the option's value), validated once,
+    and the engine looked up once."""
+    if opts is None:
+        opts = _OPTIONS.get(_process_options)
+    meth = _params.METHODS[_params.validate_method(opts.method if method is None else method)]
+    slices = _params.count_from_moduli(meth.name, slices, moduli, fname)
+    slices = opts.slices if slices is None else slices
+    _params.validate_slices(slices)
+    min_shift = _min_shift_for(opts.balance if balance is None else balance)
+    if accuracy is not None and accuracy != opts.accuracy:
+        opts = opts.replace(accuracy=_faithful.validate_accuracy(accuracy))
+    if opts.accuracy == "faithful":
+        _faithful.check_method(meth)
+    return Plan(xp, opts, meth, slices, min_shift, get_engine(xp, opts.engine),
+                opts.call_min_order)
 
 
 def _memory_limit_in_force():
@@ -190,6 +316,22 @@ def _min_size(value):
     if m < 0:
         raise ValueError(f"ozlinalg.options: min_size must be >= 0, got {value!r}")
     return m
+
+
+def _min_order(value):
+    if value is None:
+        return None
+    m = _integer("min_order", value)
+    if m < 0:
+        raise ValueError(f"ozlinalg.options: min_order must be >= 0 or None, got {value!r}")
+    return m
+
+
+def _count_check(value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"ozlinalg.options: count_check must be True or False, "
+                        f"got {value!r} ({type(value).__name__})")
+    return bool(value)
 
 
 def _native_order(value):
@@ -265,6 +407,7 @@ _CHECKS = {
     "method": _method,
     "slices": _slices,
     "min_size": _min_size,
+    "min_order": _min_order,
     "native_order": _native_order,
     "max_slices": _max_slices,
     "memory_limit": _memory_limit,
@@ -273,6 +416,7 @@ _CHECKS = {
     "strategy": lambda value: _choice("strategy", value, STRATEGIES),
     "engine": _engine,
     "accuracy": _accuracy,
+    "count_check": _count_check,
 }
 
 
@@ -314,3 +458,41 @@ class options:
         _OPTIONS.reset(self._token)
         self._token = None
         return False
+
+
+# accessors for the routing layer
+
+
+def default_options() -> Options:
+    """The library defaults: what a context sees without :func:`options` blocks or
+    :func:`ozlinalg.install` (one shared, frozen instance)."""
+    return _DEFAULTS
+
+
+def explicit_names(opts: Options) -> frozenset:
+    """The option names set on the way to `opts` by :func:`options`, ``backend()``
+    or ``install()`` (not left at their defaults): the backend's "performant"
+    strategy runs its tuned method only where ``"method"`` is not among them."""
+    return opts._explicit
+
+
+def options_getter():
+    """The bound ``get`` of the context's options: ``options_getter()(default)`` is
+    the options of the innermost :func:`options` block (or ``backend()``) of the
+    current context, else `default`. With :func:`ozlinalg.install`'s options as
+    `default` it is :func:`get_options` without a Python frame, for the backend's
+    shims, which read the options on every call."""
+    return _OPTIONS.get
+
+
+def use_options(opts: Options) -> contextvars.Token:
+    """Make `opts` (already merged and validated) the options in force in the
+    current context, as entering an :func:`options` block does; returns the token
+    that :func:`restore_options` takes. For ``backend()``, which keeps its merged
+    Options between entries instead of rebuilding them each time."""
+    return _OPTIONS.set(opts)
+
+
+def restore_options(token: contextvars.Token) -> None:
+    """Put back the options in force before :func:`use_options` gave `token`."""
+    _OPTIONS.reset(token)

@@ -79,7 +79,7 @@ SPECTRAL_OPS = ("syevd", "gesdd")
 #: Every operation with a crossover (``ozlinalg.engines.base.CROSSOVER_OPS``).
 TUNED_OPS = ("matmul", *FACTORIZATION_OPS, *REFINED_OPS, *SPECTRAL_OPS)
 #: The methods the tuner compares; both meet the DGEMM-level accuracy contract
-#: with ``slices="auto"`` (the count rules of ozaki/auto.py and ozaki/crt).
+#: with ``slices="auto"`` (the count rules of ozaki/counts/).
 TUNABLE_METHODS = ("hybrid-ef", "crt")
 
 #: Largest order a cache may name (anything above is a corrupt file).

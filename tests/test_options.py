@@ -2,9 +2,11 @@
 with a TypeError / ValueError naming it and the value (ozlinalg/_options.py,
 ozlinalg/_env.py); a bad engine variable never demotes the engine."""
 import dataclasses
+import warnings
 
 import numpy as np
 import pytest
+import scipy.linalg as sla
 
 import ozlinalg
 from ozlinalg import _env, _options
@@ -20,6 +22,10 @@ BAD = [
     ("slices", 2.0, TypeError), ("slices", None, TypeError),
     ("min_size", -1, ValueError), ("min_size", 2.5, TypeError), ("min_size", "8", TypeError),
     ("min_size", True, TypeError),
+    ("min_order", -1, ValueError), ("min_order", 2.5, TypeError), ("min_order", "8", TypeError),
+    ("min_order", True, TypeError),
+    ("count_check", "yes", TypeError), ("count_check", 1, TypeError),
+    ("count_check", None, TypeError),
     ("max_slices", 0, ValueError), ("max_slices", -3, ValueError),
     ("max_slices", 65, ValueError), ("max_slices", "x", TypeError),
     ("max_slices", None, TypeError), ("max_slices", 4.0, TypeError),
@@ -166,3 +172,49 @@ class TestEngineVariables:
     def test_scratch_cache_reaches_the_engine(self, int8_engine, fresh_engines):
         fresh_engines.setenv(_scratch.ENV_SCRATCH, "0")
         assert type(int8_engine)().scratch.limit == 0
+
+
+class TestMinOrder:
+    """``min_size`` (products) and ``min_order`` (calls on matrices) are two options."""
+
+    def test_min_order_defaults_to_min_size(self):
+        assert ozlinalg.Options(min_size=5).call_min_order == 5
+        assert ozlinalg.Options(min_size=5, min_order=0).call_min_order == 0
+        assert ozlinalg.Options(min_size=0, min_order=7).call_min_order == 7
+
+    def test_a_call_above_min_order_emulates_every_product(self):
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((40, 40)) + 40 * np.eye(40)
+        with ozlinalg.options(min_size=10**6, min_order=0), ozlinalg.profile() as prof:
+            ozlinalg.linalg.lu_factor(a)
+        assert prof.emulated_gemm_calls > 0  # the products inside are far below min_size
+        with ozlinalg.options(min_size=10**6, min_order=0), ozlinalg.profile() as prof:
+            ozlinalg.matmul(a, a)
+        assert prof.emulated_gemm_calls == 0  # a product by name below min_size: native
+
+    def test_a_call_below_min_order_runs_natively(self):
+        rng = np.random.default_rng(4)
+        a = rng.standard_normal((40, 40)) + 40 * np.eye(40)
+        with ozlinalg.options(min_size=0, min_order=41), ozlinalg.profile() as prof:
+            lu, piv = ozlinalg.linalg.lu_factor(a)
+        assert prof.emulated_gemm_calls == 0
+        ref_lu, ref_piv = sla.lu_factor(a)
+        assert np.array_equal(piv, ref_piv) and np.array_equal(lu, ref_lu)
+        with ozlinalg.options(min_size=0, min_order=41), ozlinalg.profile() as prof:
+            ozlinalg.matmul(a, a)
+        assert prof.emulated_gemm_calls == 1
+
+
+class TestCountCheck:
+    """``count_check`` turns the fixed-count check (and its warning) off, never the bits."""
+
+    def test_off_silences_the_warning_and_keeps_the_bits(self):
+        rng = np.random.default_rng(5)
+        a, b = rng.standard_normal((40, 64)), rng.standard_normal((64, 30))
+        with pytest.warns(ozlinalg.AccuracyWarning):
+            warned = ozlinalg.matmul(a, b, slices=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ozlinalg.AccuracyWarning)
+            with ozlinalg.options(count_check=False):
+                quiet = ozlinalg.matmul(a, b, slices=2)
+        assert warned.tobytes() == quiet.tobytes()

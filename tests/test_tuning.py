@@ -21,11 +21,11 @@ import scipy.linalg
 import ozlinalg
 from ozlinalg import PerformanceWarning, _tuning
 from ozlinalg._profile import Route
-from ozlinalg._tune import _crossover, _has_refine, measure
-from ozlinalg._tune import main as tune_main
 from ozlinalg.engines.base import CROSSOVER_OPS, Engine, get_engine
 from ozlinalg.engines.sgemm import SGEMMEngine
 from ozlinalg.linalg import _numpy_api
+from ozlinalg.tools.tune import _crossover, _has_refine, measure
+from ozlinalg.tools.tune import main as tune_main
 
 
 @pytest.fixture
@@ -526,7 +526,7 @@ class TestTuneCommand:
     def test_a_first_size_beyond_the_budget_is_skipped(self, cache, monkeypatch):
         """The first order is predicted from the warm-up's timed round (n^3): one that
         would not fit what is left of the whole budget is not run (never, no ratios)."""
-        import ozlinalg._tune as tune_mod
+        import ozlinalg.tools.tune as tune_mod
 
         clock = itertools.count(0, 100)  # every reading 100 s after the last
         monkeypatch.setattr(tune_mod.time, "perf_counter", lambda: next(clock))

@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 #: function names counted per column (qualified by module where a name is common)
-OPTION_READS = {"get_options", "current_engine", "_memory_limit_in_force", "current_plan"}
+OPTION_READS = {"get_options", "current_engine", "_memory_limit_in_force", "resolve"}
 ENGINE_LOOKUPS = {"get_engine"}
 CHECKS = {"as_float_matrix", "validate_method", "validate_slices"}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scipy_io import common_dtype
+from ..lapack.scipy_conventions import common_dtype
 from . import _kernels as K
 from ._cholesky import cho_factor, cho_solve
 from ._lu import getrf_arrays, getrs_graph

@@ -26,6 +26,7 @@ import numpy as np
 from .._array import array_namespace, to_numpy
 from .._exceptions import LinAlgError, LinAlgWarning
 from .._matmul import matmul
+from .._options import resolve
 from ..lapack import (
     Runner,
     conj_t,
@@ -39,15 +40,24 @@ from ..lapack import (
     trsm,
     unit_lower,
 )
-from ..scipy_io import (
+from ..lapack.scipy_conventions import (
     computes_in,
     datacopied,
     deliver,
-    emulating,
     inplace_target,
+    lapack_args,
     lapack_dtype,
-    lapack_kw,
+    quiet,
 )
+
+
+def _lapack_args(n, like=None):
+    """:func:`~ozlinalg.lapack.scipy_conventions.lapack_args` for one task's call of
+    :mod:`ozlinalg.lapack` on order ``n``: the plan of the options the task runs
+    under (:class:`~ozlinalg.dask._tasks.OzTask`), resolved for the blocks' namespace."""
+    xp = np if like is None else array_namespace(like)
+    return lapack_args(resolve(xp), n)
+
 
 # --------------------------------------------------------------------------
 # the chunks' namespace
@@ -175,8 +185,8 @@ def lu_panel(offset, on_zero, *blocks):
     """
     panel = stack(*blocks) if len(blocks) > 1 else blocks[0]
     b = panel.shape[1]
-    with emulating():
-        lu, piv = getrf(panel, warn=False, check_finite=False, **lapack_kw(b))
+    with quiet():
+        lu, piv = getrf(panel, warn=False, check_finite=False, **_lapack_args(b, panel))
     xp = array_namespace(lu)
     z = first_zero_diagonal(xp, lu[:b, :b])
     if z >= 0 and on_zero != "ignore":
@@ -255,9 +265,9 @@ def lu_trsm(diag, moves, top, *picks):
     """``U_kj = L_kk^{-1} (P A)_kj``: the top block after the interchanges,
     solved with the unit lower triangle of the factored diagonal block."""
     rhs = top_after(moves, top, *picks)
-    with emulating():
+    with quiet():
         return trsm(diag, rhs, lower=True, unit_diagonal=True, check_finite=False,
-                    **lapack_kw(diag.shape[0]))
+                    **_lapack_args(diag.shape[0], diag))
 
 
 def lu_update(block, drop, left, upper):
@@ -295,9 +305,9 @@ def perm_indices(perm, xp="numpy"):
 def trsm_block(diag, lower, trans, unit, target, *parts):
     """``op(T_ii)^{-1} (target - sum(parts))`` for one block of the solution."""
     rhs = minus_sum(target, *parts)
-    with emulating():
+    with quiet():
         return trsm(diag, rhs, lower=lower, trans=trans, unit_diagonal=unit,
-                    check_finite=False, **lapack_kw(diag.shape[0]))
+                    check_finite=False, **_lapack_args(diag.shape[0], diag))
 
 
 # --------------------------------------------------------------------------
@@ -316,8 +326,9 @@ def chol_diag(offset, lower, a_ii, *parts):
     """``L_ii = chol(A_ii - sum_p L_ip L_ip^H)``, from the stored triangle of ``A_ii``."""
     target = minus_sum(hermitian_from(a_ii, lower), *parts)
     try:
-        with emulating():
-            return potrf(target, lower=True, check_finite=False, **lapack_kw(target.shape[0]))
+        with quiet():
+            return potrf(target, lower=True, check_finite=False,
+                         **_lapack_args(target.shape[0], target))
     except LinAlgError as exc:
         minor = str(exc).split("-th")[0]
         if not minor.isdigit():  # pragma: no cover
@@ -331,9 +342,9 @@ def chol_offdiag(l_jj, a_ij, transposed, *parts):
     block is read from the upper triangle (``A_ij = A_ji^H``)."""
     target = minus_sum(conj_t(a_ij) if transposed else a_ij, *parts)
     # x L_jj^H = t  <=>  L_jj x^H = t^H
-    with emulating():
+    with quiet():
         xh = trsm(l_jj, conj_t(target), lower=True, check_finite=False,
-                  **lapack_kw(l_jj.shape[0]))
+                  **_lapack_args(l_jj.shape[0], l_jj))
     return conj_t(xh)
 
 
@@ -354,13 +365,14 @@ def qr_block(x):
     a = x if isinstance(x, xp.ndarray) else xp.asarray(x)
     target = inplace_target(xp, a, datacopied(a, x), dt)
     direct = computes_in(xp, target)
-    with emulating():
+    with quiet():
         f, tau = geqrf(target if direct else a, overwrite_a=direct, check_finite=False,
-                       **lapack_kw(k))
+                       **_lapack_args(k, a))
     f_out = deliver(xp, f, target, dt)
     r = xp.triu(f_out if m < n else f_out[:n, :])
-    with emulating():
-        q = orgqr(f[:, :k], tau[:k], overwrite_a=True, check_finite=False, **lapack_kw(k))
+    with quiet():
+        q = orgqr(f[:, :k], tau[:k], overwrite_a=True, check_finite=False,
+                  **_lapack_args(k, f))
     return deliver(xp, q, f_out[:, :m] if m < n else f_out, dt), r
 
 
@@ -384,10 +396,10 @@ def qr_panel(*blocks):
     xp = array_namespace(panel)
     b = panel.shape[1]
     k = min(panel.shape)
-    with emulating():
-        f, tau = geqrf(panel, check_finite=False, **lapack_kw(k))
+    with quiet():
+        f, tau = geqrf(panel, check_finite=False, **_lapack_args(k, panel))
     v = unit_lower(xp, f[:, :k])
-    t = larft(Runner(xp, None, None), v, tau)
+    t = larft(Runner(resolve(xp)), v, tau)
     return xp.triu(f[:top, :b]), v, t
 
 

@@ -58,19 +58,20 @@ def capture(order, **explicit) -> Options:
 
     ``explicit`` holds keyword arguments of the call (``slices=...``,
     ``method=...``) that override the context; ``None`` values are ignored.
-    ``Options.min_size`` is applied here, to ``order`` (the order of the whole
-    problem, as :func:`ozlinalg.linalg` applies it to the user's matrix): below
-    it the tasks keep it (their blocks are smaller still, so they run in
-    native FP64); from it on the tasks get ``min_size=0``, so that every block
-    product of a large problem is emulated whatever the chunk size.
+    The call threshold (``Options.min_order``, else ``min_size``) is applied here, to
+    ``order`` (the order of the whole problem, as :func:`ozlinalg.linalg` applies it
+    to the user's matrix): below it the tasks keep the options (their blocks are
+    smaller still, so they run in native FP64); from it on the tasks get
+    ``min_size=0`` and ``min_order`` unset, so that every block product of a large
+    problem is emulated whatever the chunk size.
     """
     opts = get_options()
     changes = {k: v for k, v in explicit.items() if v is not None}
     if changes:
         with options(**changes):  # validates the values as ozlinalg.options does
             opts = get_options()
-    if order >= opts.min_size:
-        opts = opts.replace(min_size=0)
+    if order >= opts.call_min_order:
+        opts = opts.replace(min_size=0, min_order=None)
     return opts
 
 

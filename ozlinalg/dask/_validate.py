@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._emulable import emulable
-from ..scipy_io import lapack_dtype
+from ..lapack import work_dtype
+from ..lapack.scipy_conventions import lapack_dtype
 from . import _kernels as K
 from ._tasks import chunk_namespace
 
@@ -40,15 +41,9 @@ def check_dtype(x, fname, argname="a"):
         raise TypeError(f"{fname}: {argname} has unsupported dtype {x.dtype}")
 
 
-def work_dtype(*arrays):
-    """complex128 if any input is complex, else float64 (the computing dtype)."""
-    return np.dtype(np.complex128 if any(x.dtype.kind == "c" for x in arrays)
-                    else np.float64)
-
-
 def result_dtype(*arrays):
     """The dtype SciPy's LAPACK-backed functions return for ``arrays``
-    (:func:`ozlinalg.scipy_io.lapack_dtype`: bool and 8/16-bit integers
+    (:func:`ozlinalg.lapack.scipy_conventions.lapack_dtype`: bool and 8/16-bit integers
     give float32, as in the in-memory functions)."""
     return lapack_dtype(*arrays)
 

@@ -23,7 +23,8 @@ trsm       triangular solve with many right-hand sides
 The helpers that blocked graphs built elsewhere (:mod:`ozlinalg.dask`) reuse
 are public too: ``larft`` and ``unit_lower`` (compact-WY block reflectors),
 ``Runner`` (runs a blocked algorithm's GEMMs), ``conj_t``,
-``first_zero_diagonal``, ``swaps_to_rows`` and ``trans_code``.
+``first_zero_diagonal``, ``swaps_to_rows``, ``trans_code`` and ``work_dtype`` (the
+computing dtype: complex128 for complex input, else float64).
 
 Every routine takes ``block_size`` (panel width, default
 :data:`DEFAULT_BLOCK_SIZE`), ``slices`` and ``method`` (passed to
@@ -47,6 +48,7 @@ from ._common import (
     first_zero_diagonal,
     swaps_to_rows,
     trans_code,
+    work_dtype,
 )
 from .geqrf import geqrf, larft, orgqr, ormqr, unit_lower
 from .getrf import getrf, getrs
@@ -64,7 +66,9 @@ __all__ = [
     "trsm",
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_MIN_SIZE",
-    # helpers of blocked graphs built elsewhere (ozlinalg.dask)
+    # helpers of blocked graphs built elsewhere (ozlinalg.dask), and the computing
+    # dtype that ozlinalg.linalg and ozlinalg.dask share
+    "work_dtype",
     "larft",
     "unit_lower",
     "Runner",

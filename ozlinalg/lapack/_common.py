@@ -11,6 +11,7 @@ suite).
 from __future__ import annotations
 
 import contextlib
+import dataclasses as _dataclasses
 import operator
 import warnings
 
@@ -21,8 +22,8 @@ from scipy.linalg import lapack as _lapack
 from .._array import array_namespace
 from .._emulable import original  # native panels call the original behind a shim
 from .._exceptions import LinAlgError, LinAlgWarning
-from .._matmul import matmul_ordered as _emulated_matmul
-from .._options import current_engine as get_engine  # the engine options() names
+from .._matmul import product as _product
+from .._options import Plan, resolve
 from .._profile import record_native_flops
 
 __all__ = [
@@ -87,9 +88,10 @@ def is_complex(*arrays):
     return any(x.dtype.kind == "c" for x in arrays)
 
 
-def work_dtype(xp, *arrays):
-    """The computing dtype: complex128 if any input is complex, else float64."""
-    return xp.complex128 if is_complex(*arrays) else xp.float64
+def work_dtype(*arrays):
+    """The computing dtype of ``arrays`` (NumPy, CuPy or dask arrays): complex128 if
+    any is complex, else float64."""
+    return np.dtype(np.complex128 if is_complex(*arrays) else np.float64)
 
 
 def conj_t(x):
@@ -103,7 +105,7 @@ def work_copy(xp, a, overwrite, dtype=None):
 
     Copies are Fortran-ordered (LAPACK's layout: panels are column blocks).
     """
-    dtype = work_dtype(xp, a) if dtype is None else dtype
+    dtype = work_dtype(a) if dtype is None else dtype
     if (
         overwrite
         and a.dtype == dtype
@@ -126,14 +128,14 @@ def _check_int_option(value, default, minimum, name, fname):
     return v
 
 
-def check_block_size(block_size, fname, xp=None, order=None):
-    """``block_size``, or the default: the engine's (``Engine.block_size``: the panel
+def check_block_size(block_size, fname, engine=None, order=None):
+    """``block_size``, or the default: the `engine`'s (``Engine.block_size``: the panel
     width its trailing updates amortize best; at most a quarter of the matrix
     ``order``, so that small matrices still go through several emulated updates)
     else :data:`DEFAULT_BLOCK_SIZE`."""
     default = DEFAULT_BLOCK_SIZE
-    if block_size is None and xp is not None:
-        nb = get_engine(xp).block_size
+    if block_size is None and engine is not None:
+        nb = engine.block_size
         if nb:
             default = nb if order is None else min(nb, max(DEFAULT_BLOCK_SIZE, order // 4))
     return _check_int_option(block_size, default, 1, "block_size", fname)
@@ -153,11 +155,6 @@ def check_min_size(min_size, fname, crossover=None):
                       DeprecationWarning, stacklevel=3)
         min_size = crossover
     return _check_int_option(min_size, DEFAULT_MIN_SIZE, 0, "min_size", fname)
-
-
-def check_trans(trans, fname):
-    """0/'N' -> False, 1/'T'/2/'C' -> True (whether ``op(a)`` is transposed)."""
-    return trans_code(trans, fname) != 0
 
 
 def trans_code(trans, fname):
@@ -186,21 +183,39 @@ def check_side(side, fname):
 #: imbalance). Measured effect: docs/factorizations.md.
 BALANCE_INNER = True
 
+def routine_plan(xp, plan, slices, method, accuracy, fname):
+    """The :class:`~ozlinalg._options.Plan` a routine runs under: `plan`, handed down by
+    the front door of the call (then `slices`, `method` and `accuracy` are not given),
+    else the options in force with those arguments (a direct call of
+    :mod:`ozlinalg.lapack`)."""
+    if plan is None:
+        return resolve(xp, method=method, slices=slices, accuracy=accuracy,
+                       fname=_fname(fname))
+    if not isinstance(plan, Plan):
+        raise TypeError(f"{_fname(fname)}: plan must be an ozlinalg Plan, got "
+                        f"{type(plan).__name__}")
+    if slices is not None or method is not None or accuracy is not None:
+        raise TypeError(f"{_fname(fname)}: give plan= or slices= / method= / accuracy=, "
+                        "not both")
+    return plan
+
+
 class Runner:
-    """Runs the GEMMs of a blocked algorithm: emulated, or native FP64.
+    """Runs the GEMMs of a blocked algorithm under a plan: emulated, or native FP64.
 
     ``emulate=False`` is the native path of the CuPy fallback below
     ``min_size`` (the NumPy fallback calls LAPACK directly); its GEMM flops are
-    recorded as native so that :func:`ozlinalg.profile` stays truthful.
+    recorded as native so that :func:`ozlinalg.profile` stays truthful. The
+    products balance their inner dimension (:data:`BALANCE_INNER`).
     """
 
-    __slots__ = ("xp", "slices", "method", "accuracy", "emulate")
+    __slots__ = ("xp", "plan", "engine", "emulate")
 
-    def __init__(self, xp, slices, method, emulate=True, accuracy=None):
-        self.xp = xp
-        self.slices = slices
-        self.method = method
-        self.accuracy = accuracy
+    def __init__(self, plan, emulate=True):
+        self.xp = plan.xp
+        self.plan = plan.balanced() if BALANCE_INNER else _dataclasses.replace(
+            plan, min_shift=None)
+        self.engine = plan.engine
         self.emulate = emulate
 
     def gemm(self, a, b, like=None):
@@ -208,9 +223,7 @@ class Runner:
         (the array it updates: no transposing pass in ``like -= a @ b``)."""
         if self.emulate:
             order = "F" if like is not None and _column_major(like) else "C"
-            return _emulated_matmul(a, b, slices=self.slices, method=self.method,
-                                    accuracy=self.accuracy, balance=bool(BALANCE_INNER),
-                                    order=order)
+            return _product(self.plan, a, b, order=order)
         record_native_flops(2.0 * a.shape[0] * a.shape[1] * b.shape[1], "gemm (native path)")
         return self.xp.matmul(a, b)
 
@@ -259,12 +272,12 @@ def flops_trsm(n, nrhs):
 NATIVE_LIMIT_FROM = 10_000
 
 
-def _native_blas(xp, x=None):
-    """How a native panel call on ``x`` shares the cores with the engine's GEMMs
-    (:meth:`ozlinalg.engines.base.Engine.native_blas`)."""
-    if x is not None and x.size < NATIVE_LIMIT_FROM:
+def _native_blas(engine, x=None):
+    """How a native panel call on ``x`` shares the cores with the `engine`'s GEMMs
+    (:meth:`ozlinalg.engines.base.Engine.native_blas`; None: no limit)."""
+    if engine is None or (x is not None and x.size < NATIVE_LIMIT_FROM):
         return contextlib.nullcontext()
-    return get_engine(xp).native_blas()
+    return engine.native_blas()
 
 
 def _lwork(func, *args):
@@ -276,7 +289,7 @@ def _lwork(func, *args):
     return max(1, int(work[0].real))
 
 
-def native_getrf(xp, a, overwrite=False):
+def native_getrf(xp, a, overwrite=False, engine=None):
     """LU with partial pivoting of the m x b block ``a``.
 
     Returns ``(lu, piv, info)``: ``piv`` a host int32 array of 0-based
@@ -287,7 +300,7 @@ def native_getrf(xp, a, overwrite=False):
     """
     if xp is np:
         getrf = _lapack.zgetrf if a.dtype.kind == "c" else _lapack.dgetrf
-        with _native_blas(xp, a):
+        with _native_blas(engine, a):
             lu, piv, info = getrf(a, overwrite_a=bool(overwrite))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal getrf")
@@ -306,14 +319,14 @@ def native_getrf(xp, a, overwrite=False):
     return lu, xp.asnumpy(piv).astype(np.int32), int(zero[0]) + 1 if zero.size else 0
 
 
-def native_potrf(xp, a, lower):
+def native_potrf(xp, a, lower, engine=None):
     """Cholesky factor of the (small) block ``a``; returns ``(c, info)``.
 
     Complex ``a``: Hermitian, ``a = L L^H`` / ``U^H U`` (LAPACK ``zpotrf``).
     """
     potrf = _lapack.zpotrf if a.dtype.kind == "c" else _lapack.dpotrf
     if xp is np:
-        with _native_blas(xp, a):
+        with _native_blas(engine, a):
             c, info = potrf(a, lower=int(lower), clean=1)
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal potrf")
@@ -324,14 +337,14 @@ def native_potrf(xp, a, lower):
     return xp.asarray(c), int(info)
 
 
-def native_geqrf(xp, a):
+def native_geqrf(xp, a, engine=None):
     """Householder QR of the block ``a``; returns ``(qr, tau)`` in LAPACK format.
 
     Complex ``a``: ``H_i = I - tau_i v_i v_i^H`` (LAPACK ``zgeqrf``).
     """
     if xp is np:
         geqrf = _lapack.zgeqrf if a.dtype.kind == "c" else _lapack.dgeqrf
-        with _native_blas(xp, a):
+        with _native_blas(engine, a):
             qr, tau, _, info = geqrf(a, lwork=_lwork(geqrf, a))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal geqrf")
@@ -340,7 +353,7 @@ def native_geqrf(xp, a):
     return h.T, tau
 
 
-def native_trsm_left(xp, m, b, lower, unit):
+def native_trsm_left(xp, m, b, lower, unit, engine=None):
     """Solve ``m x = b`` for a triangular block ``m`` (a view, maybe transposed).
 
     BLAS ``trsm`` on the host: no singularity check (a zero on the diagonal
@@ -349,7 +362,7 @@ def native_trsm_left(xp, m, b, lower, unit):
     """
     if xp is np:
         trsm = _blas.ztrsm if (m.dtype.kind == "c" or b.dtype.kind == "c") else _blas.dtrsm
-        with _native_blas(xp, b):
+        with _native_blas(engine, b):
             return trsm(1.0, m, b, lower=int(lower), diag=int(unit))
     from cupyx.scipy.linalg import solve_triangular
 
@@ -389,7 +402,7 @@ def raise_not_pd(minor):
     raise LinAlgError(f"{minor}-th leading minor of the array is not positive definite")
 
 
-def swap_rows(xp, a, piv, offset, cols):
+def swap_rows(xp, a, piv, offset, cols, engine=None):
     """Apply LAPACK's sequential row interchanges ``i <-> piv[i]`` (0-based, of rows
     ``offset + ...``) to the columns ``cols`` (a slice) of ``a``, in place.
 
@@ -408,7 +421,7 @@ def swap_rows(xp, a, piv, offset, cols):
         laswp = _lapack.zlaswp if blk.dtype.kind == "c" else _lapack.dlaswp
         ipiv = np.zeros(offset + len(piv), dtype=np.int32)  # SciPy's wrapper: 0-based
         ipiv[offset:] = np.asarray(piv, dtype=np.int32) + offset
-        with _native_blas(xp, blk):
+        with _native_blas(engine, blk):
             out = laswp(blk, ipiv, k1=offset, k2=offset + len(piv) - 1, off=0, inc=1,
                         overwrite_a=1)
         # laswp swaps in place or returns a fresh copy: bounds decide (np.shares_memory

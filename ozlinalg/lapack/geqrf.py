@@ -15,6 +15,7 @@ from ._common import (
     conj_t,
     flops_geqrf,
     native_geqrf,
+    routine_plan,
     trans_code,
     work_copy,
     work_dtype,
@@ -23,7 +24,8 @@ from ._common import (
 __all__ = ["geqrf", "orgqr", "ormqr", "larft", "unit_lower"]
 
 
-def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
+def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, plan=None,
+          overwrite_a=False,
           check_finite=True, min_size=None, crossover=None):
     """Householder QR factorization ``a = Q @ R`` in LAPACK's compact form.
 
@@ -43,6 +45,10 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
         (``"faithful"``: every product certified within one ulp; the
         factorization's own rounding is LAPACK's).
+    plan : Plan, optional
+        The configuration resolved by the calling front door
+        (:class:`ozlinalg._options.Plan`), instead of `slices`, `method` and
+        `accuracy` (default: the options in force with those arguments).
     overwrite_a : bool, optional
         Allow the result to be written into `a` (float64 / complex128 arrays
         only).
@@ -95,7 +101,8 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     True
     """
     xp, a = as_float_matrix(a, "geqrf", check_finite=check_finite)
-    nb = check_block_size(block_size, "geqrf", xp, min(a.shape))
+    plan = routine_plan(xp, plan, slices, method, accuracy, "geqrf")
+    nb = check_block_size(block_size, "geqrf", plan.engine, min(a.shape))
     cross = check_min_size(min_size, "geqrf", crossover)
     m, n = a.shape
     k = min(m, n)
@@ -103,16 +110,16 @@ def geqrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     if k == 0:
         return qr, xp.zeros(0, dtype=qr.dtype)
     if k < cross or k <= nb:
-        f, tau = native_geqrf(xp, qr)
+        f, tau = native_geqrf(xp, qr, engine=plan.engine)
         qr[...] = f
         Runner.native(flops_geqrf(m, n), "geqrf (native: below min_size or one panel)")
         return qr, tau
 
-    run = Runner(xp, slices, method, accuracy=accuracy)
+    run = Runner(plan)
     tau = xp.zeros(k, dtype=qr.dtype)
     for j in range(0, k, nb):
         j1 = min(k, j + nb)
-        f, t = native_geqrf(xp, qr[j:, j:j1])
+        f, t = native_geqrf(xp, qr[j:, j:j1], engine=plan.engine)
         qr[j:, j:j1] = f
         tau[j:j1] = t
         run.native(flops_geqrf(m - j, j1 - j), "geqrf panel")
@@ -195,7 +202,8 @@ def _blocks(k, nb, reverse):
     return reversed(starts) if reverse else starts
 
 
-def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
+def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, plan=None,
+          overwrite_a=False,
           check_finite=True, min_size=None, crossover=None):
     """Form the M x N matrix Q with orthonormal (unitary) columns from :func:`geqrf` output.
 
@@ -228,8 +236,9 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
     with the three emulated GEMMs of the compact WY form.
     """
     xp, qr = as_float_matrix(qr, "orgqr", "qr", check_finite=check_finite)
+    plan = routine_plan(xp, plan, slices, method, accuracy, "orgqr")
     _, tau = as_float_matrix(tau, "orgqr", "tau", check_finite=check_finite, ndim=(1,))
-    nb = check_block_size(block_size, "orgqr", xp, min(qr.shape))
+    nb = check_block_size(block_size, "orgqr", plan.engine, min(qr.shape))
     cross = check_min_size(min_size, "orgqr", crossover)
     m, n = qr.shape
     k = tau.shape[0]
@@ -239,7 +248,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
         raise ValueError(
             f"ozlinalg.lapack.orgqr: tau has {k} entries, more than the {n} columns of qr"
         )
-    dt = work_dtype(xp, qr, tau)
+    dt = work_dtype(qr, tau)
     tau = tau.astype(dt, copy=False)
     if m == 0 or n == 0:
         return work_copy(xp, qr, overwrite_a, dt)
@@ -252,7 +261,7 @@ def orgqr(qr, tau, *, block_size=None, slices=None, method=None, accuracy=None, 
         Runner.native(_flops_orgqr(m, n, k), "orgqr (native: below min_size or one panel)")
         a[...] = q
         return a
-    run = Runner(xp, slices, method, accuracy=accuracy, emulate=not (k < cross or k <= nb))
+    run = Runner(plan, emulate=not (k < cross or k <= nb))
     vsrc = qr.astype(dt, copy=False)
     if overwrite_a and vsrc is qr:
         vsrc = xp.array(qr[:, :k], copy=True)   # the reflectors are read while q is written
@@ -273,7 +282,8 @@ def _flops_orgqr(m, n, k):
 
 
 def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, method=None,
-          accuracy=None, overwrite_c=False, check_finite=True, min_size=None, crossover=None):
+          accuracy=None, plan=None,
+          overwrite_c=False, check_finite=True, min_size=None, crossover=None):
     """Multiply ``c`` by ``Q`` or ``Q^T`` (``Q^H``) from :func:`geqrf` output.
 
     Computes ``Q^T c`` (side 'L', trans 'T', the default), ``Q c`` (side 'L',
@@ -317,19 +327,20 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
     emulated GEMMs, in the order the product requires.
     """
     xp, qr = as_float_matrix(qr, "ormqr", "qr", check_finite=check_finite)
+    plan = routine_plan(xp, plan, slices, method, accuracy, "ormqr")
     _, tau = as_float_matrix(tau, "ormqr", "tau", check_finite=check_finite, ndim=(1,))
     _, c = as_float_matrix(c, "ormqr", "c", check_finite=check_finite, ndim=(1, 2))
     side = check_side(side, "ormqr")
     tc = trans_code(trans, "ormqr")
-    qdt = work_dtype(xp, qr, tau)
+    qdt = work_dtype(qr, tau)
     if tc == 1 and qdt == xp.complex128:
         raise ValueError("ozlinalg.lapack.ormqr: trans='T' is not supported for complex Q; "
                          "use 'C' (Q^H), as LAPACK zunmqr")
     t = tc != 0
-    nb = check_block_size(block_size, "ormqr", xp, tau.shape[0])
+    nb = check_block_size(block_size, "ormqr", plan.engine, tau.shape[0])
     cross = check_min_size(min_size, "ormqr", crossover)
     k = tau.shape[0]
-    out = work_copy(xp, c, overwrite_c, work_dtype(xp, qr, tau, c))
+    out = work_copy(xp, c, overwrite_c, work_dtype(qr, tau, c))
     cm = out[:, None] if (out.ndim == 1 and side == "L") else (
         out[None, :] if out.ndim == 1 else out)
     nq = cm.shape[0] if side == "L" else cm.shape[1]
@@ -362,7 +373,7 @@ def ormqr(qr, tau, c, *, side="L", trans="T", block_size=None, slices=None, meth
                       "ormqr (native, below min_size)")
         cm[...] = res
         return out
-    run = Runner(xp, slices, method, accuracy=accuracy, emulate=not (k < cross or k <= nb))
+    run = Runner(plan, emulate=not (k < cross or k <= nb))
     # Q^T C and C Q walk the reflectors forward, Q C and C Q^T backward.
     forward = (side == "L") == t
     for j in _blocks(k, nb, reverse=not forward):

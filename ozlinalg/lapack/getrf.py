@@ -13,18 +13,20 @@ from ._common import (
     check_min_size,
     flops_getrf,
     native_getrf,
+    routine_plan,
     swap_rows,
     swaps_to_rows,
     trans_code,
     work_copy,
     work_dtype,
 )
-from .trsm import solve_left_inplace, trsm
+from .trsm import checked_trsm, solve_left_inplace
 
 __all__ = ["getrf", "getrs"]
 
 
-def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwrite_a=False,
+def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, plan=None,
+          overwrite_a=False,
           check_finite=True, min_size=None, crossover=None, warn=True):
     """LU factorization with partial pivoting, ``a = P @ L @ U``.
 
@@ -46,6 +48,10 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
         (``"faithful"``: every product certified within one ulp; the
         factorization's own rounding is LAPACK's).
+    plan : Plan, optional
+        The configuration resolved by the calling front door
+        (:class:`ozlinalg._options.Plan`), instead of `slices`, `method` and
+        `accuracy` (default: the options in force with those arguments).
     overwrite_a : bool, optional
         Allow the factors to be written into `a` (float64 / complex128
         arrays only).
@@ -127,7 +133,8 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     array([1, 1], dtype=int32)
     """
     xp, a = as_float_matrix(a, "getrf", check_finite=check_finite)
-    nb = check_block_size(block_size, "getrf", xp, min(a.shape))
+    plan = routine_plan(xp, plan, slices, method, accuracy, "getrf")
+    nb = check_block_size(block_size, "getrf", plan.engine, min(a.shape))
     cross = check_min_size(min_size, "getrf", crossover)
     m, n = a.shape
     k = min(m, n)
@@ -136,7 +143,8 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
         return lu, xp.zeros(0, dtype=xp.int32)
 
     if k < cross or k <= nb:
-        f, piv, info = native_getrf(xp, lu, overwrite=True)  # in place when lu is F-ordered
+        # in place when lu is F-ordered
+        f, piv, info = native_getrf(xp, lu, overwrite=True, engine=plan.engine)
         if f is not lu:
             lu[...] = f
         Runner.native(flops_getrf(m, n), "getrf (native: below min_size or one panel)")
@@ -144,7 +152,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
             _warn_singular(info)
         return lu, xp.asarray(piv)
 
-    run = Runner(xp, slices, method, accuracy=accuracy)
+    run = Runner(plan)
     piv = np.empty(k, dtype=np.int32)
     in_place = lu is a
     lu_rec = _Recursive(run, lu, nb, piv, trailing_chunk(n, nb, in_place=in_place),
@@ -152,7 +160,7 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, overwr
     info = lu_rec.factor(0, k)
     if k < n:
         # wide: the columns right of the square part get its interchanges and L11^{-1}
-        swap_rows(xp, lu, piv, 0, slice(k, n))
+        swap_rows(xp, lu, piv, 0, slice(k, n), engine=plan.engine)
         solve_left_inplace(run, lu[:k, :k], lu[:k, k:], True, True, lu_rec.leaf)
     if warn:
         _warn_singular(info)
@@ -222,7 +230,7 @@ class _Recursive:
         m = lu.shape[0]
         w = c1 - c0
         if w <= self.nb:
-            f, p, inf = native_getrf(xp, lu[c0:, c0:c1])
+            f, p, inf = native_getrf(xp, lu[c0:, c0:c1], engine=run.engine)
             lu[c0:, c0:c1] = f
             run.native(flops_getrf(m - c0, w), "getrf panel")
             self.piv[c0:c1] = p + c0
@@ -230,13 +238,13 @@ class _Recursive:
         # split at a multiple of nb, so that the panels are full
         s = c0 + max(self.nb, (w // 2) // self.nb * self.nb)
         info = self.factor(c0, s)
-        swap_rows(xp, lu, self.piv[c0:s] - c0, c0, slice(s, c1))
+        swap_rows(xp, lu, self.piv[c0:s] - c0, c0, slice(s, c1), engine=run.engine)
         # U12 = L11^{-1} A12 (L11 unit lower; its upper part holds U11, unread)
         solve_left_inplace(run, lu[c0:s, c0:s], lu[c0:s, s:c1], True, True, self.leaf)
         if s < m:
             self.update(c0, s, c1)
         info2 = self.factor(s, c1)
-        swap_rows(xp, lu, self.piv[s:c1] - s, s, slice(c0, s))
+        swap_rows(xp, lu, self.piv[s:c1] - s, s, slice(c0, s), engine=run.engine)
         return info or info2
 
     def update(self, c0, s, c1):
@@ -272,7 +280,7 @@ def _warn_singular(info):
 
 
 def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, accuracy=None,
-          overwrite_b=False, check_finite=True, min_size=None, crossover=None):
+          plan=None, overwrite_b=False, check_finite=True, min_size=None, crossover=None):
     """Solve ``a @ x = b`` (``a.T``, ``a^H``) from the output of :func:`getrf`.
 
     Parameters
@@ -286,7 +294,7 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     trans : {0, 1, 2, 'N', 'T', 'C'}, optional
         Solve ``a x = b`` (0/'N'), ``a^T x = b`` (1/'T') or ``a^H x = b``
         (2/'C', the conjugate transpose; the same as 1 for real `lu`).
-    block_size, slices, method, accuracy, min_size : optional
+    block_size, slices, method, accuracy, plan, min_size : optional
         As in :func:`trsm` (used for both triangular solves).
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
@@ -306,6 +314,7 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     in LAPACK, an exactly zero pivot in `lu` gives Inf / NaN, not an error.
     """
     xp, lu = as_float_matrix(lu, "getrs", "lu", check_finite=check_finite, square=True)
+    plan = routine_plan(xp, plan, slices, method, accuracy, "getrs")
     _, b = as_float_matrix(b, "getrs", "b", check_finite=check_finite, ndim=(1, 2))
     n = lu.shape[0]
     piv_h = np.asarray(piv.get() if hasattr(piv, "get") else piv)
@@ -318,22 +327,24 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     if n and (piv_h.min() < 0 or piv_h.max() >= n):
         raise ValueError("ozlinalg.lapack.getrs: pivot indices out of range")
     t = trans_code(trans, "getrs")
-    x = work_copy(xp, b, overwrite_b, work_dtype(xp, lu, b))
+    x = work_copy(xp, b, overwrite_b, work_dtype(lu, b))
     if x.size == 0:
         return x
     dst, src = swaps_to_rows(piv_h.astype(np.intp), 0)
-    kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
-              overwrite_b=True,
-              check_finite=False, min_size=check_min_size(min_size, "getrs", crossover),
-              check_singular=False)
+    nb = check_block_size(block_size, "getrs", plan.engine, n)
+    cross = check_min_size(min_size, "getrs", crossover)
+
+    def solve(x, lower, unit, trans):
+        return checked_trsm(plan, lu, x, "L", lower, trans, unit, nb, cross, True, False)
+
     if not t:
         if dst.size:
             x[dst] = x[src]
-        x = trsm(lu, x, lower=True, unit_diagonal=True, **kw)
-        x = trsm(lu, x, lower=False, **kw)
+        x = solve(x, True, True, 0)
+        x = solve(x, False, False, 0)
     else:
-        x = trsm(lu, x, lower=False, trans=t, **kw)
-        x = trsm(lu, x, lower=True, unit_diagonal=True, trans=t, **kw)
+        x = solve(x, False, False, t)
+        x = solve(x, True, True, t)
         if dst.size:
             x[src] = x[dst]
     return x

@@ -11,15 +11,16 @@ from ._common import (
     keep_triangle,
     native_potrf,
     raise_not_pd,
+    routine_plan,
     work_copy,
     work_dtype,
 )
-from .trsm import solve_left_inplace, trsm
+from .trsm import checked_trsm, solve_left_inplace
 
 __all__ = ["potrf", "potrs"]
 
 
-def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy=None,
+def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy=None, plan=None,
           overwrite_a=False, clean=True, check_finite=True, min_size=None, crossover=None):
     """Cholesky factorization of a symmetric (Hermitian) positive definite matrix.
 
@@ -48,6 +49,10 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
         Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
         (``"faithful"``: every product certified within one ulp; the
         factorization's own rounding is LAPACK's).
+    plan : Plan, optional
+        The configuration resolved by the calling front door
+        (:class:`ozlinalg._options.Plan`), instead of `slices`, `method` and
+        `accuracy` (default: the options in force with those arguments).
     overwrite_a : bool, optional
         Allow the factor to be written into `a` (float64 / complex128 arrays
         only).
@@ -114,7 +119,8 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
            [1., 2.]])
     """
     xp, a = as_float_matrix(a, "potrf", check_finite=check_finite, square=True)
-    nb = check_block_size(block_size, "potrf", xp, a.shape[0])
+    plan = routine_plan(xp, plan, slices, method, accuracy, "potrf")
+    nb = check_block_size(block_size, "potrf", plan.engine, a.shape[0])
     cross = check_min_size(min_size, "potrf", crossover)
     n = a.shape[0]
     c = work_copy(xp, a, overwrite_a)
@@ -125,13 +131,13 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
         saved = xp.triu(c, 1) if lower else xp.tril(c, -1)
 
     if n < cross or n <= nb:
-        f, info = native_potrf(xp, c, lower)
+        f, info = native_potrf(xp, c, lower, engine=plan.engine)
         Runner.native(flops_potrf(n), "potrf (native: below min_size or one panel)")
         if info > 0:
             raise_not_pd(info)
         c[...] = f
     else:
-        run = Runner(xp, slices, method, accuracy=accuracy)
+        run = Runner(plan)
         # The upper factor of a is the transpose of the lower factor of a.T.
         _potrf_lower_inplace(run, c if lower else c.T, nb)
         keep_triangle(xp, c, lower)
@@ -151,7 +157,7 @@ def _potrf_lower_inplace(run, c, nb, c0=0, c1=None):
     c1 = c.shape[0] if c1 is None else c1
     w = c1 - c0
     if w <= nb:
-        f, info = native_potrf(xp, c[c0:c1, c0:c1], True)
+        f, info = native_potrf(xp, c[c0:c1, c0:c1], True, engine=run.engine)
         run.native(flops_potrf(w), "potrf diagonal block")
         if info > 0:
             raise_not_pd(c0 + info)
@@ -184,7 +190,7 @@ def _syrk_lower(run, c, p, nb):
     _syrk_lower(run, c[n1:, n1:], p[n1:], nb)
 
 
-def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accuracy=None,
+def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accuracy=None, plan=None,
           overwrite_b=False, check_finite=True, min_size=None, crossover=None):
     """Solve ``a @ x = b`` from the Cholesky factor of :func:`potrf`.
 
@@ -196,7 +202,7 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accur
         Right-hand sides.
     lower : bool, optional
         Whether `c` is the lower factor.
-    block_size, slices, method, accuracy, min_size : optional
+    block_size, slices, method, accuracy, plan, min_size : optional
         As in :func:`trsm`.
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
@@ -216,20 +222,21 @@ def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accur
     gives Inf / NaN, as in LAPACK.
     """
     xp, c = as_float_matrix(c, "potrs", "c", check_finite=check_finite, square=True)
+    plan = routine_plan(xp, plan, slices, method, accuracy, "potrs")
     _, b = as_float_matrix(b, "potrs", "b", check_finite=check_finite, ndim=(1, 2))
     if b.shape[0] != c.shape[0]:
         raise ValueError(
             f"ozlinalg.lapack.potrs: shapes of c {c.shape} and b {b.shape} are incompatible"
         )
-    x = work_copy(xp, b, overwrite_b, work_dtype(xp, c, b))
+    x = work_copy(xp, b, overwrite_b, work_dtype(c, b))
     if x.size == 0:
         return x
-    kw = dict(block_size=block_size, slices=slices, method=method, accuracy=accuracy,
-              overwrite_b=True,
-              check_finite=False, min_size=check_min_size(min_size, "potrs", crossover),
-              check_singular=False)
+    nb = check_block_size(block_size, "potrs", plan.engine, c.shape[0])
+    cross = check_min_size(min_size, "potrs", crossover)
+
+    def solve(x, trans):
+        return checked_trsm(plan, c, x, "L", lower, trans, False, nb, cross, True, False)
+
     if lower:
-        x = trsm(c, x, lower=True, **kw)
-        return trsm(c, x, lower=True, trans=2, **kw)
-    x = trsm(c, x, lower=False, trans=2, **kw)
-    return trsm(c, x, lower=False, **kw)
+        return solve(solve(x, 0), 2)
+    return solve(solve(x, 2), 0)

@@ -11,16 +11,18 @@ from ._common import (
     first_zero_diagonal,
     flops_trsm,
     native_trsm_left,
+    routine_plan,
     trans_code,
     work_copy,
     work_dtype,
 )
 
-__all__ = ["trsm"]
+__all__ = ["trsm", "checked_trsm"]
 
 
 def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_size=None,
-         slices=None, method=None, accuracy=None, overwrite_b=False, check_finite=True,
+         slices=None, method=None, accuracy=None, plan=None,
+          overwrite_b=False, check_finite=True,
          min_size=None, crossover=None, check_singular=True):
     """Solve a triangular system with many right-hand sides.
 
@@ -57,6 +59,10 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
         Accuracy of the emulated products, passed to :func:`ozlinalg.matmul`
         (``"faithful"``: every product certified within one ulp; the
         factorization's own rounding is LAPACK's).
+    plan : Plan, optional
+        The configuration resolved by the calling front door
+        (:class:`ozlinalg._options.Plan`), instead of `slices`, `method` and
+        `accuracy` (default: the options in force with those arguments).
     overwrite_b : bool, optional
         Allow the solution to be written into `b` (arrays of the result's
         dtype only).
@@ -108,13 +114,25 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
     array([1., 2.])
     """
     xp, a = as_float_matrix(a, "trsm", "a", check_finite=check_finite, square=True)
+    plan = routine_plan(xp, plan, slices, method, accuracy, "trsm")
     xp2, b = as_float_matrix(b, "trsm", "b", check_finite=check_finite, ndim=(1, 2))
     if xp2 is not xp:
         raise TypeError("ozlinalg.lapack.trsm: a and b must be on the same device")
     side = check_side(side, "trsm")
     t = trans_code(trans, "trsm")
-    nb = check_block_size(block_size, "trsm", xp, a.shape[0])
+    nb = check_block_size(block_size, "trsm", plan.engine, a.shape[0])
     cross = check_min_size(min_size, "trsm", crossover)
+    return checked_trsm(plan, a, b, side, lower, t, unit_diagonal, nb, cross, overwrite_b,
+                        check_singular)
+
+
+def checked_trsm(plan, a, b, side, lower, t, unit_diagonal, nb, cross, overwrite_b,
+                 check_singular):
+    """:func:`trsm` on validated arguments (for :func:`getrs` / :func:`potrs`, whose
+    own checks cover them): `a` square, `b` 1-D or 2-D of a matching size on the same
+    device, `side` "L" / "R", `t` a :func:`trans_code`, `nb` the leaf order, `cross`
+    the order below which the solve is native."""
+    xp = plan.xp
     n = a.shape[0]
     vec = b.ndim == 1
     dim = b.shape[0] if (vec or side == "L") else b.shape[1]
@@ -123,14 +141,14 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
             f"ozlinalg.lapack.trsm: shapes of a {a.shape} and b {b.shape} are incompatible "
             f"for side={side!r}"
         )
-    x = work_copy(xp, b, overwrite_b, work_dtype(xp, a, b))
+    x = work_copy(xp, b, overwrite_b, work_dtype(a, b))
     if x.size == 0:
         return x
     if check_singular and not unit_diagonal:
         z = first_zero_diagonal(xp, a)
         if z >= 0:
             raise LinAlgError(f"singular matrix: resolution failed at diagonal {z}")
-    a = a.astype(work_dtype(xp, a), copy=False)
+    a = a.astype(work_dtype(a), copy=False)
 
     if t == 2 and a.dtype.kind == "c":
         op = a.conj().T  # one O(n^2) copy; the recursion then reads views only
@@ -144,7 +162,7 @@ def trsm(a, b, *, side="L", lower=False, trans=0, unit_diagonal=False, block_siz
         xm = x[:, None] if vec else x.T
     else:
         xm = x[:, None] if vec else x
-    run = Runner(xp, slices, method, accuracy=accuracy)
+    run = Runner(plan)
     solve_left_inplace(run, op, xm, low, bool(unit_diagonal), n if n < cross else nb)
     return x
 
@@ -160,7 +178,7 @@ def solve_left_inplace(run, m, x, lower, unit, leaf):
     if n == 0 or x.shape[1] == 0:
         return
     if n <= leaf:
-        x[...] = native_trsm_left(run.xp, m, x, lower, unit)
+        x[...] = native_trsm_left(run.xp, m, x, lower, unit, engine=run.engine)
         run.native(flops_trsm(n, x.shape[1]), "trsm diagonal block")
         return
     # Split at a multiple of the leaf size so the leaves are full blocks.

@@ -8,32 +8,28 @@ import numpy as np
 from .. import lapack
 from .._array import to_numpy
 from .._matmul import matmul
-from .._options import get_options
-from ..scipy_io import (
+from .._options import resolve
+from ..lapack.scipy_conventions import (
+    as_array,
     common_dtype,
     computes_in,
     datacopied,
     deliver,
-    emulating,
     eps,
     f2py_int,
     inplace_target,
+    lapack_args,
     lapack_dtype,
-    lapack_kw,
     normalize_dtype,
+    quiet,
+    scipy_native,
 )
 from ._condition import gecon, norm1, numerically_singular, pocon, trcon
 from ._decomp_cholesky import _potrf, _potrs
 from ._decomp_lu import _getrf, _getrs
 from ._decomp_qr import _geqrf, _ormqr
 from ._refine import ladder, refined_solve
-from ._validation import (
-    LinAlgError,
-    LinAlgWarning,
-    as_array,
-    batched,
-    scipy_native,
-)
+from ._validation import LinAlgError, LinAlgWarning, batched
 
 __all__ = ["solve", "solve_triangular", "inv", "det", "lstsq", "matmul"]
 
@@ -59,16 +55,15 @@ _INV_KINDS = {None: None, "general": "gen", "gen": "gen", "diagonal": "diag",
 REFINE_MIN_ORDER = 256
 
 
-def refines(n, nrhs, a_kept=True):
+def refines(plan, n, nrhs, a_kept=True):
     """Whether ``refine="auto"`` refines an order-``n`` system with ``nrhs`` right-hand
-    sides under the current options: the order reaches :data:`REFINE_MIN_ORDER` and
-    ``Options.min_size``, at most ``n / 4`` right-hand sides (each refinement step costs
+    sides under the call's `plan`: the order reaches :data:`REFINE_MIN_ORDER` and
+    ``plan.min_order``, at most ``n / 4`` right-hand sides (each refinement step costs
     ``O(n^2)`` per column), the method has reduced levels and the accuracy is
     ``"dgemm"`` (:func:`ozlinalg.linalg._refine.ladder`), and ``a`` is not overwritten
     (``a_kept``: the residuals need it)."""
-    opts = get_options()
-    return (a_kept and n >= max(REFINE_MIN_ORDER, opts.min_size) and 4 * nrhs <= n
-            and len(ladder(opts.method, opts.accuracy)) > 1)
+    return (a_kept and n >= max(REFINE_MIN_ORDER, plan.min_order) and 4 * nrhs <= n
+            and len(ladder(plan.method.name, plan.accuracy)) > 1)
 
 
 class _Singular(Exception):
@@ -140,17 +135,16 @@ def _check_verdict(info, rc, dtype, destroyed):
         raise _Singular
 
 
-def _refined_core(xp, a, b, kind, lower, transposed, dtype, a_target):
+def _refined_core(plan, a, b, kind, lower, transposed, dtype, a_target):
     """The refined solve of one system (:mod:`._refine`), for the kinds it serves:
     ``(x, rcond)``, or None where the unrefined path must settle the matrix (singular
     at DGEMM level, not positive definite, or another kind)."""
-    opts = get_options()
+    xp = plan.xp
     her = a.dtype.kind == "c"
     if kind in ("pos", "auto"):
         full = _full_from_triangle(xp, a, lower, True)
-        got = refined_solve(xp, a, b, kind="pos", lower=bool(lower), transposed=False,
-                            dtype=dtype, method=opts.method, accuracy=opts.accuracy,
-                            a_full=full)
+        got = refined_solve(plan, a, b, kind="pos", lower=bool(lower), transposed=False,
+                            dtype=dtype, a_full=full)
         if got is None:
             return None
         x, rc, f = got
@@ -162,8 +156,8 @@ def _refined_core(xp, a, b, kind, lower, transposed, dtype, a_target):
         a = _full_from_triangle(xp, a, lower, kind == "her" and her)
     elif kind != "gen":
         return None
-    got = refined_solve(xp, a, b, kind="gen", lower=False, transposed=transposed,
-                        dtype=dtype, method=opts.method, accuracy=opts.accuracy)
+    got = refined_solve(plan, a, b, kind="gen", lower=False, transposed=transposed,
+                        dtype=dtype)
     if got is None:
         return None
     x, rc, f = got
@@ -173,7 +167,7 @@ def _refined_core(xp, a, b, kind, lower, transposed, dtype, a_target):
     return x, rc
 
 
-def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_private=True,
+def _solve_core(plan, a, b, kind, lower, transposed, dtype, a_target=None, a_private=True,
                 refine=False):
     """Solve one (n, n) system with 2-D ``b`` (both float64 / complex128 or
     in ``dtype``): returns ``(x, rcond)`` with ``x`` float64 / complex128.
@@ -186,10 +180,11 @@ def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_priva
     written. Raises :class:`_Singular` (exact zero pivot) or
     :class:`_Native` (LAPACK must decide).
     """
+    xp = plan.xp
     if kind is None:
         kind = _detect(a)
     if refine:
-        got = _refined_core(xp, a, b, kind, lower, transposed, dtype, a_target)
+        got = _refined_core(plan, a, b, kind, lower, transposed, dtype, a_target)
         if got is not None:
             return got
     n = a.shape[0]
@@ -207,16 +202,16 @@ def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_priva
         low = kind == "lower"
         if bool((xp.diagonal(a) == 0).any()):
             raise _Singular
-        with emulating():
+        with quiet():
             x = lapack.trsm(a, b, lower=low, trans=1 if transposed else 0,
-                            check_finite=False, **lapack_kw(n))
+                            check_finite=False, **lapack_args(plan, n))
         return x, trcon(xp, a, low, dtype)
     if kind in ("pos", "auto"):
         her = a.dtype.kind == "c"
         anorm = norm1(xp, _full_from_triangle(xp, a, lower, True))
         in_place = direct and kind == "pos"
         try:
-            c = _potrf(xp, a_target if in_place else a, bool(lower), in_place)
+            c = _potrf(plan, a_target if in_place else a, bool(lower), in_place)
         except LinAlgError:
             if kind == "pos":
                 raise _Singular from None
@@ -226,24 +221,24 @@ def _solve_core(xp, a, b, kind, lower, transposed, dtype, a_target=None, a_priva
             _check_verdict(0, rc, dtype, in_place and not a_private)
             if a_target is not None:
                 a_target[...] = _mirror(xp, c, lower)
-            return _potrs(c, b, bool(lower), False), rc
+            return _potrs(plan, c, b, bool(lower), False), rc
         kind = "her" if her else "sym"
     if kind in ("sym", "her"):
         # No blocked symmetric-indefinite (Bunch-Kaufman) factorization is
         # emulated: LU of the full matrix read from the `lower` triangle.
         full = _full_from_triangle(xp, a, lower, kind == "her")
-        lu_, piv, info = _getrf(xp, full)
+        lu_, piv, info = _getrf(plan, full)
         rc = gecon(xp, lu_, norm1(xp, full)) if not info else None
         _check_verdict(info, rc, dtype, False)
-        return _getrs(lu_, piv, b), rc
+        return _getrs(plan, lu_, piv, b), rc
     # 'gen': LU with partial pivoting, in the caller's buffer when allowed
     anorm = norm1(xp, a.T if transposed else a)
-    lu_, piv, info = _getrf(xp, a_target if direct else a, direct)
+    lu_, piv, info = _getrf(plan, a_target if direct else a, direct)
     rc = gecon(xp, lu_, anorm) if not info else None
     _check_verdict(info, rc, dtype, destroyed)
     if a_target is not None and not direct:
         a_target[...] = lu_
-    return _getrs(lu_, piv, b, trans=1 if transposed else 0), rc
+    return _getrs(plan, lu_, piv, b, trans=1 if transposed else 0), rc
 
 
 def _emit(singular, ill):
@@ -472,11 +467,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     b_tgt = inplace_target(xp, b1, overwrite_b, dt) if not batch else None
     a_private = _private(xp, a1, a)
     out = b_tgt if b_tgt is not None else xp.empty(batch + b1.shape[-2:], dtype=dt)
+    plan = resolve(xp)
     if refine == "auto":
-        refine = refines(a1.shape[-1], b1.shape[-1], a_tgt is None)
+        refine = refines(plan, a1.shape[-1], b1.shape[-1], a_tgt is None)
 
     def core(idx):
-        return _solve_core(xp, ab[idx], bb[idx], kind, lower, transposed, dt, a_tgt,
+        return _solve_core(plan, ab[idx], bb[idx], kind, lower, transposed, dt, a_tgt,
                            a_private, refine)
 
     try:
@@ -556,10 +552,10 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         t = 1 if t else 0
     target = inplace_target(xp, b1, overwrite_b or datacopied(b1, b), dt)
     direct = computes_in(xp, target)
-    with emulating():
+    with quiet():
         x = lapack.trsm(a1, target if direct else b1, lower=bool(lower), trans=t,
                         unit_diagonal=bool(unit_diagonal), overwrite_b=direct,
-                        check_finite=False, **lapack_kw(a1.shape[0]))
+                        check_finite=False, **lapack_args(resolve(xp), a1.shape[0]))
     return deliver(xp, x, target, dt)
 
 
@@ -636,11 +632,12 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     a_private = _private(xp, a1, a)
     out = target if target is not None else xp.empty(a1.shape, dtype=dt)
     n = a1.shape[-1]
+    plan = resolve(xp)
 
     def core(idx):
         m = a1[idx]
         k = _detect(m, tridiagonal=False) if kind is None else kind
-        x, rc = _solve_core(xp, m, xp.eye(n, dtype=m.dtype), k, lower, False, dt, target,
+        x, rc = _solve_core(plan, m, xp.eye(n, dtype=m.dtype), k, lower, False, dt, target,
                             a_private)
         if k in ("lower", "upper"):
             x = xp.tril(x) if k == "lower" else xp.triu(x)
@@ -711,10 +708,12 @@ def det(a, overwrite_a=False, check_finite=True):
     if not (a1.flags.c_contiguous and (xp is not np or a1.flags.writeable)):
         a1 = a1.copy(order="C")
 
+    plan = resolve(xp)
+
     def one(m):
         # LAPACK sees the C-ordered m as m.T in Fortran order: factor that
         direct = m.dtype in (xp.float64, xp.complex128)
-        lu_, piv, _ = _getrf(xp, m.T, direct)
+        lu_, piv, _ = _getrf(plan, m.T, direct)
         if not direct:
             m.T[...] = lu_
         sign = -1 if int(np.count_nonzero(to_numpy(piv) != np.arange(piv.size))) % 2 else 1
@@ -846,7 +845,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     rdt = np.finfo(dt).dtype
     k = min(m, n)
     tall = m >= n
-    qr_, tau = _geqrf(a1 if tall else (a1.conj().T if a1.dtype.kind == "c" else a1.T))
+    plan = resolve(xp)
+    qr_, tau = _geqrf(plan, a1 if tall else (a1.conj().T if a1.dtype.kind == "c" else a1.T))
     r = xp.triu(qr_[:k, :k])
     s = np.linalg.svd(to_numpy(r), compute_uv=False)  # native, k x k
     cut = _rank_cutoff(driver, cond, dt)
@@ -870,10 +870,10 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     direct = computes_in(xp, tgt)
     if tall:
         work = (tgt[:, None] if vec else tgt) if direct else xp.array(b2, dtype=wdt, order="F")
-        _ormqr_into(qr_, tau, work)
-        with emulating():
+        _ormqr_into(plan, qr_, tau, work)
+        with quiet():
             lapack.trsm(r, work[:n], lower=False, overwrite_b=True, check_finite=False,
-                        **lapack_kw(n))
+                        **lapack_args(plan, n))
         xfull = deliver(xp, work[:, 0] if vec else work, tgt, dt)
         x = xfull[:n]
         if driver == "gelsy":
@@ -884,12 +884,12 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         else:
             resid = xp.asarray([], dtype=dt)
     else:
-        with emulating():
+        with quiet():
             y = lapack.trsm(r, xp.asarray(b2, dtype=wdt), lower=False, trans=2,
-                            check_finite=False, **lapack_kw(m))
+                            check_finite=False, **lapack_args(plan, m))
         ypad = xp.zeros((n, y.shape[1]), dtype=y.dtype, order="F")
         ypad[:m] = y
-        x = _ormqr(qr_, tau, ypad, side="L", trans="N")
+        x = _ormqr(plan, qr_, tau, ypad, side="L", trans="N")
         x = deliver(xp, x[:, 0] if vec else x, None, dt)
         if driver == "gelsy":
             return x, xp.empty((0,), dtype=dt), k, None
@@ -897,8 +897,8 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     return x, resid, k, xp.asarray(s, dtype=rdt)
 
 
-def _ormqr_into(qr_, tau, c):
+def _ormqr_into(plan, qr_, tau, c):
     """``c <- Q^H c`` in place (``c`` float64 / complex128, Fortran-ordered)."""
-    with emulating():
+    with quiet():
         lapack.ormqr(qr_, tau, c, side="L", trans="C", overwrite_c=True, check_finite=False,
-                     **lapack_kw(qr_.shape[0]))
+                     **lapack_args(plan, qr_.shape[0]))

@@ -12,8 +12,8 @@ import numpy as np
 
 from .._array import to_numpy
 from .._emulable import emulable
-from .._matmul import matmul
-from .._options import get_options
+from .._matmul import product
+from .._options import get_options, resolve
 from ..ozaki.faithful import FAITHFUL_METHODS
 
 __all__ = ["certify_eigh"]
@@ -201,18 +201,17 @@ def _entry_bounds_of(a, w, v):
     reaches the float64 limit or a bound overflows."""
     n = w.shape[0]
     opts = get_options()
-    method = opts.method if opts.method in FAITHFUL_METHODS else "hybrid-ef"
+    plan = resolve(np, opts=opts, accuracy="faithful", balance="auto",
+                   method=opts.method if opts.method in FAITHFUL_METHODS else "hybrid-ef")
     unit = 1.0 + 1.0j if a.dtype.kind == "c" or v.dtype.kind == "c" else 1.0
     ones = np.ones((n, 1))
     c, g = _offsets(a, v)
     # P = A V + c 1 g^T and Y = V^H V + J (both real parts), each part of each entry
     # faithful
-    p = matmul(np.concatenate([a, c * ones], axis=1),
-               np.concatenate([v, unit * g[None, :]], axis=0),
-               accuracy="faithful", method=method, balance="auto")
-    y = matmul(np.concatenate([v.conj().T, ones], axis=1),
-               np.concatenate([v, np.full((1, n), unit)], axis=0),
-               accuracy="faithful", method=method, balance="auto")
+    p = product(plan, np.concatenate([a, c * ones], axis=1),
+                np.concatenate([v, unit * g[None, :]], axis=0))
+    y = product(plan, np.concatenate([v.conj().T, ones], axis=1),
+                np.concatenate([v, np.full((1, n), unit)], axis=0))
     rb = _residual_bounds(p, v, w, c * g)
     gb = _gram_bounds(y)
     if rb is None or gb is None:

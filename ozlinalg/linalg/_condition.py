@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._array import to_numpy
-from ..scipy_io import eps
+from ..lapack.scipy_conventions import eps
 
 __all__ = ["norm1", "gecon", "pocon", "trcon", "native_routine", "numerically_singular"]
 

@@ -2,33 +2,35 @@
 from __future__ import annotations
 
 from .. import lapack
-from ..scipy_io import (
+from .._options import resolve
+from ..lapack.scipy_conventions import (
+    as_array,
     computes_in,
     datacopied,
     deliver,
-    emulating,
     f2py_int,
     inplace_target,
+    lapack_args,
     lapack_dtype,
-    lapack_kw,
+    quiet,
 )
-from ._validation import as_array, batched
+from ._validation import batched
 
 __all__ = ["cholesky", "cho_factor", "cho_solve"]
 
 
-def _potrf(xp, a, lower, overwrite_a=False, clean=True):
-    """float64 (complex128) Cholesky factor of a 2-D array; raises LinAlgError
-    (SciPy's message)."""
-    with emulating():
+def _potrf(plan, a, lower, overwrite_a=False, clean=True):
+    """float64 (complex128) Cholesky factor of a 2-D array under the call's `plan`;
+    raises LinAlgError (SciPy's message)."""
+    with quiet():
         return lapack.potrf(a, lower=lower, overwrite_a=overwrite_a, clean=clean,
-                            check_finite=False, **lapack_kw(a.shape[0]))
+                            check_finite=False, **lapack_args(plan, a.shape[0]))
 
 
-def _potrs(c, b, lower, overwrite_b=False):
-    with emulating():
+def _potrs(plan, c, b, lower, overwrite_b=False):
+    with quiet():
         return lapack.potrs(c, b, lower=lower, overwrite_b=overwrite_b, check_finite=False,
-                            **lapack_kw(c.shape[0]))
+                            **lapack_args(plan, c.shape[0]))
 
 
 def _cholesky(a, lower, overwrite_a, clean, check_finite):
@@ -45,7 +47,7 @@ def _cholesky(a, lower, overwrite_a, clean, check_finite):
         return xp.empty_like(a1, dtype=dt), lower
     target = inplace_target(xp, a1, overwrite_a or datacopied(a1, a), dt)
     direct = computes_in(xp, target)
-    c = _potrf(xp, target if direct else a1, bool(lower), direct, clean)
+    c = _potrf(resolve(xp), target if direct else a1, bool(lower), direct, clean)
     return deliver(xp, c, target, dt), lower
 
 
@@ -218,5 +220,5 @@ def _cho_solve(c, b, lower, overwrite_b, check_finite):
     target = inplace_target(xp, b1, overwrite_b or datacopied(b1, b), dt)
     direct = computes_in(xp, target)
     low = bool(f2py_int(lower, "dpotrs", "1st", "lower", lo=-2**31, hi=2**31 - 1))
-    x = _potrs(c1, target if direct else b1, low, direct)
+    x = _potrs(resolve(xp), c1, target if direct else b1, low, direct)
     return deliver(xp, x, target, dt)

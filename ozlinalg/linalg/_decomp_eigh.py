@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 
-from .._options import get_options
-from ..scipy_io import deliver, lapack_dtype
+from .._options import resolve
+from ..lapack.scipy_conventions import as_array, deliver, lapack_dtype, scipy_native
 from ._spectral import eigh_core
-from ._validation import as_array, batched, scipy_native
+from ._validation import batched
 
 __all__ = ["eigh", "eigvalsh"]
 
@@ -65,39 +65,41 @@ def _select(xp, w, v, select):
     return w[keep], (None if v is None else v[:, keep])
 
 
-def _generalized(xp, a1, b1, lower, type, vectors):
+def _generalized(plan, a1, b1, lower, type, vectors):
     """``A x = lam B x`` (type 1), ``A B x = lam x`` (2), ``B A x = lam x`` (3) by the
     emulated Cholesky ``B = L L^H`` and triangular solves, as LAPACK's ``sygvd``:
     ``C = L^-1 A L^-H`` (type 1) or ``L^H A L`` (2, 3), ``C = W diag(lam) W^H``,
     ``x = L^-H W`` (1, 2) or ``L W`` (3). None when B is not numerically positive
     definite, so that SciPy's own routine gives its verdict."""
-    from .._matmul import matmul as _mm  # noqa: PLC0415
+    from .._matmul import product  # noqa: PLC0415
     from ..lapack import trsm as _trsm  # noqa: PLC0415
-    from ..scipy_io import emulating, lapack_kw  # noqa: PLC0415
-
-    def trsm(t, rhs, **kw):
-        with emulating():
-            return _trsm(t, rhs, check_finite=False, **kw, **lapack_kw(t.shape[0]))
+    from ..lapack.scipy_conventions import lapack_args, quiet  # noqa: PLC0415
     from ._decomp_cholesky import _potrf  # noqa: PLC0415
     from ._spectral import _hermitian  # noqa: PLC0415
+
+    xp, inner = plan.xp, plan.inside
+
+    def trsm(t, rhs, **kw):
+        with quiet():
+            return _trsm(t, rhs, check_finite=False, **kw, **lapack_args(plan, t.shape[0]))
 
     dt = xp.complex128 if (a1.dtype.kind == "c" or b1.dtype.kind == "c") else xp.float64
     a2 = _hermitian(xp, a1.astype(dt), lower)
     b2 = _hermitian(xp, b1.astype(dt), lower)
     try:
-        el = _potrf(xp, xp.asfortranarray(b2), True)
+        el = _potrf(plan, xp.asfortranarray(b2), True)
     except np.linalg.LinAlgError:
         return None
     elh = el.conj().T
     if type == 1:
         c = trsm(el, trsm(el, a2, lower=True, side="L"), lower=True, side="R", trans="C")
     else:
-        c = _mm(elh, _mm(a2, el))
-    w, wv = eigh_core(xp, c, vectors=vectors)
+        c = product(inner, elh, product(inner, a2, el))
+    w, wv = eigh_core(plan, c, vectors=vectors)
     if not vectors:
         return w, None
     if type == 3:
-        return w, _mm(el, wv)
+        return w, product(inner, el, wv)
     return w, trsm(el, wv, lower=True, side="L", trans="C")
 
 
@@ -211,7 +213,8 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
                                    check_finite=False, **kw)
         return tuple(xp.asarray(r) for r in res) if isinstance(res, tuple) else xp.asarray(res)
 
-    if a1.size == 0 or n < get_options().min_size:
+    plan = resolve(xp)
+    if a1.size == 0 or n < plan.min_order:
         return native()
     select = _check_args(n, b1, type, subset_by_index, subset_by_value, driver)
     if not (bool(xp.isfinite(a1).all()) and (b1 is None or bool(xp.isfinite(b1).all()))):
@@ -219,9 +222,9 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
     dt = lapack_dtype(a1) if b1 is None else lapack_dtype(a1, b1)
     if b1 is None:
         work = a1.astype(xp.complex128 if a1.dtype.kind == "c" else xp.float64)
-        w, v = eigh_core(xp, work, vectors=not eigvals_only, lower=bool(lower))
+        w, v = eigh_core(plan, work, vectors=not eigvals_only, lower=bool(lower))
     else:
-        res = _generalized(xp, a1, b1, bool(lower), type, not eigvals_only)
+        res = _generalized(plan, a1, b1, bool(lower), type, not eigvals_only)
         if res is None:
             return native()
         w, v = res

@@ -6,45 +6,48 @@ import warnings
 import numpy as np
 
 from .. import lapack
+from .._options import resolve
 from ..lapack import first_zero_diagonal
-from ..scipy_io import (
+from ..lapack.scipy_conventions import (
+    as_array,
     c_inplace_target,
     computes_in,
     datacopied,
     deliver,
-    emulating,
     f2py_int,
     inplace_target,
+    lapack_args,
     lapack_dtype,
-    lapack_kw,
     normalize_dtype,
+    quiet,
 )
 from ._condition import gecon, native_routine, norm1, numerically_singular
-from ._validation import LinAlgWarning, as_array, batched
+from ._validation import LinAlgWarning, batched
 
 __all__ = ["lu_factor", "lu_solve", "lu"]
 
 
-def _getrf(xp, a, overwrite_a=False):
-    """float64 (complex128) LU of a 2-D array: ``(lu, piv, info)``, never warns.
+def _getrf(plan, a, overwrite_a=False):
+    """float64 (complex128) LU of a 2-D array under the call's `plan`:
+    ``(lu, piv, info)``, never warns.
 
     ``info`` is LAPACK's: 1-based index of the first exactly-zero pivot, 0 if none.
     """
-    with emulating():
+    with quiet():
         lu_, piv = lapack.getrf(a, overwrite_a=overwrite_a, check_finite=False, warn=False,
-                                **lapack_kw(min(a.shape)))
+                                **lapack_args(plan, min(a.shape)))
     k = min(lu_.shape)
-    z = first_zero_diagonal(xp, lu_[:k, :k]) if k else -1
+    z = first_zero_diagonal(plan.xp, lu_[:k, :k]) if k else -1
     return lu_, piv, z + 1
 
 
-def _getrs(lu_, piv, b, trans=0, overwrite_b=False):
-    with emulating():
+def _getrs(plan, lu_, piv, b, trans=0, overwrite_b=False):
+    with quiet():
         return lapack.getrs(lu_, piv, b, trans=trans, overwrite_b=overwrite_b,
-                            check_finite=False, **lapack_kw(lu_.shape[0]))
+                            check_finite=False, **lapack_args(plan, lu_.shape[0]))
 
 
-def _getrf_lapack_verdict(xp, a, dtype, target=None):
+def _getrf_lapack_verdict(plan, a, dtype, target=None):
     """LU of the 2-D ``a`` whose singular / not singular verdict is LAPACK's.
 
     The factorization is emulated, in ``target`` when given (the caller's
@@ -56,10 +59,11 @@ def _getrf_lapack_verdict(xp, a, dtype, target=None):
     factors stand). Returns ``(lu, piv, info)``; ``lu`` is float64 /
     complex128, or ``dtype`` after a native redo.
     """
+    xp = plan.xp
     if target is not None:
-        return _getrf(xp, target, True)
+        return _getrf(plan, target, True)
     anorm = norm1(xp, a) if a.shape[0] == a.shape[1] and xp is np else None
-    lu_, piv, info = _getrf(xp, a)
+    lu_, piv, info = _getrf(plan, a)
     rc = gecon(xp, lu_, anorm) if anorm is not None and not info else None
     if numerically_singular(info, rc, dtype) and xp is np:
         lu_, piv, info = native_routine("getrf", dtype)(np.asarray(a, dtype=dtype))
@@ -135,7 +139,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     dt = lapack_dtype(a1)
     target = inplace_target(xp, a1, overwrite_a or datacopied(a1, a), dt)
     lu_, piv, info = _getrf_lapack_verdict(
-        xp, a1, dt, target if computes_in(xp, target) else None)
+        resolve(xp), a1, dt, target if computes_in(xp, target) else None)
     if info > 0:
         warnings.warn(f"Diagonal number {info} is exactly zero. Singular matrix.",
                       LinAlgWarning, stacklevel=2)
@@ -207,7 +211,7 @@ def _lu_solve(lu, piv, b, trans, overwrite_b, check_finite):
     t = f2py_int(trans, "dgetrs", "1st", "trans")
     target = inplace_target(xp, b1, overwrite_b or datacopied(b1, b), dt)
     direct = computes_in(xp, target)
-    x = _getrs(lu1, piv, target if direct else b1, trans=t, overwrite_b=direct)
+    x = _getrs(resolve(xp), lu1, piv, target if direct else b1, trans=t, overwrite_b=direct)
     return deliver(xp, x, target, dt)
 
 
@@ -296,8 +300,9 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     # a1 receives L (m > n) or U (m <= n); the other factor is k x k
     small = xp.zeros((*nd, k, k), dtype=a1.dtype)
     perm = np.empty((*nd, m), dtype=np.int32)
+    plan = resolve(xp)
     for idx in np.ndindex(*nd):
-        big_f, small_f, perm[idx] = _lu2d(xp, a1[idx], dt, permute_l)
+        big_f, small_f, perm[idx] = _lu2d(plan, a1[idx], dt, permute_l)
         a1[idx] = big_f
         small[idx] = small_f
     low, up = (a1, small) if m > n else (small, a1)
@@ -312,13 +317,14 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     return p, low, up
 
 
-def _lu2d(xp, a, dtype, permute_l):
+def _lu2d(plan, a, dtype, permute_l):
     """The factors of the 2-D ``a``: ``(big, small, perm)`` where ``big`` has
     a's shape (L for a tall ``a``, else U; P @ L with `permute_l`), ``small``
     is k x k, and ``a = P @ L @ U`` with ``P[i, perm[i]] = 1``."""
     m, n = a.shape
     k = min(m, n)
-    lu_, piv, _ = _getrf_lapack_verdict(xp, a, dtype)
+    xp = plan.xp
+    lu_, piv, _ = _getrf_lapack_verdict(plan, a, dtype)
     rows = _perm_from_piv(piv.get() if hasattr(piv, "get") else piv, m)  # a[rows] = l @ u
     inv = np.empty(m, dtype=np.int32)
     inv[rows] = np.arange(m, dtype=np.int32)

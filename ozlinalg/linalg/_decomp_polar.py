@@ -7,13 +7,14 @@ import math
 import numpy as np
 
 from .. import lapack
-from .._matmul import matmul as _mm
+from .._matmul import product
+from .._options import resolve
 from .._profile import record_native_flops
-from ..scipy_io import emulating, lapack_dtype, lapack_kw
+from ..lapack.scipy_conventions import as_array, lapack_args, lapack_dtype, quiet, scipy_native
 from ._decomp_cholesky import _potrf
 from ._decomp_qr import _geqrf, _orgqr
 from ._spectral import _scale_exponent, _scaled, svd_core
-from ._validation import as_array, batched, scipy_native
+from ._validation import batched
 
 __all__ = ["polar"]
 
@@ -49,45 +50,48 @@ def _weights(ell):
     return a, b, a + b - 1.0
 
 
-def _qr_step(xp, x, a, b, c):
+def _qr_step(plan, x, a, b, c):
     """``X (b/c) + (a - b/c) / sqrt(c) Q1 Q2^H`` from the emulated QR of [sqrt(c) X; I]."""
+    xp = plan.xp
     m, n = x.shape
     z = xp.empty((m + n, n), dtype=x.dtype, order="F")
     z[:m] = math.sqrt(c) * x
     z[m:] = xp.eye(n, dtype=x.dtype)
-    qr_, tau = _geqrf(z, True)
-    q = _orgqr(xp, qr_, tau, n, overwrite=True)
-    return (b / c) * x + ((a - b / c) / math.sqrt(c)) * _mm(q[:m], _ct(q[m:]))
+    qr_, tau = _geqrf(plan, z, True)
+    q = _orgqr(plan, qr_, tau, n, overwrite=True)
+    return (b / c) * x + ((a - b / c) / math.sqrt(c)) * product(plan.inside, q[:m], _ct(q[m:]))
 
 
-def _chol_step(xp, x, a, b, c):
+def _chol_step(plan, x, a, b, c):
     """``X (b/c) + (a - b/c) X (I + c X^H X)^-1`` by the emulated Cholesky."""
+    xp = plan.xp
     n = x.shape[1]
-    z = xp.eye(n, dtype=x.dtype) + c * _mm(_ct(x), x)
+    z = xp.eye(n, dtype=x.dtype) + c * product(plan.inside, _ct(x), x)
     z = (z + _ct(z)) / 2
-    w = _potrf(xp, xp.asfortranarray(z), False)  # Z = W^H W, W upper
-    with emulating():
-        kw = lapack_kw(n)
+    w = _potrf(plan, xp.asfortranarray(z), False)  # Z = W^H W, W upper
+    with quiet():
+        kw = lapack_args(plan, n)
         y = lapack.trsm(w, x, side="R", lower=False, trans=0, check_finite=False, **kw)
         y = lapack.trsm(w, y, side="R", lower=False, trans="C", check_finite=False, **kw)
     return (b / c) * x + (a - b / c) * y
 
 
-def qdwh(xp, a):
+def qdwh(plan, a):
     """The unitary polar factor of a tall (m >= n) float64 / complex128 matrix by the
     QR-based dynamically weighted Halley iteration (Cholesky-based once the weight
     ``c`` drops below 100). Returns ``(u, converged)``."""
+    xp = plan.xp
     alpha = float(xp.linalg.norm(a))
     if alpha == 0.0:
         return None, False
     x = a / alpha
     ell = _lower_bound(xp, x)
     tol = (5.0 * _U) ** (1.0 / 3.0)
-    with emulating():
+    with quiet():
         for _ in range(QDWH_STEPS):
             wa, wb, wc = _weights(ell)
             step = _qr_step if wc > 100.0 else _chol_step
-            x_new = step(xp, x, wa, wb, wc)
+            x_new = step(plan, x, wa, wb, wc)
             diff = float(xp.linalg.norm(x_new - x))
             x = x_new
             ell = min(1.0, ell * (wa + wb * ell * ell) / (1.0 + wc * ell * ell))
@@ -96,23 +100,24 @@ def qdwh(xp, a):
     return x, False
 
 
-def _unitary_factor(xp, a):
+def _unitary_factor(plan, a):
     """The polar factor of any float64 / complex128 matrix: QDWH on its tall
     orientation; where QDWH leaves it short of unitary (a rank-deficient matrix,
     whose polar factor is not unique), from the refined SVD (U V^H, as SciPy)."""
+    xp = plan.xp
     m, n = a.shape
     tall = a if m >= n else _ct(a)
     # the polar factor of 2**-e a is a's: a power of two keeps ||a||_F finite and
     # nonzero for huge and subnormal matrices alike
     tall = _scaled(tall, -_scale_exponent(xp, tall))
-    u, ok = qdwh(xp, tall)
+    u, ok = qdwh(plan, tall)
     if ok:
         k = tall.shape[1]
-        g = _mm(_ct(u), u) - xp.eye(k, dtype=u.dtype)
+        g = product(plan, _ct(u), u) - xp.eye(k, dtype=u.dtype)
         ok = float(xp.abs(g).max()) <= 64.0 * k * _U
     if not ok:
-        w, _, vh = svd_core(xp, tall, vectors=True, full_matrices=False)
-        u = _mm(w, vh)
+        w, _, vh = svd_core(plan, tall, vectors=True, full_matrices=False)
+        u = product(plan, w, vh)
     return u if m >= n else _ct(u)
 
 
@@ -196,8 +201,9 @@ def polar(a, side="right"):
         return tuple(xp.asarray(r) for r in scipy_native("polar")(to_numpy(a1), side=side))
     dt = lapack_dtype(a1)
     work = a1.astype(xp.complex128 if a1.dtype.kind == "c" else xp.float64)
-    u = _unitary_factor(xp, work)
-    p = _mm(_ct(u), work) if side == "right" else _mm(work, _ct(u))
+    plan = resolve(xp)
+    u = _unitary_factor(plan, work)
+    p = product(plan, _ct(u), work) if side == "right" else product(plan, work, _ct(u))
     p = (p + _ct(p)) / 2
     return (xp.ascontiguousarray(u.astype(dt, copy=False)),
             xp.ascontiguousarray(p.astype(dt, copy=False)))

@@ -2,29 +2,32 @@
 from __future__ import annotations
 
 from .. import lapack
-from ..scipy_io import (
+from .._options import resolve
+from ..lapack.scipy_conventions import (
+    as_array,
     computes_in,
     datacopied,
     deliver,
-    emulating,
     inplace_target,
+    lapack_args,
     lapack_dtype,
-    lapack_kw,
+    quiet,
+    scipy_native,
 )
-from ._validation import as_array, batched, scipy_native
+from ._validation import batched
 
 __all__ = ["qr"]
 
 _MODES = ("full", "qr", "r", "economic", "raw")
 
 
-def _geqrf(a, overwrite_a=False):
-    with emulating():
+def _geqrf(plan, a, overwrite_a=False):
+    with quiet():
         return lapack.geqrf(a, overwrite_a=overwrite_a, check_finite=False,
-                            **lapack_kw(min(a.shape)))
+                            **lapack_args(plan, min(a.shape)))
 
 
-def _orgqr(xp, qr_, tau, ncols, overwrite=False):
+def _orgqr(plan, qr_, tau, ncols, overwrite=False):
     """First ``ncols`` columns of Q (``ncols`` <= M) from ``geqrf`` output;
     with `overwrite`, Q is formed in ``qr_`` itself when ``ncols <= N``."""
     m, n = qr_.shape
@@ -32,18 +35,18 @@ def _orgqr(xp, qr_, tau, ncols, overwrite=False):
     if ncols <= n:
         v = qr_[:, :ncols]
     else:  # full Q of a tall matrix: pad the reflectors with zero columns
-        v = xp.zeros((m, ncols), dtype=qr_.dtype, order="F")
+        v = plan.xp.zeros((m, ncols), dtype=qr_.dtype, order="F")
         v[:, :n] = qr_
         overwrite = True
-    with emulating():
+    with quiet():
         return lapack.orgqr(v, tau[:min(k, ncols)], overwrite_a=overwrite, check_finite=False,
-                            **lapack_kw(ncols))
+                            **lapack_args(plan, ncols))
 
 
-def _ormqr(qr_, tau, c, side="L", trans="T"):
-    with emulating():
+def _ormqr(plan, qr_, tau, c, side="L", trans="T"):
+    with quiet():
         return lapack.ormqr(qr_, tau, c, side=side, trans=trans, check_finite=False,
-                            **lapack_kw(qr_.shape[0]))
+                            **lapack_args(plan, qr_.shape[0]))
 
 
 @batched(("a", 2))
@@ -145,7 +148,8 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     dt = lapack_dtype(a1)
     target = inplace_target(xp, a1, overwrite_a or datacopied(a1, a), dt)
     direct = computes_in(xp, target)
-    qr_, tau = _geqrf(target if direct else a1, direct)
+    plan = resolve(xp)
+    qr_, tau = _geqrf(plan, target if direct else a1, direct)
     qr_out = deliver(xp, qr_, target, dt)
     if mode not in ("economic", "raw") or m < n:
         r = xp.triu(qr_out)
@@ -156,9 +160,9 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     if mode == "raw":
         return (qr_out, deliver(xp, tau, None, dt)), r
     if m < n or mode == "economic":  # Q formed in the factor's own columns
-        q = _orgqr(xp, qr_, tau, m if m < n else k, overwrite=True)
+        q = _orgqr(plan, qr_, tau, m if m < n else k, overwrite=True)
         return deliver(xp, q, qr_out[:, :m] if m < n else qr_out, dt), r
-    q = _orgqr(xp, qr_, tau, m)
+    q = _orgqr(plan, qr_, tau, m)
     return deliver(xp, q, None, dt), r
 
 

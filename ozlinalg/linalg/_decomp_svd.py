@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._matmul import matmul as _mm
-from .._options import get_options
-from ..scipy_io import deliver, lapack_dtype
+from .._matmul import product
+from .._options import resolve
+from ..lapack.scipy_conventions import as_array, deliver, lapack_dtype, scipy_native
 from ._spectral import svd_core
-from ._validation import as_array, batched, scipy_native
+from ._validation import batched
 
 __all__ = ["svd", "svdvals", "pinv"]
 
@@ -114,13 +114,19 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
         raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
     if compute_uv and a1.size and xp is np:
         _check_int32_indexing(*a1.shape, full_matrices)
+    return _svd(resolve(xp), a, a1, full_matrices, compute_uv, lapack_driver)
+
+
+def _svd(plan, a, a1, full_matrices, compute_uv, lapack_driver):
+    """:func:`svd` of the validated 2-D `a1` (`a`: the caller's array) under `plan`."""
+    xp = plan.xp
     kw = dict(full_matrices=full_matrices, compute_uv=compute_uv, lapack_driver=lapack_driver)
-    if a1.size == 0 or min(a1.shape) < get_options().min_size \
+    if a1.size == 0 or min(a1.shape) < plan.min_order \
             or not bool(xp.isfinite(a1).all()):
         return _native_svd(xp, a, a1, **kw)
     dt = lapack_dtype(a1)
     work = a1.astype(xp.complex128 if a1.dtype.kind == "c" else xp.float64)
-    u, s, vh = svd_core(xp, work, vectors=bool(compute_uv), full_matrices=bool(full_matrices))
+    u, s, vh = svd_core(plan, work, vectors=bool(compute_uv), full_matrices=bool(full_matrices))
     s = s.astype(np.float32 if np.dtype(dt).char in "fF" else np.float64)
     if not compute_uv:
         return s
@@ -218,7 +224,12 @@ def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     True
     """
     xp, a1 = as_array(a, check_finite=check_finite)
-    u, s, vh = svd(a1, full_matrices=False, check_finite=False)
+    if a1.ndim != 2:
+        raise ValueError("expected matrix")
+    if a1.size and xp is np:
+        _check_int32_indexing(*a1.shape, False)
+    plan = resolve(xp)
+    u, s, vh = _svd(plan, a1, a1, False, True, "gesdd")
     t = u.dtype.char.lower()
     max_s = float(s.max()) if s.size else 0.0
     atol = 0. if atol is None else atol
@@ -229,8 +240,8 @@ def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     kept = (s > val).sum()  # SciPy returns NumPy's integer
     rank = int(kept)
     u = u[:, :rank] / s[:rank]
-    if u.size and vh.size and min(u.shape[0], vh.shape[1]) >= get_options().min_size:
-        b = _mm(u, vh[:rank]).astype(u.dtype, copy=False).conj().T
+    if u.size and vh.size and min(u.shape[0], vh.shape[1]) >= plan.options.min_size:
+        b = product(plan, u, vh[:rank]).astype(u.dtype, copy=False).conj().T
     else:
         b = (u @ vh[:rank]).conj().T
     if return_rank:

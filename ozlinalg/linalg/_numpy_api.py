@@ -1,34 +1,7 @@
-"""``numpy.linalg``-compatible functions on the emulated DGEMM: ``ozlinalg.numpy_linalg``.
-
-NumPy's semantics, not SciPy's: stacked (batched) inputs ``(..., M, M)``
-broadcast against each other, ``LinAlgError("Singular matrix")`` and
-``LinAlgError("Matrix is not positive definite")``, no conditioning
-warnings, float32 in -> float32 out, ``QRResult`` / ``SlogdetResult`` named
-tuples, ``lstsq``'s ``rcond=None`` meaning ``eps * max(M, N)`` (NumPy 2.x).
-
-=============  ====================================================
-solve          blocked LU (getrf/getrs) per matrix of the stack
-inv            LU, then ``A X = I``
-det, slogdet   LU: product / sum of logs of U's diagonal, pivot sign
-cholesky       blocked Cholesky (potrf), ``upper=`` as NumPy 2.x
-qr             blocked Householder QR (geqrf/orgqr), all four modes
-lstsq          QR (full rank; rank-deficient -> native SVD lstsq)
-eigh,          symmetric / Hermitian eigensolver refined on the emulated GEMM
-eigvalsh       (``_spectral.eigh_core``) per matrix; ``EighResult``
-svd            SVD refined on the emulated GEMM (``_spectral.svd_core``) per
-               matrix; ``hermitian=True`` through ``eigh``, as NumPy
-pinv           ``V diag(1/s) U^H`` (one emulated product), NumPy's cutoff
-matrix_rank    count of singular values above NumPy's default tolerance
-matmul         :func:`ozlinalg.matmul` (float inputs)
-multi_dot      optimal chain order (NumPy's), each product emulated
-=============  ====================================================
-
-Complex input (complex64, complex128) is computed in complex128 on complex
-products built from real emulated ones (complex64 results are returned as
-complex64, as NumPy). Inputs that leave nothing to emulate or that the
-emulation does not cover (empty matrices, float16, long double, clongdouble,
-object arrays, integer or boolean ``matmul``) are passed to the native NumPy
-(or CuPy) function, so that results and errors are exactly NumPy's there.
+"""The ``numpy.linalg``-compatible functions of :mod:`ozlinalg.numpy_linalg` (their
+public face, which documents their semantics): ``solve``, ``inv``, ``det``, ``slogdet``,
+``cholesky``, ``qr``, ``lstsq``, ``matmul``, ``multi_dot`` here; ``eigh``, ``eigvalsh``,
+``svd``, ``pinv`` and ``matrix_rank`` from :mod:`._numpy_spectral`.
 """
 from __future__ import annotations
 
@@ -37,7 +10,7 @@ import numpy as np
 from .._array import to_numpy
 from .._emulable import emulable
 from .._matmul import matmul as _emulated_matmul
-from .._options import get_options
+from .._options import resolve
 from ._basic import _rank_cutoff, refines
 from ._condition import gecon, norm1, numerically_singular, pocon
 from ._decomp_cholesky import _potrf
@@ -66,11 +39,12 @@ class _Native(Exception):
     or not positive definite): the whole call goes to the native function."""
 
 
-def _lu_ornumpy_native(xp, am):
+def _lu_ornumpy_native(plan, am):
     """Emulated LU of one matrix; :class:`_Native` when it is numerically
     singular (exact zero pivot or rcond below eps), where only LAPACK's own
     arithmetic can say whether NumPy raises "Singular matrix"."""
-    lu_, piv, info = _getrf(xp, am)
+    xp = plan.xp
+    lu_, piv, info = _getrf(plan, am)
     rc = gecon(xp, lu_, norm1(xp, am)) if not info else None
     if numerically_singular(info, rc, _F8):
         raise _Native
@@ -156,20 +130,18 @@ def solve(a, b, *, refine=False):
     rt = numpy_result_t(xp, a, b)
     if refine not in (True, False, "auto"):
         raise ValueError(f"refine must be True, False or 'auto', got {refine!r}")
+    plan = resolve(xp)
     if refine == "auto":
-        refine = refines(a.shape[-1], b2.shape[-1])
-
-    opts = get_options()
+        refine = refines(plan, a.shape[-1], b2.shape[-1])
 
     def one(am, bm):
         if refine:
-            got = refined_solve(xp, am, bm, kind="gen", lower=False, transposed=False,
-                                dtype=np.dtype(rt), method=opts.method,
-                                accuracy=opts.accuracy)
+            got = refined_solve(plan, am, bm, kind="gen", lower=False, transposed=False,
+                                dtype=np.dtype(rt))
             if got is not None:  # else: a zero pivot at DGEMM level, NumPy's error below
                 return got[0]
-        lu_, piv = _lu_ornumpy_native(xp, am)
-        return _getrs(lu_, piv, bm, overwrite_b=True)
+        lu_, piv = _lu_ornumpy_native(plan, am)
+        return _getrs(plan, lu_, piv, bm, overwrite_b=True)
 
     try:
         x = batch_loop(xp, one, [a, b2], [2, 2])
@@ -220,10 +192,11 @@ def inv(a):
     if not _emulable(a):
         return numpy_native(xp, "inv")(a)
     n = a.shape[-1]
+    plan = resolve(xp)
 
     def one(am):
-        lu_, piv = _lu_ornumpy_native(xp, am)
-        return _getrs(lu_, piv, xp.eye(n, dtype=lu_.dtype), overwrite_b=True)
+        lu_, piv = _lu_ornumpy_native(plan, am)
+        return _getrs(plan, lu_, piv, xp.eye(n, dtype=lu_.dtype), overwrite_b=True)
 
     try:
         return batch_loop(xp, one, [a], [2]).astype(numpy_result_t(xp, a), copy=False)
@@ -231,8 +204,9 @@ def inv(a):
         return numpy_native(xp, "inv")(a)
 
 
-def _lu_sign_logdet(xp, am):
-    lu_, piv, _ = _getrf(xp, am)
+def _lu_sign_logdet(plan, am):
+    xp = plan.xp
+    lu_, piv, _ = _getrf(plan, am)
     d = xp.diagonal(lu_)
     piv_h = to_numpy(piv)
     sign = -1.0 if int(np.count_nonzero(piv_h != np.arange(piv_h.size))) % 2 else 1.0
@@ -290,7 +264,8 @@ def slogdet(a):
     if not _emulable(a):
         return numpy_native(xp, "slogdet")(a)
     rt = numpy_result_t(xp, a)
-    sign, logdet = batch_loop(xp, lambda m: _lu_sign_logdet(xp, m), [a], [2])
+    plan = resolve(xp)
+    sign, logdet = batch_loop(xp, lambda m: _lu_sign_logdet(plan, m), [a], [2])
     sign, logdet = sign.astype(rt), logdet.astype(numpy_real_t(xp, rt))
     if sign.ndim == 0 and xp is np:
         sign, logdet = sign[()], logdet[()]
@@ -333,9 +308,10 @@ def det(a):
     if not _emulable(a):
         return numpy_native(xp, "det")(a)
     rt = numpy_result_t(xp, a)
+    plan = resolve(xp)
 
     def one(am):
-        lu_, piv, _ = _getrf(xp, am)
+        lu_, piv, _ = _getrf(plan, am)
         piv_h = to_numpy(piv)
         sign = -1.0 if int(np.count_nonzero(piv_h != np.arange(piv_h.size))) % 2 else 1.0
         return sign * xp.prod(xp.diagonal(lu_))
@@ -393,10 +369,11 @@ def cholesky(a, /, *, upper=False):
     _stacked_square(a)
     if not _emulable(a):
         return numpy_native(xp, "cholesky")(a, upper=upper)
+    plan = resolve(xp)
 
     def one(am):
         try:
-            c = _potrf(xp, am, not upper)
+            c = _potrf(plan, am, not upper)
         except LinAlgError:
             raise _Native from None
         full = xp.tril(am) + xp.tril(am, -1).conj().T if not upper else \
@@ -475,12 +452,13 @@ def qr(a, mode="reduced"):
     m, n = a.shape[-2:]
     k = min(m, n)
     mc = m if (mode == "complete" and m > n) else k
+    plan = resolve(xp)
 
     def one(am):
-        h, tau = _geqrf(am)
+        h, tau = _geqrf(plan, am)
         if mode in ("raw", "r"):
             return h, tau
-        return h, tau, _orgqr(xp, h, tau, mc)
+        return h, tau, _orgqr(plan, h, tau, mc)
 
     out = batch_loop(xp, one, [a], [2])
     # NumPy factors a copy ``a.astype(t, copy=True)`` (a's own memory order)

@@ -24,8 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._emulable import emulable
-from .._matmul import matmul as _emulated_matmul
-from .._options import get_options
+from .._matmul import product
+from .._options import resolve
+from ..lapack import work_dtype
 from ._spectral import eigh_core, svd_core
 from ._validation import (
     LinAlgError,
@@ -35,7 +36,6 @@ from ._validation import (
     numpy_real_t,
     numpy_result_t,
     numpy_wraps,
-    work_dtype,
 )
 
 try:  # NumPy 2.x: its own result classes
@@ -73,16 +73,17 @@ _DEFAULTS = {"hermitian": (False,), "rtol": (None, _NoValue), "tol": (None,),
 
 
 def _emulates(xp, a, square):
-    """Whether the call on `a` is computed here: at least 2-D, square where asked,
-    non-empty, of a dtype the emulation takes (not float16), of order at least
-    ``Options.min_size`` (as the SciPy namespace), and finite."""
+    """The call's plan when the call on `a` is computed here, else None: at least 2-D,
+    square where asked, non-empty, of a dtype the emulation takes (not float16), of
+    order at least the plan's ``min_order`` (as the SciPy namespace), and finite."""
     if a.ndim < 2 or a.size == 0 or not emulable(a.dtype, half=False):
-        return False
+        return None
     if square and a.shape[-1] != a.shape[-2]:
-        return False
-    if min(a.shape[-2:]) < get_options().min_size:
-        return False
-    return a.dtype.kind not in "fc" or bool(xp.isfinite(a).all())
+        return None
+    plan = resolve(xp)
+    if min(a.shape[-2:]) < plan.min_order:
+        return None
+    return plan if a.dtype.kind not in "fc" or bool(xp.isfinite(a).all()) else None
 
 
 def _upper(uplo):
@@ -96,22 +97,24 @@ def _upper(uplo):
 
 # -- the stacked cores, in float64 / complex128 ----------------------------------------
 
-def _eigh_work(xp, a, lower, vectors):
+def _eigh_work(plan, a, lower, vectors):
     """``(w, v)`` of every matrix of the stack (``v`` None without `vectors`)."""
-    wt = work_dtype(xp, a)
+    xp = plan.xp
+    wt = work_dtype(a)
 
     def one(am):
-        return eigh_core(xp, am.astype(wt, copy=True), vectors=vectors, lower=lower)
+        return eigh_core(plan, am.astype(wt, copy=True), vectors=vectors, lower=lower)
 
     return batch_loop(xp, one, [a], [2])
 
 
-def _svd_work(xp, a, full_matrices, vectors):
+def _svd_work(plan, a, full_matrices, vectors):
     """``(u, s, vh)`` of every matrix of the stack (``u``, ``vh`` None without `vectors`)."""
-    wt = work_dtype(xp, a)
+    xp = plan.xp
+    wt = work_dtype(a)
 
     def one(am):
-        return svd_core(xp, am.astype(wt, copy=True), vectors=vectors,
+        return svd_core(plan, am.astype(wt, copy=True), vectors=vectors,
                         full_matrices=full_matrices)
 
     return batch_loop(xp, one, [a], [2])
@@ -191,10 +194,11 @@ def eigh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
     """
     xp, (a,) = numpy_asarrays(a)
     up = _upper(UPLO)
-    if up is None or not _emulates(xp, a, square=True):
+    plan = None if up is None else _emulates(xp, a, square=True)
+    if plan is None:
         return _native(xp, "eigh", a, UPLO=UPLO)
     try:
-        w, v = _eigh_work(xp, a, up == "L", True)
+        w, v = _eigh_work(plan, a, up == "L", True)
     except LinAlgError:  # no convergence: LAPACK's verdict
         return _native(xp, "eigh", a, UPLO=UPLO)
     rt = numpy_result_t(xp, a)
@@ -241,10 +245,11 @@ def eigvalsh(a, UPLO="L"):  # noqa: N803 (NumPy's name)
     """
     xp, (a,) = numpy_asarrays(a)
     up = _upper(UPLO)
-    if up is None or not _emulates(xp, a, square=True):
+    plan = None if up is None else _emulates(xp, a, square=True)
+    if plan is None:
         return _native(xp, "eigvalsh", a, UPLO=UPLO)
     try:
-        w, _ = _eigh_work(xp, a, up == "L", False)
+        w, _ = _eigh_work(plan, a, up == "L", False)
     except LinAlgError:
         return _native(xp, "eigvalsh", a, UPLO=UPLO)
     return w.astype(numpy_real_t(xp, numpy_result_t(xp, a)), copy=False)
@@ -311,7 +316,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     True
     """
     xp, (a,) = numpy_asarrays(a)
-    if not _emulates(xp, a, square=bool(hermitian)):
+    plan = _emulates(xp, a, square=bool(hermitian))
+    if plan is None:
         return _native(xp, "svd", a, full_matrices=full_matrices, compute_uv=compute_uv,
                        hermitian=hermitian)
     rt = numpy_result_t(xp, a)
@@ -321,7 +327,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
             return SVDResult(*_svd_hermitian(xp, w, v))
         return _svd_hermitian(xp, eigvalsh(a), None)
     try:
-        u, s, vh = _svd_work(xp, a, bool(full_matrices), bool(compute_uv))
+        u, s, vh = _svd_work(plan, a, bool(full_matrices), bool(compute_uv))
     except LinAlgError:  # no convergence: LAPACK's verdict
         return _native(xp, "svd", a, full_matrices=full_matrices, compute_uv=compute_uv,
                        hermitian=hermitian)
@@ -331,15 +337,16 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     return SVDResult(u.astype(rt, copy=False), s, vh.astype(rt, copy=False))
 
 
-def _pinv_one(xp, vh, sinv, u):
+def _pinv_one(plan, vh, sinv, u):
     """``V diag(sinv) U^H`` of one matrix, over the kept singular values, as one
     emulated product."""
+    xp = plan.xp
     keep = sinv != 0
     r = int(xp.count_nonzero(keep))
     if r == 0:
         return xp.zeros((vh.shape[-1], u.shape[-2]), dtype=u.dtype)
     left = vh[keep].conj().T * sinv[keep]
-    return _emulated_matmul(left, u[:, keep].conj().T)
+    return product(plan, left, u[:, keep].conj().T)
 
 
 @numpy_wraps("a")
@@ -398,7 +405,8 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
         return _native(xp, "pinv", a, rcond=rcond0, hermitian=hermitian, rtol=rtol)
 
     rcond0 = rcond
-    if not _emulates(xp, a, square=bool(hermitian)):
+    plan = _emulates(xp, a, square=bool(hermitian))
+    if plan is None:
         return native()
     if rcond is None:  # NumPy 2.x's rules, in its order
         if rtol is _NoValue:
@@ -414,10 +422,10 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     try:
         if hermitian:  # NumPy: the Hermitian SVD of conj(a) (its lower triangle), and
             # B = vt^T diag(1/s) u^T; _pinv_one forms vh^H diag(1/s) u^H: conjugate both
-            u, s, vt = _svd_hermitian(xp, *_eigh_work(xp, a.conjugate(), True, True))
+            u, s, vt = _svd_hermitian(xp, *_eigh_work(plan, a.conjugate(), True, True))
             u, vh = u.conjugate(), vt.conjugate()
         else:
-            u, s, vh = _svd_work(xp, a, False, True)
+            u, s, vh = _svd_work(plan, a, False, True)
     except LinAlgError:  # no convergence: LAPACK's verdict
         return native()
     cutoff = rcond[..., None] * xp.max(s, axis=-1, keepdims=True)
@@ -425,7 +433,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     if large.shape != s.shape:  # an rcond that does not broadcast into the stack
         return native()
     sinv = xp.where(large, 1.0 / xp.where(large, s, 1.0), 0.0)
-    out = batch_loop(xp, lambda vm, sm, um: _pinv_one(xp, vm, sm, um), [vh, sinv, u],
+    out = batch_loop(xp, lambda vm, sm, um: _pinv_one(plan, vm, sm, um), [vh, sinv, u],
                      [2, 1, 2])
     return out.astype(rt, copy=False)
 
@@ -474,7 +482,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):  # noqa: N803 (NumP
     xp, (A,) = numpy_asarrays(A)  # noqa: N806
     if A.ndim < 2:
         return int(not bool(xp.all(A == 0)))
-    if not _emulates(xp, A, square=bool(hermitian)):
+    if _emulates(xp, A, square=bool(hermitian)) is None:
         return _native(xp, "matrix_rank", A, tol=tol, hermitian=hermitian, rtol=rtol)
     S = svd(A, compute_uv=False, hermitian=hermitian)  # noqa: N806
     if tol is None:

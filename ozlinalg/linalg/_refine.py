@@ -49,8 +49,7 @@ import numpy as np
 from .. import lapack
 from .._exceptions import LinAlgError
 from .._profile import RefineRecord, active_profiles, record_refine
-from ..ozaki.adequacy import reduced_counts
-from ..scipy_io import emulating, lapack_kw
+from ..lapack.scipy_conventions import lapack_args, quiet
 from ._condition import gecon, norm1, pocon
 
 __all__ = ["LADDERS", "KAPPA_U_MAX", "KAPPA_U_TARGET", "CONTRACTION_MAX", "Level", "ladder",
@@ -136,15 +135,17 @@ class _Factors:
     """A factorization of ``a`` at one level: ``solve(r)`` (native triangular solves),
     ``rcond`` (None on a device), ``failed`` (a zero pivot / not positive definite)."""
 
-    def __init__(self, xp, a, kind, lower, transposed, level, anorm1):
+    def __init__(self, plan, a, kind, lower, transposed, level, anorm1):
+        xp = plan.xp
         self.xp, self.kind, self.lower, self.trans = xp, kind, lower, transposed
         self.level = level
         n = a.shape[0]
-        kw = lapack_kw(n)
-        kw.update(method=level.method, slices=level.slices)
+        # reduced counts on purpose (the residuals verify them): no count check
+        kw = lapack_args(plan.with_counts(level.method, level.slices, count_check=False), n)
+        self.plan = kw["plan"]
         self.failed = False
         self.rcond = None
-        with emulating(), reduced_counts():
+        with quiet():
             if kind == "pos":
                 try:
                     self.f = lapack.potrf(a, lower=lower, check_finite=False, **kw)
@@ -162,12 +163,12 @@ class _Factors:
         self._native = n + 1  # min_size above n: the triangular solves run natively
 
     def solve(self, r):
-        with emulating():
+        with quiet():
             if self.kind == "pos":
                 return lapack.potrs(self.f, r, lower=self.lower, check_finite=False,
-                                    min_size=self._native)
+                                    plan=self.plan, min_size=self._native)
             return lapack.getrs(self.f, self.piv, r, trans=1 if self.trans else 0,
-                                check_finite=False, min_size=self._native)
+                                check_finite=False, plan=self.plan, min_size=self._native)
 
     def serves(self):
         """The condition estimate allows refinement from this level (always True where
@@ -285,9 +286,9 @@ class _Refinement:
         return v[:, :k + 1] @ y
 
 
-def refined_solve(xp, a, b, *, kind, lower, transposed, dtype, method, accuracy,
-                  a_full=None):
-    """Solve one ``(n, n)`` system by a refined solve; ``b`` is 2-D.
+def refined_solve(plan, a, b, *, kind, lower, transposed, dtype, a_full=None):
+    """Solve one ``(n, n)`` system by a refined solve under the call's `plan` (its
+    method's ladder, its accuracy); ``b`` is 2-D.
 
     ``kind``: ``"gen"`` (LU) or ``"pos"`` (Cholesky of the `lower` / upper triangle;
     ``a_full`` the Hermitian matrix that triangle defines, for the residuals).
@@ -298,10 +299,11 @@ def refined_solve(xp, a, b, *, kind, lower, transposed, dtype, method, accuracy,
     holds the factor the caller may write into an overwritten ``a``).
     """
     t0 = time.perf_counter()
+    xp, method = plan.xp, plan.method.name
     op = a_full if a_full is not None else a
     anorm1 = norm1(xp, op)  # ?gecon / ?pocon estimate kappa_1 of the factored matrix
     op = op.T if transposed else op
-    levels = ladder(method, accuracy)
+    levels = ladder(method, plan.accuracy)
     first = FIRST_LEVEL.get(method, 0) - (np.dtype(dtype) in _SINGLE)
     first = min(max(first, 0), len(levels) - 1)
     # refined to FP64's unit roundoff whatever the result's precision: a single-precision
@@ -313,7 +315,7 @@ def refined_solve(xp, a, b, *, kind, lower, transposed, dtype, method, accuracy,
     factors = x = eta = None
     ok = False
     while True:
-        factors = _Factors(xp, a, kind, lower, transposed, levels[i], anorm1)
+        factors = _Factors(plan, a, kind, lower, transposed, levels[i], anorm1)
         tried.append(levels[i].slices)
         top = i == len(levels) - 1
         if not top and not factors.serves():

@@ -46,10 +46,9 @@ import math
 
 import numpy as np
 
-from .._matmul import matmul as _mm
-from .._options import get_options
+from .._matmul import product
 from .._profile import record_native_flops
-from ..scipy_io import emulating
+from ..lapack.scipy_conventions import quiet
 
 __all__ = ["eigh_core", "svd_core", "STEP_LIMIT", "CONVERGED", "FALLBACK"]
 
@@ -149,27 +148,28 @@ def _eigh_small(xp, t):
     return xp.linalg.eigh(t)
 
 
-def _eigh_of_cluster(xp, t):
+def _eigh_of_cluster(plan, t):
     """(theta, W) of the Hermitian cluster block ``t``, shifted by its mean
     diagonal so that its spread, not its magnitude, sets the precision."""
+    xp = plan.xp
     k = t.shape[0]
     mu = float(xp.mean(xp.diagonal(t).real))
     ts = t - mu * xp.eye(k, dtype=t.dtype)
     ts = (ts + _ct(ts)) / 2
     if k >= RECURSE_MIN:
-        theta, w, ok = _eigh_refined(xp, ts, top=False)
+        theta, w, ok = _eigh_refined(plan, ts)
         if not ok:
             theta, w = _eigh_small(xp, ts)
     else:
         theta, w = _eigh_small(xp, ts)
-    return theta + mu, _orthonormalised(xp, w)
+    return theta + mu, _orthonormalised(plan, w)
 
 
-def _orthonormalised(xp, w):
+def _orthonormalised(plan, w):
     """``w (I + (I - w^H w) / 2)``: one Newton-Schulz step takes a LAPACK basis's
     orthogonality error (about ``k u``) to its square, below the rounding of ``w``."""
     k = w.shape[1]
-    return w + _pmm(w, (xp.eye(k, dtype=w.dtype) - _pmm(_ct(w), w)) / 2)
+    return w + _pmm(plan, w, (plan.xp.eye(k, dtype=w.dtype) - _pmm(plan, _ct(w), w)) / 2)
 
 
 #: A cluster block whose off-diagonal entries are below this times ||A|| is left
@@ -177,13 +177,13 @@ def _orthonormalised(xp, w):
 _ROUNDING = 2.0**-52
 
 
-def _update(x, e, rotated):
+def _update(plan, x, e, rotated):
     """``x @ e`` for ``x + x e``. A cluster's rotation makes ``e`` of order one, and a
     DGEMM-level product then leaves ``||X^H X - I||`` at LAPACK's level (about
     ``n u``): the faithful product keeps it at the rounding of ``x``'s entries."""
-    if rotated and get_options().accuracy == "dgemm":
-        return _mm(x, e, accuracy="faithful")
-    return _mm(x, e)
+    if rotated and plan.accuracy == "dgemm":
+        return product(plan.faithful, x, e)
+    return product(plan, x, e)
 
 
 def _noise(n, norm_a):
@@ -192,15 +192,16 @@ def _noise(n, norm_a):
     return 8.0 * n * 2.0**-53 * norm_a
 
 
-def _eigh_step(xp, a, x, norm_a):
+def _eigh_step(plan, a, x, norm_a):
     """One refinement step. Returns ``(x_new, lam, eps, norm_a)``: eps is the size of
     the first-order corrections the step applied, the products' noise left out."""
+    xp = plan.xp
     n = a.shape[0]
     eye = xp.eye(n, dtype=x.dtype)
     xh = _ct(x)
-    s = _mm(xh, _mm(a, x))
+    s = product(plan, xh, product(plan, a, x))
     s = (s + _ct(s)) / 2
-    r = eye - _mm(xh, x)
+    r = eye - product(plan, xh, x)
     r = (r + _ct(r)) / 2
     lam = xp.diagonal(s).real / (1.0 - xp.diagonal(r).real)
     order = xp.argsort(lam)
@@ -227,7 +228,7 @@ def _eigh_step(xp, a, x, norm_a):
     for lo, hi in runs:
         k = hi - lo
         c = eye[:k, :k] + r[lo:hi, lo:hi] / 2
-        t = _pmm(_pmm(_ct(c), s[lo:hi, lo:hi]), c)
+        t = _pmm(plan, _pmm(plan, _ct(c), s[lo:hi, lo:hi]), c)
         d = xp.diagonal(t).real
         if float(xp.abs(t - xp.diag(d).astype(t.dtype)).max()) <= _ROUNDING * norm_a:
             # already Ritz vectors to the products' noise (an exact multiple eigenvalue,
@@ -236,17 +237,18 @@ def _eigh_step(xp, a, x, norm_a):
             e[lo:hi, lo:hi] = c - eye[:k, :k]
             lam[lo:hi] = d
             continue
-        theta, w = _eigh_of_cluster(xp, t)
-        e[:, lo:hi] = _pmm(e[:, lo:hi], w)
-        e[lo:hi, lo:hi] = _pmm(c, w) - eye[:k, :k]
+        theta, w = _eigh_of_cluster(plan, t)
+        e[:, lo:hi] = _pmm(plan, e[:, lo:hi], w)
+        e[lo:hi, lo:hi] = _pmm(plan, c, w) - eye[:k, :k]
         lam[lo:hi] = theta
         rotated = True
-    x = x + _update(x, e, rotated)
+    x = x + _update(plan, x, e, rotated)
     return x, lam, eps, norm_a
 
 
-def _eigh_refined(xp, a, top=True):
+def _eigh_refined(plan, a):
     """(w, v, converged) of the full Hermitian float64 / complex128 matrix `a`."""
+    xp = plan.xp
     n = a.shape[0]
     e = _scale_exponent(xp, a)
     a_s = _scaled(a, -e)
@@ -256,7 +258,7 @@ def _eigh_refined(xp, a, top=True):
     norm_a = float(xp.abs(w32).max()) if n else 0.0
     lam, converged = None, False
     for _ in range(STEP_LIMIT):
-        x, lam, eps, norm_a = _eigh_step(xp, a_s, x, norm_a)
+        x, lam, eps, norm_a = _eigh_step(plan, a_s, x, norm_a)
         if eps <= CONVERGED:
             converged = True
             break
@@ -264,18 +266,20 @@ def _eigh_refined(xp, a, top=True):
     return _scaled(lam[order], e), x[:, order], converged
 
 
-def eigh_core(xp, a, *, vectors=True, lower=True):
+def eigh_core(plan, a, *, vectors=True, lower=True):
     """Eigenvalues ascending (float64) and eigenvectors (a's dtype, float64 or
     complex128) of the Hermitian matrix given by `a`'s ``lower`` (or upper)
-    triangle. `a`: 2-D square float64 / complex128 array of xp, finite.
+    triangle, under the call's `plan` (every product emulated). `a`: 2-D square
+    float64 / complex128 array of ``plan.xp``, finite.
     Returns ``(w, v)``, ``v`` None when not `vectors`."""
+    xp = plan.xp
     n = a.shape[0]
     h = _hermitian(xp, a, lower)
     if n <= 1:
         w = h.real.reshape(n).astype(xp.float64)
         return w, (xp.ones((n, n), dtype=a.dtype) if vectors else None)
-    with emulating():
-        w, v, ok = _eigh_refined(xp, h)
+    with quiet():
+        w, v, ok = _eigh_refined(plan.inside, h)
     if not ok:
         record_native_flops(9.0 * n**3, FALLBACK)
         w, v = xp.linalg.eigh(h)
@@ -286,10 +290,10 @@ def eigh_core(xp, a, *, vectors=True, lower=True):
 # singular value decomposition
 
 
-def _pmm(x, y):
+def _pmm(plan, x, y):
     """A product of the cluster step: emulated from order 32 (a cluster's rotation
     of n x k columns can be a large share of the work), native below."""
-    return _mm(x, y) if min(x.shape[0], x.shape[1], y.shape[1]) >= 32 else x @ y
+    return product(plan, x, y) if min(x.shape[0], x.shape[1], y.shape[1]) >= 32 else x @ y
 
 
 def _svd_small(xp, t):
@@ -298,13 +302,14 @@ def _svd_small(xp, t):
     return xp.linalg.svd(t)
 
 
-def _svd_step(xp, a, u, v, norm_a):
+def _svd_step(plan, a, u, v, norm_a):
+    xp = plan.xp
     n = a.shape[0]
     eye = xp.eye(n, dtype=u.dtype)
     uh = _ct(u)
-    t = _mm(uh, _mm(a, v))
-    r = eye - _mm(uh, u)
-    sg = eye - _mm(_ct(v), v)
+    t = product(plan, uh, product(plan, a, v))
+    r = eye - product(plan, uh, u)
+    sg = eye - product(plan, _ct(v), v)
     sig = xp.diagonal(t).real / (1.0 - (xp.diagonal(r).real + xp.diagonal(sg).real) / 2)
     neg = sig < 0  # a column pair of opposite signs: flip u's column
     if bool(neg.any()):
@@ -344,7 +349,7 @@ def _svd_step(xp, a, u, v, norm_a):
         k = hi - lo
         cu = eye[:k, :k] + r[lo:hi, lo:hi] / 2
         cv = eye[:k, :k] + sg[lo:hi, lo:hi] / 2
-        tb = _pmm(_pmm(_ct(cu), t[lo:hi, lo:hi]), cv)
+        tb = _pmm(plan, _pmm(plan, _ct(cu), t[lo:hi, lo:hi]), cv)
         d = xp.diagonal(tb)
         if float(xp.abs(tb - xp.diag(d)).max()) <= _ROUNDING * norm_a \
                 and bool((d.real >= 0).all()):
@@ -353,20 +358,21 @@ def _svd_step(xp, a, u, v, norm_a):
             sig[lo:hi] = xp.abs(d)
             continue
         p, sv, qh = _svd_small(xp, tb)
-        p, q = _orthonormalised(xp, p), _orthonormalised(xp, _ct(qh))
-        f[:, lo:hi] = _pmm(f[:, lo:hi], p)
-        g[:, lo:hi] = _pmm(g[:, lo:hi], q)
-        f[lo:hi, lo:hi] = _pmm(cu, p) - eye[:k, :k]
-        g[lo:hi, lo:hi] = _pmm(cv, q) - eye[:k, :k]
+        p, q = _orthonormalised(plan, p), _orthonormalised(plan, _ct(qh))
+        f[:, lo:hi] = _pmm(plan, f[:, lo:hi], p)
+        g[:, lo:hi] = _pmm(plan, g[:, lo:hi], q)
+        f[lo:hi, lo:hi] = _pmm(plan, cu, p) - eye[:k, :k]
+        g[lo:hi, lo:hi] = _pmm(plan, cv, q) - eye[:k, :k]
         sig[lo:hi] = sv
         rotated = True
-    u = u + _update(u, f, rotated)
-    v = v + _update(v, g, rotated)
+    u = u + _update(plan, u, f, rotated)
+    v = v + _update(plan, v, g, rotated)
     return u, v, sig, eps, norm_a
 
 
-def _svd_refined(xp, a):
+def _svd_refined(plan, a):
     """(u, s, v, converged) of a square float64 / complex128 matrix (v, not v^H)."""
+    xp = plan.xp
     n = a.shape[0]
     e = _scale_exponent(xp, a)
     a_s = _scaled(a, -e)
@@ -376,7 +382,7 @@ def _svd_refined(xp, a):
     norm_a = float(s32.max()) if n else 0.0
     sig, converged = None, False
     for _ in range(STEP_LIMIT):
-        u, v, sig, eps, norm_a = _svd_step(xp, a_s, u, v, norm_a)
+        u, v, sig, eps, norm_a = _svd_step(plan, a_s, u, v, norm_a)
         if eps <= CONVERGED:
             converged = True
             break
@@ -384,33 +390,37 @@ def _svd_refined(xp, a):
     return u[:, order], _scaled(sig[order], e), v[:, order], converged
 
 
-def _qr_reduce(xp, a, full):
+def _qr_reduce(plan, a, full):
     """``a = q r`` by the emulated QR: q (m, m) when `full` else (m, n); r (n, n)."""
     from ._decomp_qr import _geqrf, _orgqr  # noqa: PLC0415
 
+    xp = plan.xp
     m, n = a.shape
-    qr_, tau = _geqrf(xp.asfortranarray(a), True)
+    qr_, tau = _geqrf(plan, xp.asfortranarray(a), True)
     r = xp.triu(qr_[:n, :])
-    q = _orgqr(xp, qr_, tau, m if full else n)
+    q = _orgqr(plan, qr_, tau, m if full else n)
     return q, r
 
 
-def svd_core(xp, a, *, vectors=True, full_matrices=True):
-    """``(u, s, vh)`` of a 2-D float64 / complex128 array (s descending, float64);
-    ``u``, ``vh`` None when not `vectors`. `a` finite."""
+def svd_core(plan, a, *, vectors=True, full_matrices=True):
+    """``(u, s, vh)`` of a 2-D float64 / complex128 array (s descending, float64)
+    under the call's `plan` (every product emulated); ``u``, ``vh`` None when not
+    `vectors`. `a` finite."""
+    xp = plan.xp
     m, n = a.shape
     if m < n:
-        u, s, vh = svd_core(xp, _ct(a), vectors=vectors, full_matrices=full_matrices)
+        u, s, vh = svd_core(plan, _ct(a), vectors=vectors, full_matrices=full_matrices)
         return (_ct(vh), s, _ct(u)) if vectors else (None, s, None)
     if n == 0:
         k = m if full_matrices else 0
         return ((xp.eye(m, k, dtype=a.dtype), xp.zeros(0), xp.zeros((0, 0), dtype=a.dtype))
                 if vectors else (None, xp.zeros(0), None))
-    with emulating():
+    inner = plan.inside
+    with quiet():
         q = None
         sq = a
         if m > n:
-            q, sq = _qr_reduce(xp, a, vectors and full_matrices)
+            q, sq = _qr_reduce(plan, a, vectors and full_matrices)
         if n == 1:
             val = sq[0, 0]
             s = xp.abs(sq).reshape(1).astype(xp.float64)
@@ -419,7 +429,7 @@ def svd_core(xp, a, *, vectors=True, full_matrices=True):
             v = xp.ones((1, 1), dtype=a.dtype)
             ok = True
         else:
-            ur, s, v, ok = _svd_refined(xp, sq)
+            ur, s, v, ok = _svd_refined(inner, sq)
         if not ok:
             record_native_flops(22.0 * n**3, FALLBACK)
             ur, s, vh = xp.linalg.svd(sq)
@@ -428,7 +438,7 @@ def svd_core(xp, a, *, vectors=True, full_matrices=True):
             return None, s, None
         if q is None:
             return ur, s, _ct(v)
-        u = _mm(q[:, :n], ur)
+        u = product(inner, q[:, :n], ur)
         if full_matrices and m > n:
             u = xp.concatenate([u, q[:, n:]], axis=1)
         return u, s, _ct(v)

@@ -9,9 +9,9 @@ It decides, for every public function:
   returned in (SciPy's and NumPy's rule: float32 stays float32, complex64
   stays complex64, other real inputs become float64 and other complex ones
   complex128; the computation itself is always FP64 / complex128);
-* (the keyword arguments passed to :mod:`ozlinalg.lapack` and the emulating
-  block are :func:`ozlinalg.scipy_io.lapack_kw` and
-  :func:`ozlinalg.scipy_io.emulating`, shared with :mod:`ozlinalg.dask`);
+* (the keyword arguments passed to :mod:`ozlinalg.lapack` are
+  :func:`ozlinalg.lapack.scipy_conventions.lapack_args` of the call's plan, shared with
+  :mod:`ozlinalg.dask`; the computing dtype is :func:`ozlinalg.lapack.work_dtype`);
 * batching over leading ("stacked") dimensions.
 """
 from __future__ import annotations
@@ -22,11 +22,10 @@ import math
 import numpy as np
 
 from .._array import array_namespace
-from .._emulable import emulable, original
+from .._emulable import original
 from .._exceptions import LinAlgError, LinAlgWarning
 
 __all__ = [
-    "as_array",
     "batch_loop",
     "LinAlgError",
     "LinAlgWarning",
@@ -36,40 +35,6 @@ __all__ = [
     "numpy_result_t",
     "numpy_wraps",
 ]
-
-
-def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
-             finite_msg="array must not contain infs or NaNs"):
-    """Validate ``a`` and return ``(xp, arr)`` with ``arr`` in its own dtype.
-
-    Raises ``ValueError`` (SciPy's message) for non-finite entries when
-    `check_finite`, ``TypeError`` for extended-precision or non-numeric dtypes.
-    Complex input (complex64, complex128) is accepted: the factorizations
-    compute in complex128 from real emulated products.
-    """
-    xp = array_namespace(a)
-    if xp is np and type(a) is not np.ndarray:
-        # SciPy's _asarray_validated: masked arrays refused, other subclasses
-        # (np.matrix, whose * is a matrix product) taken as plain ndarrays
-        if np.ma.isMaskedArray(a):
-            raise ValueError("masked arrays are not supported")
-        arr = np.asarray(a)
-    else:
-        arr = a if (hasattr(a, "dtype") and hasattr(a, "ndim") and isinstance(a, xp.ndarray)) \
-            else xp.asarray(a)
-    kind = arr.dtype.kind
-    if not emulable(arr.dtype):
-        raise TypeError(f"{fname}: {argname} has unsupported dtype {arr.dtype}")
-    if check_finite and arr.size and kind in "fc" and not bool(xp.isfinite(arr).all()):
-        raise ValueError(finite_msg)
-    return xp, arr
-
-
-def scipy_native(name):
-    """The native ``scipy.linalg.<name>``, whatever the backend has installed."""
-    import scipy.linalg  # noqa: PLC0415
-
-    return original(getattr(scipy.linalg, name))
 
 
 def numpy_asarrays(*args):
@@ -139,11 +104,6 @@ def numpy_wraps(argname, positions=_whole):
         return wrapper
 
     return deco
-
-
-def work_dtype(xp, *arrays):
-    """The computing dtype: complex128 if any input is complex, else float64."""
-    return xp.complex128 if any(a.dtype.kind == "c" for a in arrays) else xp.float64
 
 
 def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):

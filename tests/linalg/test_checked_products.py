@@ -33,10 +33,10 @@ def checked(monkeypatch):
     """Every emulated product of the blocked code, checked against the exact one; the
     list of ``(m, k, p)`` checked."""
     seen = []
-    inner = _common._emulated_matmul
+    inner = _common._product
 
-    def gemm(a, b, **kw):
-        c = inner(a, b, **kw)
+    def gemm(plan, a, b, **kw):
+        c = inner(plan, a, b, **kw)
         real = np.asarray(a).dtype.kind != "c" and np.asarray(b).dtype.kind != "c"
         if real and a.size and b.size:
             a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -52,7 +52,7 @@ def checked(monkeypatch):
             seen.append((a.shape[0], a.shape[1], b.shape[1]))
         return c
 
-    monkeypatch.setattr(_common, "_emulated_matmul", gemm)
+    monkeypatch.setattr(_common, "_product", gemm)
     return seen
 
 

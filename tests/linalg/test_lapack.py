@@ -655,13 +655,14 @@ class TestBalanceInner:
 
     def test_correlated_scaling_product(self):
         # Large a_ik meeting small b_kj: the case balancing is for.
+        from ozlinalg._options import resolve
         from ozlinalg.lapack._common import Runner
 
         rng = np.random.default_rng(43)
         e = rng.integers(0, 60, 80)
         a = np.ldexp(rng.standard_normal((40, 80)), e[None, :])
         b = np.ldexp(rng.standard_normal((80, 3)), -e[:, None])
-        got = Runner(np, None, None).gemm(a, b)
+        got = Runner(resolve(np)).gemm(a, b)
         ref = a @ b
         scale = np.abs(a) @ np.abs(b)
         assert np.max(np.abs(got - ref) / scale) < 1e-14

@@ -13,6 +13,7 @@ import pytest
 import scipy.linalg as sla
 
 import ozlinalg
+from ozlinalg._options import resolve
 from ozlinalg.linalg import _refine, solve
 from ozlinalg.linalg._basic import REFINE_MIN_ORDER, refines
 from ozlinalg.testing import exact_solve
@@ -290,21 +291,26 @@ class TestRefinedSolveInputs:
                            refine=True)
 
 
+def _plan():
+    """The plan a call on NumPy arrays makes under the options in force."""
+    return resolve(np)
+
+
 class TestRefineAuto:
     """``refine="auto"`` (ozlinalg.solve's default) refines where it can pay."""
 
     def test_rules(self):
         n = _refine_min = REFINE_MIN_ORDER
-        assert refines(n, 1)
-        assert not refines(n - 1, 1)
-        assert not refines(n, n)  # many right-hand sides
-        assert not refines(n, 1, a_kept=False)
+        assert refines(_plan(), n, 1)
+        assert not refines(_plan(), n - 1, 1)
+        assert not refines(_plan(), n, n)  # many right-hand sides
+        assert not refines(_plan(), n, 1, a_kept=False)
         with ozlinalg.options(accuracy="faithful"):
-            assert not refines(_refine_min, 1)
+            assert not refines(_plan(), _refine_min, 1)
         with ozlinalg.options(method="bitmask"):
-            assert not refines(_refine_min, 1)
+            assert not refines(_plan(), _refine_min, 1)
         with ozlinalg.options(min_size=2 * n):
-            assert not refines(n, 1)
+            assert not refines(_plan(), n, 1)
 
     def test_default_of_the_public_solve(self, rng):
         n = REFINE_MIN_ORDER
