@@ -134,6 +134,13 @@ class Options:
         # no part in equality, hashing or repr; read it with explicit_names().
         object.__setattr__(self, "_explicit", frozenset())
 
+    def __getstate__(self):
+        # the plans kept by resolve() hold engines and array modules: not pickled
+        # (dask tasks carry options to other processes), made again where needed
+        state = dict(self.__dict__)
+        state.pop("_plans", None)
+        return state
+
     @property
     def call_min_order(self) -> int:
         """The order from which calls are emulated: `min_order`, else `min_size`."""
@@ -236,6 +243,7 @@ class Plan:
         _faithful.check_method(self.method)
         return dataclasses.replace(self, options=self.options.replace(accuracy="faithful"))
 
+    @functools.cached_property
     def balanced(self) -> Plan:
         """This plan with every product's inner dimension balanced
         (``balance=True``: the blocked factorizations' updates)."""
@@ -262,9 +270,21 @@ def resolve(xp, *, opts=None, method=None, slices=None, moduli=None, balance=Non
             accuracy=None, fname="ozlinalg.matmul") -> Plan:
     """The :class:`Plan` of a call on `xp` arrays: the options in force (or `opts`)
     with the call's own arguments (None: the option's value), validated once,
-    and the engine looked up once."""
+    and the engine looked up once.
+
+    A call that names nothing but its arrays gets the plan its options value made
+    before (kept on that value: ``Options`` is frozen, so its plan cannot go stale),
+    as long as the options still name the same engine object."""
     if opts is None:
         opts = _OPTIONS.get(_process_options)
+    engine = get_engine(xp, opts.engine)
+    plain = (method is None and slices is None and moduli is None and balance is None
+             and accuracy is None)
+    if plain:
+        memo = opts.__dict__.get("_plans")
+        plan = None if memo is None else memo.get(xp)
+        if plan is not None and plan.engine is engine:
+            return plan
     meth = _params.METHODS[_params.validate_method(opts.method if method is None else method)]
     slices = _params.count_from_moduli(meth.name, slices, moduli, fname)
     slices = opts.slices if slices is None else slices
@@ -274,8 +294,14 @@ def resolve(xp, *, opts=None, method=None, slices=None, moduli=None, balance=Non
         opts = opts.replace(accuracy=_faithful.validate_accuracy(accuracy))
     if opts.accuracy == "faithful":
         _faithful.check_method(meth)
-    return Plan(xp, opts, meth, slices, min_shift, get_engine(xp, opts.engine),
-                opts.call_min_order)
+    plan = Plan(xp, opts, meth, slices, min_shift, engine, opts.call_min_order)
+    if plain:
+        memo = opts.__dict__.get("_plans")
+        if memo is None:
+            memo = {}
+            object.__setattr__(opts, "_plans", memo)
+        memo[xp] = plan
+    return plan
 
 
 def _memory_limit_in_force():

@@ -218,3 +218,47 @@ class TestCountCheck:
             with ozlinalg.options(count_check=False):
                 quiet = ozlinalg.matmul(a, b, slices=2)
         assert warned.tobytes() == quiet.tobytes()
+
+
+class TestPlan:
+    """``resolve``: one validated plan per call, kept per options value."""
+
+    def test_a_plain_call_reuses_its_options_plan(self):
+        from ozlinalg._options import resolve
+
+        with ozlinalg.options(slices=7):
+            first, again = resolve(np), resolve(np)
+            assert first is again and first.slices == 7
+            named = resolve(np, slices=5)
+            assert named is not first and named.slices == 5
+        with ozlinalg.options(slices=7):  # a new options value: a new plan
+            assert resolve(np) is not first
+
+    def test_the_plan_follows_the_engine(self):
+        from ozlinalg._options import resolve
+
+        with ozlinalg.options(engine="sgemm"):
+            plan = resolve(np)
+            assert plan.engine.name == "cpu-sgemm"
+            assert resolve(np) is plan
+
+    def test_bad_call_arguments_are_rejected(self):
+        from ozlinalg._options import resolve
+
+        with pytest.raises(ValueError, match="method"):
+            resolve(np, method="nope")
+        with pytest.raises(ValueError, match="slices"):
+            resolve(np, slices="many")
+        with pytest.raises(ValueError, match="balance"):
+            resolve(np, balance="sometimes")
+
+    def test_pickled_options_leave_their_plans_behind(self):
+        import pickle
+
+        from ozlinalg._options import resolve
+
+        with ozlinalg.options(slices=6) as opts:
+            resolve(np)
+            assert "_plans" in vars(opts)
+            back = pickle.loads(pickle.dumps(opts))
+        assert back == opts and "_plans" not in vars(back)

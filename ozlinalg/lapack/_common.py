@@ -213,7 +213,7 @@ class Runner:
 
     def __init__(self, plan, emulate=True):
         self.xp = plan.xp
-        self.plan = plan.balanced() if BALANCE_INNER else _dataclasses.replace(
+        self.plan = plan.balanced if BALANCE_INNER else _dataclasses.replace(
             plan, min_shift=None)
         self.engine = plan.engine
         self.emulate = emulate
