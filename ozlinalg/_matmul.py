@@ -126,8 +126,7 @@ def matmul_ordered(a, b, *, slices=None, method=None, balance=None, accuracy=Non
         raise ValueError("ozlinalg.matmul: operands must be at least 1-D (use * for scalars)")
     plan = resolve(xp, method=method, slices=slices, moduli=moduli, balance=balance,
                    accuracy=accuracy)
-    return emulated_matmul(xp, a, b, plan.method, plan.slices, plan.options, plan.min_shift,
-                           order=order, engine=plan.engine)
+    return product(plan, a, b, order=order)
 
 
 def product(plan, a, b, order="C"):

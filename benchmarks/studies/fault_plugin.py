@@ -15,8 +15,9 @@ import sys
 
 #: point -> (module, attribute, what the fault perturbs)
 POINTS = {
-    "front-door": ("ozlinalg._matmul", "matmul_ordered",
-                   "every emulated product, as the factorizations and namespaces get it"),
+    "front-door": ("ozlinalg._matmul", "product",
+                   "every emulated product, as ozlinalg.matmul, the factorizations and the "
+                   "namespaces get it (_matmul.product, under the call's plan)"),
     "ozaki-1": ("ozlinalg.ozaki.gemm", "emulate_block",
                 "the Ozaki-I core: one inner block of a product (and the one-call path of "
                 "small products)"),
