@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engines import get_engine
-from .engines._scratch import set_memory_limit_source
+from .engines import get_engine, set_memory_limit_source
 from .ozaki import faithful as _faithful
 from .ozaki import params as _params
 from .ozaki.balance import min_shift_for as _min_shift_for

@@ -20,10 +20,10 @@ import scipy.linalg
 
 import ozlinalg
 from ozlinalg import PerformanceWarning, _tuning
+from ozlinalg import numpy_linalg as _numpy_api
 from ozlinalg._profile import Route
 from ozlinalg.engines.base import CROSSOVER_OPS, Engine, get_engine
 from ozlinalg.engines.sgemm import SGEMMEngine
-from ozlinalg.linalg import _numpy_api
 from ozlinalg.tools.tune import _crossover, _has_refine, measure
 from ozlinalg.tools.tune import main as tune_main
 

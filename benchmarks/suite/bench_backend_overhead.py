@@ -146,7 +146,7 @@ def bench_shim_fast_path(benchmark, mode):
     # solve's thresholds, which a call named "bench.noop" never computes, so it
     # would never take the fast path
     fn = _noop if mode == "direct" else make_shim(
-        "bench.noop", _noop, "ozlinalg.linalg._numpy_api:inv", "getrf")
+        "bench.noop", _noop, "ozlinalg.numpy_linalg:inv", "getrf")
     a = np.ones((8, 8))
     calls = 10 * LOOP
     benchmark.group = f"{calls} x no-op, direct or through a shim"

@@ -1,5 +1,5 @@
 """The one validation helper shared by :mod:`ozlinalg.linalg` (SciPy API) and
-:mod:`ozlinalg.linalg._numpy_api` (NumPy API).
+:mod:`ozlinalg.linalg.numpy_api` (NumPy API).
 
 It decides, for every public function:
 

@@ -30,14 +30,14 @@ emulation does not cover (empty matrices, float16, long double, clongdouble,
 object arrays, integer or boolean ``matmul``) are passed to the native NumPy
 (or CuPy) function, so that results and errors are exactly NumPy's there.
 
-The functions are written in :mod:`ozlinalg.linalg._numpy_api` and
+The functions are written in :mod:`ozlinalg.linalg.numpy_api` and
 :mod:`ozlinalg.linalg._numpy_spectral`, on the blocked routines and the validation
 the SciPy-compatible :mod:`ozlinalg.linalg` uses; this module is their public
 face (the routing shims of ``numpy.linalg`` and ``cupy.linalg`` call them there).
 They take NumPy and CuPy arrays (the lazy functions on dask arrays are in
 :mod:`ozlinalg.dask`).
 """
-from ..linalg._numpy_api import (
+from ..linalg.numpy_api import (
     LinAlgError,
     cholesky,
     det,

@@ -25,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._array import to_numpy
-from ..engines import kernels
-from ..engines._process import native_threads
+from ..engines import kernels, native_threads
 
 __all__ = ["LIMB", "Rows", "exact_dots", "in_place", "round_scaled"]
 

@@ -24,8 +24,7 @@ import time
 import numpy as np
 
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
-from ..engines import get_engine
-from ..engines._scratch import release_after_oom
+from ..engines import get_engine, release_after_oom
 from . import faithful, memory, params
 from .balance import balance_inner
 from .complex import complex_matmul

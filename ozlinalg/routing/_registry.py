@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["ROUTES", "implements", "is_adapter"]
 
-_NUMPY_API = "ozlinalg.linalg._numpy_api:"
+_NUMPY_API = "ozlinalg.numpy_linalg:"
 _SCIPY_API = "ozlinalg.linalg:"
 
 #: module -> {function name: ``"module:function"`` or an adapter}

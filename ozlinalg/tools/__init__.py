@@ -4,6 +4,8 @@ top layer, above the public face they use (``import ozlinalg``).
 ===================  ===========================================================
 ``launcher``         ``run``: a program with routing installed before it starts
 ``dask_cluster``     ``compare --dask N`` / ``solve --dask N``: on a local cluster
+``local_cluster``    that cluster (``distributed.LocalCluster``) and its workers'
+                     memory reports
 ``sweep``            ``accuracy``: every method and slice count against the exact
                      product
 ``tune``             ``tune``: the crossovers of this machine, the tuning cache

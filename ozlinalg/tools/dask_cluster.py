@@ -18,7 +18,7 @@ def _timed(client, build, repeat=1):
     with the workers' counters of the last run."""
     from distributed import wait
 
-    from ..dask._cluster import reset_peaks, stats_delta, worker_stats
+    from .local_cluster import reset_peaks, stats_delta, worker_stats
 
     best = float("inf")
     for _ in range(max(1, repeat)):
@@ -42,8 +42,8 @@ def compare(args):
 
     import ozlinalg
 
-    from ..dask._cluster import local_client
     from ..testing import random_matrix
+    from .local_cluster import local_client
 
     rng = np.random.default_rng(args.seed)
     n, chunk = args.n, args.dask_chunk or max(1, -(-args.n // 2))
@@ -97,7 +97,7 @@ def solve(args, a_h, b_h, source):
 
     import ozlinalg
 
-    from ..dask._cluster import local_client
+    from .local_cluster import local_client
 
     n = a_h.shape[0]
     chunk = args.dask_chunk or args.block_size or max(1, -(-n // 2))

@@ -9,7 +9,7 @@ import os
 import tempfile
 import time
 
-__all__ = ["CublasEmulation", "classify_emulation", "emulation_probe", "raw_int8_tops",
+__all__ = ["CublasEmulation", "best_of", "classify_emulation", "emulation_probe", "raw_int8_tops",
            "timed"]
 
 
@@ -159,6 +159,19 @@ def raw_int8_tops(cp, n, reps=3, group=4):
         eng.synchronize()
         best = min(best, time.perf_counter() - t)
     return group * 2.0 * n**3 / best / 1e12
+
+
+def best_of(cp, fn, reps):
+    """(best time, last result) of ``max(1, reps)`` synchronized runs, no warm-up (the
+    first run's time counts: a first use compiles kernels)."""
+    out, best = None, float("inf")
+    for _ in range(max(1, reps)):
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        out = fn()
+        cp.cuda.Device().synchronize()
+        best = min(best, time.perf_counter() - t)
+    return best, out
 
 
 def timed(cp, fn, reps):

@@ -46,6 +46,8 @@ import time
 
 import numpy as np
 
+from .gpu_baselines import best_of
+
 TITLE = "Eigendecomposition on the GPU (ozlinalg.linalg.eigh against cuSOLVER syevd)"
 
 MATRICES = ("random", "clustered")
@@ -117,17 +119,6 @@ def _matrix(cp, n, kind, seed):
     return (a + a.T) / 2
 
 
-def _best(cp, fn, reps):
-    out, best = None, float("inf")
-    for _ in range(max(1, reps)):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        out = fn()
-        cp.cuda.Device().synchronize()
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
 def _accuracy(cp, a, w, v, norm_a):
     """(residual, orthogonality, entries a faithful ``A V`` recomputed exactly)."""
     import ozlinalg
@@ -173,15 +164,15 @@ def _case(cp, n, kind, reps, seed):
         return cp.linalg.eigh(a)
 
     native()  # warm-up
-    t_nat, (w_nat, v_nat) = _best(cp, native, reps)
+    t_nat, (w_nat, v_nat) = best_of(cp, native, reps)
     res, orth, rec = _accuracy(cp, a, w_nat, v_nat, norm_a)
     del v_nat
     rows = [dict(base, solver="cuSOLVER syevd (cupy.linalg.eigh)", time=t_nat, ratio=1.0,
                  residual=res, orthogonality=orth, recomputed=rec)]
-    t_first, _ = _best(cp, lambda: eigh(a), 1)  # first use: kernels compiled
-    t_ours, _ = _best(cp, lambda: eigh(a), reps)
+    t_first, _ = best_of(cp, lambda: eigh(a), 1)  # first use: kernels compiled
+    t_ours, _ = best_of(cp, lambda: eigh(a), reps)
     with ozlinalg.profile() as prof:
-        t_prof, (w, v) = _best(cp, lambda: eigh(a), 1)
+        t_prof, (w, v) = best_of(cp, lambda: eigh(a), 1)
     res, orth, rec = _accuracy(cp, a, w, v, norm_a)
     norm2 = float(cp.abs(w_nat).max()) or 1.0
     agree = float(cp.abs(w - w_nat).max()) / norm2

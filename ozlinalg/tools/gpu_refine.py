@@ -19,9 +19,9 @@ forward error ``||x - x_true||_inf / ||x_true||_inf`` (both on the host in FP64)
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
+
+from .gpu_baselines import best_of
 
 TITLE = "Refined solves on the GPU (ozlinalg.solve(refine=True) against cuSOLVER)"
 
@@ -41,17 +41,6 @@ def _errors(a, b, x, x_true):
     r = np.abs(b - a @ x).max()
     eta = r / (np.abs(a).sum(axis=1).max() * np.abs(x).max() + np.abs(b).max())
     return float(eta), float(np.abs(x - x_true).max() / np.abs(x_true).max())
-
-
-def _best(cp, fn, reps):
-    out, best = None, float("inf")
-    for _ in range(max(1, reps)):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        out = fn()
-        cp.cuda.Device().synchronize()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def _native(cp, a, b, spd):
@@ -95,7 +84,7 @@ def _case(cp, rng, n, kind, kappa, reps, methods):
         return ozlinalg.solve(a, b, assume_a=assume, refine=refine)
 
     native()  # warm-up
-    t_nat, x = _best(cp, native, reps)
+    t_nat, x = best_of(cp, native, reps)
     base = dict(n=n, kind=kind, kappa=kappa)
     eta, fwd = _errors(a_h, b_h, cp.asnumpy(x), x_true)
     rows = [dict(base, solver="cuSOLVER", time=t_nat, ratio=1.0, eta=eta, fwd=fwd,
@@ -106,7 +95,7 @@ def _case(cp, rng, n, kind, kappa, reps, methods):
         with ozlinalg.options(method=method):
             ours(refine)  # warm-up
             with ozlinalg.profile() as prof:
-                t, x = _best(cp, lambda r=refine: ours(r), reps)
+                t, x = best_of(cp, lambda r=refine: ours(r), reps)
         rec = prof.refined[-1] if prof.refined else None
         eta, fwd = _errors(a_h, b_h, cp.asnumpy(x), x_true)
         steps = "" if rec is None else ("fell back" if rec.fell_back else (

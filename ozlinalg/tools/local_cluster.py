@@ -1,5 +1,6 @@
 """A local ``dask.distributed`` cluster and what its workers report: used by
-``python -m ozlinalg compare/solve --dask N`` and benchmarks/studies/dask_cluster.py.
+``python -m ozlinalg compare/solve --dask N`` (:mod:`.dask_cluster`) and
+benchmarks/studies/dask_cluster.py.
 
 ozlinalg has no cluster code of its own: this is a thin convenience around
 :class:`distributed.LocalCluster`; to use an existing cluster, create a
