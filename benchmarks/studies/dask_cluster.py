@@ -93,7 +93,7 @@ def run_one(client, op, impl, n, chunk, seed, tile_memory):
     from distributed import wait
 
     import ozlinalg
-    from ozlinalg.dask._cluster import reset_peaks, stats_delta, worker_stats
+    from ozlinalg.tools.local_cluster import reset_peaks, stats_delta, worker_stats
 
     client.run(_warm)
     a, b = _inputs(op, n, chunk, seed)
@@ -172,7 +172,7 @@ def main(argv=None):
         print(table([r for f in args.table for r in json.load(open(f))["rows"]]))
         return
 
-    from ozlinalg.dask._cluster import local_client
+    from ozlinalg.tools.local_cluster import local_client
 
     rows = []
     for w in args.workers:
