@@ -52,7 +52,6 @@ symmetrized; svd: U diag(sigma) V^T):
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -62,6 +61,7 @@ import time
 import numpy as np
 import scipy
 import scipy.linalg as sla
+from report import write_report  # the studies' report writer (this folder)
 
 import ozlinalg
 from ozlinalg.linalg import eigh, svd
@@ -427,14 +427,7 @@ def main(argv=None):
         table(rows),
         "",
     ])
-    print()
-    print(md)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(md)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"head": head, "command": cmd, "rows": rows}, f, indent=1)
+    write_report(md, head, cmd, rows, args.md, args.json)
     return 0 if all(r["verdict"] == "ok" for r in rows) else 1
 
 
