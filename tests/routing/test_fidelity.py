@@ -532,6 +532,13 @@ class Judge:
     def setup(self, shape):
         pass
 
+    def per_matrix(self, one):
+        """``self.slices[t] = one(t, a[t])`` for every matrix of the stack ``a`` (the
+        call's first argument), ``self.batch`` its batch shape."""
+        a = self.args[0]
+        self.batch = a.shape[:-2]
+        self.slices = {t: one(t, a[t]) for t in np.ndindex(*self.batch)}
+
     def bound(self, path, ref):
         """The bound on |candidate - native| of the FP64 value at ``path`` of the result
         (``ref``: the native one): scalar or broadcastable to it."""
@@ -694,33 +701,30 @@ class DetJudge(Judge):
     make it hold for singular a too) + gamma_n |det*|."""
 
     def setup(self, shape):
-        a = self.args[0]
-        self.batch = a.shape[:-2]
-        self.slices = {}
-        for t in np.ndindex(*self.batch):
-            A = a[t]
-            n = A.shape[0]
-            cplx = _cx(A)
-            if n == 0:
-                self.slices[t] = (1.0, 0.0)
-                continue
-            with flint.ctx.workprec(PREC):
-                h = _hp(A)
-                d = h.det()
-                cof = np.zeros(A.shape)
-                idx = np.arange(n)
-                for i in range(n):
-                    for j in range(n):
-                        if n == 1:
-                            cof[i, j] = 1.0
-                            continue
-                        minor = _hp(A[np.ix_(idx != i, idx != j)])
-                        cof[i, j] = abs(complex(minor.det()))
-                dstar = complex(d) if cplx else float(d)
-            p, l, u = _native_sl("lu")(A)
-            E = gamma(2 * n, cplx) * (np.abs(p @ l) @ np.abs(u))
-            beta = MARGIN * float((cof * E).sum()) + gamma(n, cplx) * abs(dstar)
-            self.slices[t] = (dstar, beta)
+        self.per_matrix(self._slice)
+
+    def _slice(self, t, A):
+        n = A.shape[0]
+        cplx = _cx(A)
+        if n == 0:
+            return (1.0, 0.0)
+        with flint.ctx.workprec(PREC):
+            h = _hp(A)
+            d = h.det()
+            cof = np.zeros(A.shape)
+            idx = np.arange(n)
+            for i in range(n):
+                for j in range(n):
+                    if n == 1:
+                        cof[i, j] = 1.0
+                        continue
+                    minor = _hp(A[np.ix_(idx != i, idx != j)])
+                    cof[i, j] = abs(complex(minor.det()))
+            dstar = complex(d) if cplx else float(d)
+        p, l, u = _native_sl("lu")(A)
+        E = gamma(2 * n, cplx) * (np.abs(p @ l) @ np.abs(u))
+        beta = MARGIN * float((cof * E).sum()) + gamma(n, cplx) * abs(dstar)
+        return (dstar, beta)
 
     def _part(self, path):
         if self.fn != "slogdet":
@@ -771,28 +775,25 @@ class LUJudge(Judge):
     :func:`_lu_first_order` (the pivots: exactly the native ones)."""
 
     def setup(self, shape):
-        a = self.args[0]
-        self.batch = a.shape[:-2]
-        self.slices = {}
-        for t in np.ndindex(*self.batch):
-            A = a[t]
-            m, n = A.shape
-            k = min(m, n)
-            cplx = _cx(A)
-            if k == 0:
-                self.slices[t] = None
-                continue
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                perm, L, Uf = _native_sl("lu")(A, p_indices=True)  # a = L[perm] U
-            E = gamma(2 * k, cplx) * (np.abs(L) @ np.abs(Uf))
-            dL, dU = _lu_first_order(L, Uf, E)
-            tol_l, tol_u = 2 * MARGIN * dL, 2 * MARGIN * dU
-            comb = np.zeros((m, n))
-            comb[:, :k] += np.tril(tol_l, -1)
-            comb[:k, :] += np.triu(tol_u)
-            self.slices[t] = {"A": A, "k": k, "cplx": cplx, "l": tol_l, "u": tol_u,
-                              "pl": tol_l[perm], "lu": comb, "p": np.zeros((m, m))}
+        self.per_matrix(self._slice)
+
+    def _slice(self, t, A):
+        m, n = A.shape
+        k = min(m, n)
+        cplx = _cx(A)
+        if k == 0:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            perm, L, Uf = _native_sl("lu")(A, p_indices=True)  # a = L[perm] U
+        E = gamma(2 * k, cplx) * (np.abs(L) @ np.abs(Uf))
+        dL, dU = _lu_first_order(L, Uf, E)
+        tol_l, tol_u = 2 * MARGIN * dL, 2 * MARGIN * dU
+        comb = np.zeros((m, n))
+        comb[:, :k] += np.tril(tol_l, -1)
+        comb[:k, :] += np.triu(tol_u)
+        return {"A": A, "k": k, "cplx": cplx, "l": tol_l, "u": tol_u,
+                "pl": tol_l[perm], "lu": comb, "p": np.zeros((m, m))}
 
     def parts(self):
         kw = self.kwargs
@@ -856,21 +857,19 @@ class CholJudge(Judge):
         return bool(kw.get("lower", False))
 
     def setup(self, shape):
-        a = self.args[0]
-        self.batch = a.shape[:-2]
+        self.per_matrix(self._slice)
+
+    def _slice(self, t, a_t):
         lower = self.lower_out()  # the triangle read is the triangle written
-        self.slices = {}
-        for t in np.ndindex(*self.batch):
-            A = _from_triangle(a[t], lower, True)
-            n = A.shape[0]
-            cplx = _cx(A)
-            if n == 0:
-                self.slices[t] = None
-                continue
-            R = _native_sl("cholesky")(A)
-            E = gamma(2 * n + 1, cplx) * (np.abs(R.conj().T) @ np.abs(R))
-            tol = 2 * MARGIN * _chol_first_order(R, E)
-            self.slices[t] = (A, n, cplx, tol.T if lower else tol)
+        A = _from_triangle(a_t, lower, True)
+        n = A.shape[0]
+        cplx = _cx(A)
+        if n == 0:
+            return None
+        R = _native_sl("cholesky")(A)
+        E = gamma(2 * n + 1, cplx) * (np.abs(R.conj().T) @ np.abs(R))
+        tol = 2 * MARGIN * _chol_first_order(R, E)
+        return (A, n, cplx, tol.T if lower else tol)
 
     def bound(self, path, ref):
         self.ready()
@@ -909,36 +908,33 @@ class QRJudge(Judge):
     columns of a full Q beyond k (products of the k reflectors) by k times that."""
 
     def setup(self, shape):
-        a = self.args[0]
-        self.batch = a.shape[:-2]
-        self.slices = {}
+        self.per_matrix(self._slice)
+
+    def _slice(self, t, A):
         piv = self.kwargs.get("pivoting", False)
-        for t in np.ndindex(*self.batch):
-            A = a[t]
-            m, n = A.shape
-            k = min(m, n)
-            cplx = _cx(A)
-            if k == 0:
-                self.slices[t] = None
-                continue
-            if piv:
-                A = A[:, _native_sl("qr")(A, pivoting=True, mode="r")[-1]]
-            eps = householder_eps(m, n, cplx)
-            s1 = _norm2(A)
-            smin = np.linalg.svd(A[:, :k], compute_uv=False)[-1]
-            kappa = s1 / smin if smin > 0 else np.inf
-            e_f = eps * math.sqrt(n) * s1  # ||E||_F
-            rel_q = math.sqrt(2) * kappa * e_f / s1
-            d_r = (1 + math.sqrt(2) * kappa) * e_f
-            rdiag = np.abs(np.diag(_native_sl("qr")(A, mode="r")[0]))
-            with np.errstate(divide="ignore"):
-                d_v = 2 * (1 + math.sqrt(2)) * (rel_q * s1 + e_f) / rdiag.min()
-            d_h = 4 * math.sqrt(2) * d_v
-            tol = {"q": 2 * MARGIN * rel_q, "r": 2 * MARGIN * d_r,
-                   "v": 2 * MARGIN * d_v, "tau": 2 * MARGIN * d_h,
-                   "qfull": 2 * MARGIN * max(rel_q, k * d_h)}
-            self.slices[t] = {"A": A, "m": m, "n": n, "k": k, "cplx": cplx, "eps": eps,
-                              "tol": tol}
+        m, n = A.shape
+        k = min(m, n)
+        cplx = _cx(A)
+        if k == 0:
+            return None
+        if piv:
+            A = A[:, _native_sl("qr")(A, pivoting=True, mode="r")[-1]]
+        eps = householder_eps(m, n, cplx)
+        s1 = _norm2(A)
+        smin = np.linalg.svd(A[:, :k], compute_uv=False)[-1]
+        kappa = s1 / smin if smin > 0 else np.inf
+        e_f = eps * math.sqrt(n) * s1  # ||E||_F
+        rel_q = math.sqrt(2) * kappa * e_f / s1
+        d_r = (1 + math.sqrt(2) * kappa) * e_f
+        rdiag = np.abs(np.diag(_native_sl("qr")(A, mode="r")[0]))
+        with np.errstate(divide="ignore"):
+            d_v = 2 * (1 + math.sqrt(2)) * (rel_q * s1 + e_f) / rdiag.min()
+        d_h = 4 * math.sqrt(2) * d_v
+        tol = {"q": 2 * MARGIN * rel_q, "r": 2 * MARGIN * d_r,
+               "v": 2 * MARGIN * d_v, "tau": 2 * MARGIN * d_h,
+               "qfull": 2 * MARGIN * max(rel_q, k * d_h)}
+        return {"A": A, "m": m, "n": n, "k": k, "cplx": cplx, "eps": eps,
+                "tol": tol}
 
     def parts(self):
         mode = self.kwargs.get("mode", "full" if self.api == "scipy" else "reduced")
@@ -1027,25 +1023,23 @@ class EighJudge(Judge):
         return self.kwargs.get("lower", True)
 
     def setup(self, shape):
-        a = self.args[0]
-        self.batch = a.shape[:-2]
-        self.slices = {}
-        for t in np.ndindex(*self.batch):
-            A = _from_triangle(a[t], self.lower(), True)
-            n = A.shape[0]
-            if n == 0:
-                self.slices[t] = None
-                continue
-            cplx = _cx(A)
-            w = _hp_eigvalsh(A)
-            na = _norm2(A)
-            eps = householder_eps(n, n, cplx, sides=2)
-            gaps = np.array([np.abs(np.delete(w, i) - w[i]).min(initial=np.inf)
-                             for i in range(n)])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                angle = np.where(gaps > 2 * eps * na, eps * na / (gaps - 2 * eps * na), np.inf)
-            vec = 2 * MARGIN * math.sqrt(2) * (1 + math.sqrt(n)) * angle + 4 * U
-            self.slices[t] = (A, n, cplx, w, na, eps, vec)
+        self.per_matrix(self._slice)
+
+    def _slice(self, t, a_t):
+        A = _from_triangle(a_t, self.lower(), True)
+        n = A.shape[0]
+        if n == 0:
+            return None
+        cplx = _cx(A)
+        w = _hp_eigvalsh(A)
+        na = _norm2(A)
+        eps = householder_eps(n, n, cplx, sides=2)
+        gaps = np.array([np.abs(np.delete(w, i) - w[i]).min(initial=np.inf)
+                         for i in range(n)])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            angle = np.where(gaps > 2 * eps * na, eps * na / (gaps - 2 * eps * na), np.inf)
+        vec = 2 * MARGIN * math.sqrt(2) * (1 + math.sqrt(n)) * angle + 4 * U
+        return (A, n, cplx, w, na, eps, vec)
 
     def bound(self, path, ref):
         self.ready()
@@ -1094,26 +1088,23 @@ class SVDJudge(Judge):
     3 eps ||a|| and U^H U, V^H V within 2 eps of I."""
 
     def setup(self, shape):
-        a = self.args[0]
-        self.batch = a.shape[:-2]
-        self.slices = {}
-        for t in np.ndindex(*self.batch):
-            A = a[t]
-            m, n = A.shape
-            k = min(m, n)
-            if k == 0:
-                self.slices[t] = None
-                continue
-            cplx = _cx(A)
-            s = _hp_singular_values(A)
-            eps = householder_eps(m, n, cplx, sides=2)
-            e = eps * s[0]
-            gaps = np.array([min(np.abs(np.delete(s, i) - s[i]).min(initial=np.inf),
-                                 s[i] if m != n else np.inf) for i in range(k)])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                angle = np.where(gaps > 2 * e, e / (gaps - 2 * e), np.inf)
-            vec = 2 * MARGIN * math.sqrt(2) * (1 + math.sqrt(max(m, n))) * angle + 4 * U
-            self.slices[t] = (A, m, n, k, cplx, s, eps, vec)
+        self.per_matrix(self._slice)
+
+    def _slice(self, t, A):
+        m, n = A.shape
+        k = min(m, n)
+        if k == 0:
+            return None
+        cplx = _cx(A)
+        s = _hp_singular_values(A)
+        eps = householder_eps(m, n, cplx, sides=2)
+        e = eps * s[0]
+        gaps = np.array([min(np.abs(np.delete(s, i) - s[i]).min(initial=np.inf),
+                             s[i] if m != n else np.inf) for i in range(k)])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            angle = np.where(gaps > 2 * e, e / (gaps - 2 * e), np.inf)
+        vec = 2 * MARGIN * math.sqrt(2) * (1 + math.sqrt(max(m, n))) * angle + 4 * U
+        return (A, m, n, k, cplx, s, eps, vec)
 
     def parts(self):
         if self.fn == "svdvals" or not self.kwargs.get("compute_uv", True):
@@ -1193,33 +1184,30 @@ class PinvJudge(Judge):
     pinv is (a^H a)^-1 a^H (or a^H (a a^H)^-1)."""
 
     def setup(self, shape):
-        a = self.args[0]
+        self.per_matrix(self._slice)
+
+    def _slice(self, t, A):
         ref = self.reference()
         ref = ref[0] if isinstance(ref, tuple) else ref
-        self.batch = a.shape[:-2]
-        self.slices = {}
-        for t in np.ndindex(*self.batch):
-            A = a[t]
-            m, n = A.shape
-            k = min(m, n)
-            cplx = _cx(A)
-            r = _rank_of(np.asarray(ref)[t])
-            if r == 0:
-                self.slices[t] = (A, cplx, 0.0, None)
-                continue
-            s = np.linalg.svd(A, compute_uv=False)
-            eps = householder_eps(m, n, cplx, sides=2)
-            beta = (2 * math.sqrt(2) * s[0] / s[r - 1] * eps + gamma(k, cplx)) / s[r - 1]
-            exact = None
-            if r == k:
-                with flint.ctx.workprec(PREC):
-                    h = _hp(A, cplx)
-                    try:
-                        exact = _fp((_ct(h) * h).solve(_ct(h)) if m >= n else
-                                    _ct(h) * (h * _ct(h)).solve(_hp(np.eye(m), cplx)))
-                    except (ValueError, ZeroDivisionError):
-                        exact = None
-            self.slices[t] = (A, cplx, beta, exact)
+        m, n = A.shape
+        k = min(m, n)
+        cplx = _cx(A)
+        r = _rank_of(np.asarray(ref)[t])
+        if r == 0:
+            return (A, cplx, 0.0, None)
+        s = np.linalg.svd(A, compute_uv=False)
+        eps = householder_eps(m, n, cplx, sides=2)
+        beta = (2 * math.sqrt(2) * s[0] / s[r - 1] * eps + gamma(k, cplx)) / s[r - 1]
+        exact = None
+        if r == k:
+            with flint.ctx.workprec(PREC):
+                h = _hp(A, cplx)
+                try:
+                    exact = _fp((_ct(h) * h).solve(_ct(h)) if m >= n else
+                                _ct(h) * (h * _ct(h)).solve(_hp(np.eye(m), cplx)))
+                except (ValueError, ZeroDivisionError):
+                    exact = None
+        return (A, cplx, beta, exact)
 
     def bound(self, path, ref):
         self.ready()
