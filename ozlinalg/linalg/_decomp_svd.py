@@ -112,14 +112,14 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
         raise TypeError("lapack_driver must be a string")
     if lapack_driver not in ("gesdd", "gesvd"):
         raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
-    if compute_uv and a1.size and xp is np:
-        _check_int32_indexing(*a1.shape, full_matrices)
     return _svd(resolve(xp), a, a1, full_matrices, compute_uv, lapack_driver)
 
 
 def _svd(plan, a, a1, full_matrices, compute_uv, lapack_driver):
     """:func:`svd` of the validated 2-D `a1` (`a`: the caller's array) under `plan`."""
     xp = plan.xp
+    if compute_uv and a1.size and xp is np:
+        _check_int32_indexing(*a1.shape, full_matrices)
     kw = dict(full_matrices=full_matrices, compute_uv=compute_uv, lapack_driver=lapack_driver)
     if a1.size == 0 or min(a1.shape) < plan.min_order \
             or not bool(xp.isfinite(a1).all()):
@@ -226,8 +226,6 @@ def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     xp, a1 = as_array(a, check_finite=check_finite)
     if a1.ndim != 2:
         raise ValueError("expected matrix")
-    if a1.size and xp is np:
-        _check_int32_indexing(*a1.shape, False)
     plan = resolve(xp)
     u, s, vh = _svd(plan, a1, a1, False, True, "gesdd")
     t = u.dtype.char.lower()
