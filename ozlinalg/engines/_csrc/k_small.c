@@ -32,7 +32,7 @@
  */
 #include "kcommon.h"
 #include <time.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -402,6 +402,60 @@ group_sums_block(const int16_t *ar, const int16_t *bq, ptrdiff_t k, ptrdiff_t kp
             _mm512_storeu_si512((void *)(o + 2 * rstride + 16), c21);
             _mm512_storeu_si512((void *)(o + 3 * rstride), c30);
             _mm512_storeu_si512((void *)(o + 3 * rstride + 16), c31);
+        }
+    }
+}
+#elif defined(__AVX2__)
+#define SMALL_SIMD 1
+/* group_sums_block of the AVX-512 build on 256-bit registers: the same storage and
+ * output, 16 columns at a time (two registers of 8 int32 lanes), 4 x 2 accumulators.
+ * The group sums are exact integers (each below the INT32 group limit, and so is every
+ * partial sum of their products), so the order of the additions does not change them. */
+static void
+group_sums_block(const int16_t *ar, const int16_t *bq, ptrdiff_t k, ptrdiff_t kp2,
+                 ptrdiff_t p32, int s, int32_t *gi)
+{
+    ptrdiff_t rs = (ptrdiff_t)s * k; /* row stride of A's digits */
+    for (int g = 0; g < s; g++) {
+        for (ptrdiff_t jb = 0; jb < p32; jb += 16) {
+            __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256();
+            __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256();
+            __m256i c20 = _mm256_setzero_si256(), c21 = _mm256_setzero_si256();
+            __m256i c30 = _mm256_setzero_si256(), c31 = _mm256_setzero_si256();
+            for (int t = 0; t <= g; t++) {
+                const int16_t *a0 = ar + (ptrdiff_t)t * k;
+                const int16_t *b = bq + ((ptrdiff_t)(g - t) * kp2 * p32 + jb) * 2;
+                for (ptrdiff_t kp = 0; kp < kp2; kp++) {
+                    const int16_t *bk = b + kp * p32 * 2;
+                    __m256i b0 = _mm256_loadu_si256((const __m256i *)bk);
+                    __m256i b1 = _mm256_loadu_si256((const __m256i *)(bk + 16));
+                    int32_t q0, q1, q2, q3;
+                    memcpy(&q0, a0 + 2 * kp, sizeof q0);
+                    memcpy(&q1, a0 + rs + 2 * kp, sizeof q1);
+                    memcpy(&q2, a0 + 2 * rs + 2 * kp, sizeof q2);
+                    memcpy(&q3, a0 + 3 * rs + 2 * kp, sizeof q3);
+                    __m256i x0 = _mm256_set1_epi32(q0), x1 = _mm256_set1_epi32(q1);
+                    __m256i x2 = _mm256_set1_epi32(q2), x3 = _mm256_set1_epi32(q3);
+                    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x0, b0));
+                    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x0, b1));
+                    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x1, b0));
+                    c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x1, b1));
+                    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x2, b0));
+                    c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x2, b1));
+                    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x3, b0));
+                    c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x3, b1));
+                }
+            }
+            int32_t *o = gi + (ptrdiff_t)g * p32 + jb;
+            ptrdiff_t rstride = (ptrdiff_t)s * p32;
+            _mm256_storeu_si256((__m256i *)o, c00);
+            _mm256_storeu_si256((__m256i *)(o + 8), c01);
+            _mm256_storeu_si256((__m256i *)(o + rstride), c10);
+            _mm256_storeu_si256((__m256i *)(o + rstride + 8), c11);
+            _mm256_storeu_si256((__m256i *)(o + 2 * rstride), c20);
+            _mm256_storeu_si256((__m256i *)(o + 2 * rstride + 8), c21);
+            _mm256_storeu_si256((__m256i *)(o + 3 * rstride), c30);
+            _mm256_storeu_si256((__m256i *)(o + 3 * rstride + 8), c31);
         }
     }
 }
