@@ -121,6 +121,8 @@ def any_dask(args, kwargs) -> bool:
     """Whether any argument (or an entry of a tuple / list argument, as in
     ``lu_solve((lu, piv), b)``) is a dask collection."""
     for x in (*args, *kwargs.values()):
+        if type(x) is np.ndarray:  # the common case, without a look at the module
+            continue
         if is_dask_collection(x):
             return True
         if isinstance(x, (tuple, list)) and any(is_dask_collection(y) for y in x):

@@ -10,7 +10,6 @@ suite).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses as _dataclasses
 import operator
 import warnings
@@ -272,12 +271,15 @@ def flops_trsm(n, nrhs):
 NATIVE_LIMIT_FROM = 10_000
 
 
-def _native_blas(engine, x=None):
-    """How a native panel call on ``x`` shares the cores with the `engine`'s GEMMs
-    (:meth:`ozlinalg.engines.base.Engine.native_blas`; None: no limit)."""
-    if engine is None or (x is not None and x.size < NATIVE_LIMIT_FROM):
-        return contextlib.nullcontext()
-    return engine.native_blas()
+def _native(engine, x, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, a native call on ``x`` that shares the cores with the
+    `engine`'s GEMMs (:meth:`ozlinalg.engines.base.Engine.native_blas`) from
+    :data:`NATIVE_LIMIT_FROM` entries on (an ``engine`` of None: no limit). A plain
+    call below: a context manager's entry and exit cost more than a small panel."""
+    if engine is None or x.size < NATIVE_LIMIT_FROM:
+        return fn(*args, **kwargs)
+    with engine.native_blas():
+        return fn(*args, **kwargs)
 
 
 def _lwork(func, *args):
@@ -300,8 +302,7 @@ def native_getrf(xp, a, overwrite=False, engine=None):
     """
     if xp is np:
         getrf = _lapack.zgetrf if a.dtype.kind == "c" else _lapack.dgetrf
-        with _native_blas(engine, a):
-            lu, piv, info = getrf(a, overwrite_a=bool(overwrite))
+        lu, piv, info = _native(engine, a, getrf, a, overwrite_a=bool(overwrite))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal getrf")
         return lu, piv.astype(np.int32, copy=False), int(info)
@@ -326,8 +327,7 @@ def native_potrf(xp, a, lower, engine=None):
     """
     potrf = _lapack.zpotrf if a.dtype.kind == "c" else _lapack.dpotrf
     if xp is np:
-        with _native_blas(engine, a):
-            c, info = potrf(a, lower=int(lower), clean=1)
+        c, info = _native(engine, a, potrf, a, lower=int(lower), clean=1)
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal potrf")
         return c, int(info)
@@ -344,8 +344,7 @@ def native_geqrf(xp, a, engine=None):
     """
     if xp is np:
         geqrf = _lapack.zgeqrf if a.dtype.kind == "c" else _lapack.dgeqrf
-        with _native_blas(engine, a):
-            qr, tau, _, info = geqrf(a, lwork=_lwork(geqrf, a))
+        qr, tau, _, info = _native(engine, a, geqrf, a, lwork=_lwork(geqrf, a))
         if info < 0:
             raise ValueError(f"illegal value in argument {-info} of internal geqrf")
         return qr, tau
@@ -362,8 +361,7 @@ def native_trsm_left(xp, m, b, lower, unit, engine=None):
     """
     if xp is np:
         trsm = _blas.ztrsm if (m.dtype.kind == "c" or b.dtype.kind == "c") else _blas.dtrsm
-        with _native_blas(engine, b):
-            return trsm(1.0, m, b, lower=int(lower), diag=int(unit))
+        return _native(engine, b, trsm, 1.0, m, b, lower=int(lower), diag=int(unit))
     from cupyx.scipy.linalg import solve_triangular
 
     return original(solve_triangular)(m, b, lower=lower, unit_diagonal=unit,
@@ -421,9 +419,8 @@ def swap_rows(xp, a, piv, offset, cols, engine=None):
         laswp = _lapack.zlaswp if blk.dtype.kind == "c" else _lapack.dlaswp
         ipiv = np.zeros(offset + len(piv), dtype=np.int32)  # SciPy's wrapper: 0-based
         ipiv[offset:] = np.asarray(piv, dtype=np.int32) + offset
-        with _native_blas(engine, blk):
-            out = laswp(blk, ipiv, k1=offset, k2=offset + len(piv) - 1, off=0, inc=1,
-                        overwrite_a=1)
+        out = _native(engine, blk, laswp, blk, ipiv, k1=offset, k2=offset + len(piv) - 1,
+                      off=0, inc=1, overwrite_a=1)
         # laswp swaps in place or returns a fresh copy: bounds decide (np.shares_memory
         # solves an integer program, milliseconds per call)
         if out is blk or np.may_share_memory(out, blk):
@@ -442,12 +439,18 @@ def swaps_to_rows(piv, offset=0):
     ``i <-> piv[i]`` (in order) to rows ``offset + ...`` equals
     ``rows[dst] = rows[src]``; only rows that actually move are listed.
     """
-    piv = np.asarray(piv).tolist()  # Python ints: a short loop, no per-element NumPy calls
-    n = len(piv)
-    perm = list(range(max(n, max(piv) + 1) if n else 0))
+    # Python ints: a short loop, no per-element NumPy calls
+    piv = piv.tolist() if isinstance(piv, np.ndarray) else np.asarray(piv).tolist()
+    perm = None
     for i, p in enumerate(piv):
         if p != i:
+            if perm is None:
+                perm = list(range(max(len(piv), max(piv) + 1)))
             perm[i], perm[p] = perm[p], perm[i]
+    if perm is None:  # no row moves (no pivoting was needed)
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
     moved = [i for i, v in enumerate(perm) if v != i]
-    dst = np.array(moved, dtype=np.intp)
-    return dst + offset, np.array([perm[i] for i in moved], dtype=np.intp) + offset
+    src = [perm[i] + offset for i in moved]
+    if offset:
+        moved = [i + offset for i in moved]
+    return np.array(moved, dtype=np.intp), np.array(src, dtype=np.intp)

@@ -20,6 +20,7 @@ from ._common import (
     work_copy,
     work_dtype,
 )
+from .lu_one_level import getrf_one_level, getrs_one_level, one_level
 from .trsm import checked_trsm, solve_left_inplace
 
 __all__ = ["getrf", "getrs"]
@@ -154,6 +155,11 @@ def getrf(a, *, block_size=None, slices=None, method=None, accuracy=None, plan=N
 
     run = Runner(plan)
     piv = np.empty(k, dtype=np.int32)
+    if xp is np and one_level(m, n, nb):
+        info = getrf_one_level(run, lu, nb, piv)
+        if warn:
+            _warn_singular(info)
+        return lu, piv
     in_place = lu is a
     lu_rec = _Recursive(run, lu, nb, piv, trailing_chunk(n, nb, in_place=in_place),
                         inner_limit(k, nb) if in_place else None)
@@ -337,6 +343,12 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     def solve(x, lower, unit, trans):
         return checked_trsm(plan, lu, x, "L", lower, trans, unit, nb, cross, True, False)
 
+    if not t and xp is np and n >= cross and one_level(n, n, nb):
+        if dst.size:
+            x[dst] = x[src]
+        getrs_one_level(Runner(plan), lu.astype(work_dtype(lu), copy=False),
+                        x[:, None] if x.ndim == 1 else x, nb)
+        return x
     if not t:
         if dst.size:
             x[dst] = x[src]

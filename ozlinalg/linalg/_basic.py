@@ -258,7 +258,7 @@ def _per_slice(batch_shape, core, out, dtype):
     :class:`_Native` from any slice propagates before anything is written
     to the caller's arrays."""
     singular, ill, results = [], [], []
-    for i, idx in enumerate(np.ndindex(*batch_shape)):
+    for i, idx in enumerate(np.ndindex(*batch_shape) if batch_shape else ((),)):
         try:
             xi, rc = core(idx)
         except _Singular:
@@ -450,9 +450,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     a_is_scalar = a1.size == 1
     if b1.shape[-2] != a1.shape[-1] and not a_is_scalar:
         raise ValueError(f"incompatible shapes: a1.shape={a1.shape} and b1.shape={b1.shape}")
-    batch = np.broadcast_shapes(a1.shape[:-2], b1.shape[:-2])
-    ab = xp.broadcast_to(a1, batch + a1.shape[-2:])
-    bb = xp.broadcast_to(b1, batch + b1.shape[-2:])
+    if a1.ndim == 2 and b1.ndim == 2:  # one system (no broadcasting's views to make)
+        batch, ab, bb = (), a1, b1
+    else:
+        batch = np.broadcast_shapes(a1.shape[:-2], b1.shape[:-2])
+        ab = xp.broadcast_to(a1, batch + a1.shape[-2:])
+        bb = xp.broadcast_to(b1, batch + b1.shape[-2:])
     if ab.size == 0 or bb.size == 0:
         x = xp.empty_like(bb)
         return x[..., 0] if b_is_1d else x

@@ -43,7 +43,13 @@ FP16_INNER_BLOCK = 1024
 def slice_width(n: int) -> int:
     """``beta = min(7, floor((31 - log2 n) / 2))`` for an INT8 product of inner length n."""
     n = max(int(n), 1)
+    if n <= _FULL_WIDTH_UP_TO:  # every small product: no logarithm to take
+        return 7
     return int(min(7, math.floor((31 - math.log2(n)) / 2)))
+
+
+#: The longest inner dimension with the full 7-bit width: 2 * 7 + log2 n <= 31.
+_FULL_WIDTH_UP_TO = 1 << 17
 
 
 def group_limit(n: int, beta: int) -> int:

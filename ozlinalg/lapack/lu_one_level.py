@@ -1,0 +1,77 @@
+"""LU and its solve for the orders that the recursion takes in one level.
+
+:func:`~ozlinalg.lapack.getrf` halves the columns down to panels of at most ``nb``.
+For ``nb < n <= 2 nb`` that is one level: a native panel, its interchanges, one
+triangular solve, one emulated update, a second panel and its interchanges. Its
+solve (:func:`~ozlinalg.lapack.getrs`) is two diagonal blocks and one emulated
+coupling per triangle. The scipy-compatible namespace factors every order below 256
+this way (its block size there is ``ceil(n / 2)``, so that small matrices still have
+an emulated update), and at such orders the recursion's bookkeeping (a frame,
+slicing and a :class:`~ozlinalg.lapack._common.Runner` per step, a copy and a check
+per triangular solve) cost more than the arithmetic: 220 us of a 360 us ``solve`` at
+n = 8 on a Zen 2 core.
+
+These functions run the same steps in the same order on the same primitives (LAPACK
+``getrf`` and BLAS ``trsm`` through ``native_*``, the interchanges through
+``swap_rows``, the update through the routine's ``Runner.gemm``), so the results are
+the recursion's bit for bit (tests/lapack/test_lu_one_level.py compares them on
+every order and shape they take), with none of its set-up.
+"""
+from __future__ import annotations
+
+from ._common import flops_getrf, flops_trsm, native_getrf, native_trsm_left, swap_rows
+
+__all__ = ["getrf_one_level", "getrs_one_level", "one_level"]
+
+
+def one_level(m, n, nb):
+    """True when the recursive LU of an ``m x n`` matrix (``m >= n``) with panels of at
+    most ``nb`` columns is one level: ``nb < n <= 2 nb``."""
+    return m >= n and nb < n <= 2 * nb
+
+
+def getrf_one_level(run, lu, nb, piv):
+    """Factor ``lu`` (``m x n``, :func:`one_level`) in place, writing LAPACK's 0-based
+    interchanges into ``piv``; returns LAPACK's info (1-based index of the first
+    exactly zero pivot, or 0). The recursion's ``factor(0, n)``: the split is at
+    ``nb`` (a multiple of ``nb`` and at least ``nb``)."""
+    xp, engine = run.xp, run.engine
+    m, n = lu.shape
+    s = nb
+    f, p, info = native_getrf(xp, lu[:, :s], engine=engine)
+    lu[:, :s] = f
+    piv[:s] = p
+    swap_rows(xp, lu, p, 0, slice(s, n), engine=engine)
+    # U12 = L11^{-1} A12 (unit lower; the upper part of L11 holds U11, unread)
+    lu[:s, s:] = native_trsm_left(xp, lu[:s, :s], lu[:s, s:], True, True, engine=engine)
+    lu[s:, s:] -= run.gemm(lu[s:, :s], lu[:s, s:], like=lu)
+    f, p, info2 = native_getrf(xp, lu[s:, s:], engine=engine)
+    lu[s:, s:] = f
+    piv[s:] = p + s
+    swap_rows(xp, lu, p, s, slice(0, s), engine=engine)
+    # the native work as the recursion records it (one entry per native call)
+    run.native(flops_getrf(m, s), "getrf panel")
+    run.native(flops_trsm(s, n - s), "trsm diagonal block")
+    run.native(flops_getrf(m - s, n - s), "getrf panel")
+    return info or (info2 + s if info2 else 0)
+
+
+def getrs_one_level(run, lu, x, nb):
+    """Overwrite the 2-D ``x`` (its rows already interchanged) with ``U^{-1} L^{-1} x``
+    for the factors ``lu`` of order ``n`` (``nb < n <= 2 nb``): the recursive
+    triangular solves of :func:`~ozlinalg.lapack.trsm` at leaf order ``nb``."""
+    xp, engine = run.xp, run.engine
+    s = nb
+    top, bottom = x[:s], x[s:]
+    d11, d22 = lu[:s, :s], lu[s:, s:]  # diagonal blocks: L's below, U's above
+    top[...] = native_trsm_left(xp, d11, top, True, True, engine=engine)
+    bottom -= run.gemm(lu[s:, :s], top, like=x)
+    bottom[...] = native_trsm_left(xp, d22, bottom, True, True, engine=engine)
+    bottom[...] = native_trsm_left(xp, d22, bottom, False, False, engine=engine)
+    top -= run.gemm(lu[:s, s:], bottom, like=x)
+    top[...] = native_trsm_left(xp, d11, top, False, False, engine=engine)
+    n, k = lu.shape[0], x.shape[1]
+    for order in (s, n - s, n - s, s):
+        run.native(flops_trsm(order, k), "trsm diagonal block")
+    return x
+
