@@ -119,16 +119,35 @@ def one_blas_thread():
         yield
 
 
-CPU_ENGINES = ["sgemm", "onednn", "avx2"]
+#: The NumPy engines by selection name ("sgemm": SGEMM on int8 slices with the compiled
+#: passes where they load, else the float32 engine), and ``"float32-sgemm"``: the float32
+#: SGEMM engine itself (ozlinalg/engines/sgemm.py), which the name "sgemm" gives only
+#: without the compiled passes.
+CPU_ENGINES = ["sgemm", "float32-sgemm", "onednn", "avx2"]
+
+_FLOAT32_SGEMM: list = []
+
+
+def float32_sgemm():
+    """The float32 SGEMM engine (``SGEMMEngine``, made directly, one per session): the
+    reference of the same-bits tests."""
+    from ozlinalg.engines.sgemm import SGEMMEngine
+
+    if not _FLOAT32_SGEMM:
+        _FLOAT32_SGEMM.append(SGEMMEngine())
+    return _FLOAT32_SGEMM[0]
 
 
 def cpu_engine_or_skip(name):
-    """The NumPy engine ``name``; skips where it cannot run, with the engine's own
+    """The NumPy engine ``name`` (a selection name, or ``"float32-sgemm"``:
+    :func:`float32_sgemm`); skips where it cannot run, with the engine's own
     verdict as the reason (oneDNN missing, or failing its exactness self-test below
     VNNI; no AVX2 build or CPU)."""
     from ozlinalg.engines.onednn import EngineUnavailable
     from ozlinalg.engines.select import cpu_engine
 
+    if name == "float32-sgemm":
+        return float32_sgemm()
     try:
         return cpu_engine(name)
     except EngineUnavailable as exc:
@@ -137,26 +156,75 @@ def cpu_engine_or_skip(name):
         pytest.skip(f"engine {name!r} cannot run here: {verdict}")
 
 
+def sgemm_int8_is_redundant():
+    """Whether the SGEMM engine on int8 slices may be left out of the engine-wide tests
+    of this run, with the reason (else None): it shares everything but its GEMM with
+    the oneDNN / AVX2 engine, so where one of those runs, the whole suite's engine-wide
+    tests (``cpu_engine``, ``int8_engine``, tests/ozaki/test_reproducible.py) take that
+    one, and the SGEMM engine on int8 slices has its own tests
+    (tests/engines/test_engine_sgemm.py: its GEMM, the self-test, the same bits as the
+    other engines on every method, the memory model, the selection). It is never left
+    out where it is the run's default engine (``OZLINALG_ENGINE=sgemm``, the CI's sgemm
+    leg) or the only INT8 engine (no AVX2 build: the kernels_baseline leg).
+    (The whole suite's time: with it in every engine-wide test, 6 min 36 s on 2 cores.)
+    """
+    import os
+
+    from ozlinalg.engines.onednn import EngineUnavailable
+    from ozlinalg.engines.select import cpu_engine
+
+    if os.environ.get("OZLINALG_ENGINE", "").strip().lower() in ("sgemm", "cpu-sgemm"):
+        return None
+    for other in ("avx2", "onednn"):
+        try:
+            cpu_engine(other)
+        except EngineUnavailable:
+            continue
+        return (f"the SGEMM engine on int8 slices shares all but its GEMM with the {other} "
+                "engine, which runs here (its own tests: test_engine_sgemm.py; the CI's "
+                "sgemm and kernels_baseline legs run the engine subset on it)")
+    return None
+
+
 @pytest.fixture(params=CPU_ENGINES)
 def cpu_engine(request):
-    """Each NumPy engine: the SGEMM engine, and the oneDNN and AVX2 INT8 engines where
-    they run."""
-    return cpu_engine_or_skip(request.param)
+    """Each NumPy engine: the SGEMM engines (on int8 slices where the compiled passes
+    load, and the float32 one), and the oneDNN and AVX2 INT8 engines where they run
+    (the one on int8 slices where :func:`sgemm_int8_is_redundant` does not say
+    otherwise)."""
+    eng = cpu_engine_or_skip(request.param)
+    if request.param == "sgemm" and eng is not float32_sgemm():
+        from ozlinalg.engines.onednn.engine import Int8Engine
+
+        why = sgemm_int8_is_redundant() if isinstance(eng, Int8Engine) else None
+        if why:
+            pytest.skip(why)
+    return eng
 
 
 #: The exact INT8 engines: one Int8Engine (int8 slice storage, EF groups as one GEMM,
 #: the INT32 run limit and its int64 spill, the fused passes, the scratch pool, the
-#: exactness self-test) around two GEMMs, oneDNN's s8s8s32 and the compiled AVX2
-#: ``vpmaddwd`` one.
-INT8_ENGINES = ["onednn", "avx2"]
+#: exactness self-test) around three GEMMs: oneDNN's s8s8s32, the compiled AVX2
+#: ``vpmaddwd`` one, and float32 SGEMM on converted pieces (the engine the name
+#: "sgemm" gives where the compiled passes load, ozlinalg/engines/sgemm_int8.py).
+INT8_ENGINES = ["onednn", "avx2", "sgemm"]
 
 
 @pytest.fixture(params=INT8_ENGINES)
 def int8_engine(request):
     """Each exact INT8 engine, for tests of what they share (the Int8Engine around the
     GEMM): every one that runs here is tested, each one that cannot skips with its
-    own reason (oneDNN missing or failing its self-test below VNNI, no AVX2 build)."""
-    return cpu_engine_or_skip(request.param)
+    own reason (oneDNN missing or failing its self-test below VNNI, no AVX2 build; the
+    name "sgemm" giving the float32 engine: no compiled passes)."""
+    from ozlinalg.engines.onednn.engine import Int8Engine
+
+    eng = cpu_engine_or_skip(request.param)
+    if not isinstance(eng, Int8Engine):
+        pytest.skip(f"engine {request.param!r} runs on float32 slices here: {eng.describe()}")
+    why = sgemm_int8_is_redundant() if request.param == "sgemm" else None
+    if why:
+        pytest.skip(why)
+    return eng
 
 
 # -- accuracy against the exact product (never against native DGEMM) -----------------

@@ -5,9 +5,16 @@ AVX2 ``vpmaddwd`` GEMM, else SGEMM.
 ``libdnnl.so.3`` loads and its INT8 GEMM passes the one-time exactness
 self-test at the extreme values; otherwise the AVX2 engine (:mod:`.avx2`: the
 compiled ``vpmaddwd`` GEMM of the x86-64-v3 build, same self-test) where the CPU
-has AVX2; and the SGEMM engine (:mod:`.sgemm`) where neither can run. The
+has AVX2; and the SGEMM engine where neither can run. The
 reasons are kept on the engine (``engine.describe()``, shown by
 ``ozlinalg.profile()`` and ``python -m ozlinalg compare``).
+
+The SGEMM engine (the name ``"sgemm"``, and ``"auto"``'s last fallback) is the one on
+int8 slices with the compiled passes (:mod:`.sgemm_int8`, same self-test) wherever
+those load (any x86-64 build, the baseline ``x86-64`` one included), and the float32
+one (:mod:`.sgemm`: float32 slices, NumPy passes) where they do not (no build,
+``OZLINALG_FUSED=0``). Both are called ``cpu-sgemm``; the engine line says which
+ran and why.
 
 Forcing one:
 
@@ -69,10 +76,28 @@ def validate_engine(name):
     return ENGINE_CHOICES[key]
 
 
+def _sgemm():
+    """The engine called "sgemm": SGEMM on int8 slices with the compiled passes
+    (:mod:`.sgemm_int8`) where they load, else the float32 engine (:mod:`.sgemm`), which
+    says why in its engine line. Never a verdict: SGEMM runs everywhere."""
+    from . import kernels  # noqa: PLC0415
+
+    mod, reason = kernels.load()
+    if mod is None:
+        return SGEMMEngine(why=f"no compiled passes: {reason}")
+    from .onednn import EngineUnavailable  # noqa: PLC0415
+    from .sgemm_int8 import SGEMMInt8Engine  # noqa: PLC0415
+
+    try:
+        return SGEMMInt8Engine()
+    except EngineUnavailable as exc:  # cannot happen with an IEEE SGEMM: said if it does
+        return SGEMMEngine(why=str(exc))
+
+
 def _create(name):
     """A new engine ``name``, or the EngineUnavailable of its verdict."""
     if name == "sgemm":
-        return SGEMMEngine()
+        return _sgemm()
     from .onednn import EngineUnavailable  # noqa: PLC0415
 
     # Only a verdict is kept; a MemoryError or KeyboardInterrupt passes

@@ -1,4 +1,10 @@
-"""The SGEMM engine: exact INT8 products on BLAS SGEMM (the CPU reference engine).
+"""The float32 SGEMM engine: exact INT8 products on BLAS SGEMM over float32 slices, with
+the passes as NumPy code (the CPU reference engine).
+
+The name "sgemm" gives it only where the compiled passes do not load (no build,
+``OZLINALG_FUSED=0``); elsewhere it gives the SGEMM engine on int8 slices with the
+compiled passes (:mod:`ozlinalg.engines.sgemm_int8`), whose GEMM is made of the same
+exact SGEMMs. Tests make this one directly (``SGEMMEngine()``).
 
 Integer ``np.matmul`` is a plain triple loop (about 1 GOP/s); float BLAS is
 exact on integer-valued operands as long as no partial sum leaves the range of
@@ -29,8 +35,9 @@ FP32_EXACT = 1 << 24
 
 
 class SGEMMEngine(Engine):
-    """Exact INT8 products on BLAS SGEMM for NumPy arrays (module docstring): the
-    reference engine, and the fallback wherever the oneDNN engine cannot run."""
+    """Exact INT8 products on BLAS SGEMM over float32 slices for NumPy arrays (module
+    docstring): the reference engine, and what the name "sgemm" gives where the
+    compiled passes do not load."""
 
     name = "cpu-sgemm"
     device = "cpu"
@@ -43,8 +50,15 @@ class SGEMMEngine(Engine):
     #: :func:`ozlinalg.engines.select.cpu_engine` on its fallback; None otherwise.
     selection_reason = selection_verdict = None
 
-    def __init__(self, threads: int | None = None):
+    #: Why the name "sgemm" gave this engine and not the one on int8 slices
+    #: (:mod:`ozlinalg.engines.sgemm_int8`: no compiled passes), for :meth:`describe`;
+    #: None where it was made directly.
+    why = None
+
+    def __init__(self, threads: int | None = None, why: str | None = None):
         self.threads = threads or cpu_threads()
+        if why is not None:
+            self.why = why
         self._pool = None  # a ThreadPoolExecutor, started on first use
         self._pool_lock = fork_safe_lock()
         at_fork_child(SGEMMEngine._after_fork, self)
@@ -173,8 +187,8 @@ class SGEMMEngine(Engine):
             f.result()
 
     def describe(self):
-        why = self.selection_reason
-        return f"{self.name} (BLAS SGEMM on float32 slices{'; ' + why if why else ''})"
+        notes = "".join(f"; {w}" for w in (self.why, self.selection_reason) if w)
+        return f"{self.name} (BLAS SGEMM on float32 slices, passes: NumPy{notes})"
 
 
 def blas_threads():

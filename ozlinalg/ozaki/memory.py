@@ -63,7 +63,7 @@ one real or imaginary part while a copy is scaled, are not measured). Not covere
 schemes' real and
 imaginary parts (each real product is bounded itself), the column-major copy
 of the result on engines that accumulate row-major only (the factorizations'
-updates on the SGEMM engine). Within the allowance by
+updates on the float32 SGEMM engine). Within the allowance by
 construction: the count's host refinement of the few entries an estimate
 cannot decide (:class:`.decide.Operands`, at most 1 MiB of gathered rows at a
 time) and the faithful mode's exact recomputation (:func:`.faithful.

@@ -1,8 +1,8 @@
-"""The exact CPU INT8 engines: what the oneDNN engine and the AVX2 engine share (the
-Int8Engine around their GEMMs: slice storage, EF groups, the INT32 run limit, the
-fused passes, the exactness self-test and its retries), the SGEMM engine's results
-bit for bit; and what is oneDNN's own (its selection, its library's status codes,
-its ISA below VNNI).
+"""The exact CPU INT8 engines: what the oneDNN engine, the AVX2 engine and the SGEMM
+engine on int8 slices share (the Int8Engine around their GEMMs: slice storage, EF
+groups, the INT32 run limit, the fused passes, the exactness self-test and its
+retries), the float32 SGEMM engine's results bit for bit; and what is oneDNN's own
+(its selection, its library's status codes, its ISA below VNNI).
 
 The shared tests run on each INT8 engine that runs here (``int8_engine``,
 tests/conftest.py), like tests/engines/test_engine_cublaslt.py does for the GPU
@@ -14,6 +14,7 @@ oneDNN-only tests skip where oneDNN cannot run; the selection tests run everywhe
 The AVX2 engine's own GEMM and selection: tests/engines/test_engine_avx2.py.
 """
 import ast
+import contextlib
 import os
 import pathlib
 import subprocess
@@ -21,7 +22,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip
+from conftest import cpu_engine_or_skip, float32_sgemm
 
 import ozlinalg
 from ozlinalg.engines import select
@@ -54,6 +55,28 @@ def _run(engine, a, b, **kw):
     return c, prof
 
 
+@contextlib.contextmanager
+def on_float32_sgemm():
+    """``ozlinalg`` calls inside run on the float32 SGEMM engine (``SGEMMEngine`` made
+    directly, :func:`conftest.float32_sgemm`), whatever the name "sgemm" gives here."""
+    from ozlinalg.engines import base
+
+    saved = base._ENGINES.get("numpy")
+    base._ENGINES["numpy"] = float32_sgemm()
+    try:
+        with ozlinalg.options(engine=None):
+            yield
+    finally:
+        base._ENGINES["numpy"] = saved
+
+
+def _run_ref(a, b, **kw):
+    """``_run`` on the float32 SGEMM engine: the reference bits."""
+    with on_float32_sgemm(), ozlinalg.profile() as prof:
+        c = ozlinalg.matmul(a, b, **kw)
+    return c, prof
+
+
 def _order(x, order):
     return np.asfortranarray(x) if order == "F" else np.ascontiguousarray(x)
 
@@ -64,7 +87,9 @@ INT8_METHODS = ["hybrid-ef", "bitmask-ef", "bitmask", "rn", "crt", "crt-fast"]
 # counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
 @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestSameBitsAsSGEMM:
-    """``ozlinalg.matmul`` on each INT8 engine equals the SGEMM engine bit for bit."""
+    """``ozlinalg.matmul`` on each INT8 engine equals the float32 SGEMM engine bit for
+    bit (``_run_ref``: the engine made directly; the name "sgemm" gives the SGEMM engine
+    on int8 slices where the compiled passes load, one of the engines under test)."""
 
     @pytest.mark.parametrize("method", INT8_METHODS + ["splitfp"])
     @pytest.mark.parametrize("slices", [7, "auto"])
@@ -74,7 +99,7 @@ class TestSameBitsAsSGEMM:
         b = _order(random_matrix(rng, 203, 37, 1.0), orders[1])
         if method.startswith("crt") and slices == 7:
             slices = 14
-        want, p0 = _run("sgemm", a, b, method=method, slices=slices)
+        want, p0 = _run_ref(a, b, method=method, slices=slices)
         got, p1 = _run(int8_engine.name, a, b, method=method, slices=slices)
         np.testing.assert_array_equal(got, want)
         assert p0.slices == p1.slices and p1.int8_gemms == p0.int8_gemms
@@ -92,7 +117,7 @@ class TestSameBitsAsSGEMM:
         a = random_matrix(rng, 1100, 48, 1.0)
         b = random_matrix(rng, 48, 1000, 1.0)
         assert a.shape[0] * b.shape[1] >= TOP_BLOCKS_FROM
-        want, _ = _run("sgemm", a, b, slices=7)
+        want, _ = _run_ref(a, b, slices=7)
         with ozlinalg.options(engine=int8_engine.name), ozlinalg.profile() as prof:
             got = matmul_ordered(a, b, slices=7, order=order)
         np.testing.assert_array_equal(got, want)
@@ -109,7 +134,7 @@ class TestSameBitsAsSGEMM:
         assert params.group_limit(k, params.slice_width(k)) == 16
         a = random_matrix(rng, 6, k, 0.5)
         b = random_matrix(rng, k, 5, 0.5)
-        want, _ = _run("sgemm", a, b, method=method, slices=20)
+        want, _ = _run_ref(a, b, method=method, slices=20)
         got, prof = _run(int8_engine.name, a, b, method=method, slices=20)
         np.testing.assert_array_equal(got, want)
         if method.endswith("-ef"):
@@ -121,7 +146,7 @@ class TestSameBitsAsSGEMM:
         k = params.INT8_INNER_BLOCK + 999  # two inner blocks (CRT: its own block length)
         a = random_matrix(rng, 3, k, 0.5)
         b = random_matrix(rng, k, 2, 0.5)
-        want, _ = _run("sgemm", a, b, method=method, slices=slices)
+        want, _ = _run_ref(a, b, method=method, slices=slices)
         got, prof = _run(int8_engine.name, a, b, method=method, slices=slices)
         np.testing.assert_array_equal(got, want)
         assert len(prof.calls) == 1
@@ -134,16 +159,15 @@ class TestSameBitsAsSGEMM:
         # int8 slices need less memory, so the two engines' tiles differ at the
         # larger limits (e.g. 130 x 125 against 65 x 125 tiles of 260 x 250)
         from ozlinalg._matmul import memory_plan
-        from ozlinalg.engines.select import cpu_engine
 
         a = random_matrix(rng, 260, 200, 2.0)
         b = random_matrix(rng, 200, 250, 2.0)
         if limit == "smallest":  # the larger of the two engines' smallest plans
             limit = max(memory_plan(260, 200, 250, method, slices, None, 1 << 50,
-                                    eng).minimum for eng in (int8_engine, cpu_engine("sgemm")))
-        want, _ = _run("sgemm", a, b, method=method, slices=slices)  # one tile
+                                    eng).minimum for eng in (int8_engine, float32_sgemm()))
+        want, _ = _run_ref(a, b, method=method, slices=slices)  # one tile
         with ozlinalg.options(memory_limit=limit):
-            tiled, _ = _run("sgemm", a, b, method=method, slices=slices)
+            tiled, _ = _run_ref(a, b, method=method, slices=slices)
             got, _ = _run(int8_engine.name, a, b, method=method, slices=slices)
         # the count (and Ozaki-II's scalings) are planned for the whole product
         np.testing.assert_array_equal(tiled, want)
@@ -159,7 +183,7 @@ class TestSameBitsAsSGEMM:
                 b[5, 6] = np.nan
             for accuracy in ("dgemm", "faithful"):
                 with ozlinalg.options(complex_scheme=scheme):
-                    want, _ = _run("sgemm", a, b, method=method, accuracy=accuracy)
+                    want, _ = _run_ref(a, b, method=method, accuracy=accuracy)
                     got, _ = _run(int8_engine.name, a, b, method=method, accuracy=accuracy)
                 np.testing.assert_array_equal(got, want)
 
@@ -173,7 +197,7 @@ class TestSameBitsAsSGEMM:
         assert plain.kernels is None and "NumPy" in plain.describe()
         a = _order(random_matrix(rng, 33, 150, 1.0), "F")
         b = random_matrix(rng, 150, 21, 1.0)
-        want, _ = _run("sgemm", a, b, method=method)
+        want, _ = _run_ref(a, b, method=method)
         monkeypatch.setitem(base._ENGINES, "numpy", plain)
         with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
             got = ozlinalg.matmul(a, b, method=method)
@@ -185,7 +209,7 @@ class TestSameBitsAsSGEMM:
         spd = a @ a.T + 300 * np.eye(300)
         for name, x in (("getrf", a), ("potrf", spd), ("geqrf", a)):
             fn = getattr(ozlinalg.lapack, name)
-            with ozlinalg.options(engine="sgemm"):
+            with on_float32_sgemm():
                 want = fn(x, min_size=64, block_size=64)
             with ozlinalg.options(engine=int8_engine.name):
                 got = fn(x, min_size=64, block_size=64)
@@ -200,7 +224,7 @@ class TestSameBitsAsSGEMM:
         d = 2.0 ** np.where(np.arange(64) % 2, 300, -300)
         a, b = a * d, b / d[:, None]
         for method in ("hybrid-ef", "crt"):
-            want, _ = _run("sgemm", a, b, method=method, balance=False)
+            want, _ = _run_ref(a, b, method=method, balance=False)
             got, _ = _run(int8_engine.name, a, b, method=method, balance=False)
             np.testing.assert_array_equal(got, want)
 
@@ -992,6 +1016,10 @@ class TestSelfTestRetry:
         if int8_engine.name == "cpu-avx2":
             select._CACHE["onednn"] = EngineUnavailable("set aside: the AVX2 engine is tested")
             monkeypatch.setattr(select, "FALLBACKS", ("avx2", "sgemm"))
+        elif int8_engine.name == "cpu-sgemm":
+            select._CACHE["onednn"] = EngineUnavailable("set aside: the SGEMM engine is tested")
+            select._CACHE["avx2"] = EngineUnavailable("set aside: the SGEMM engine is tested")
+            monkeypatch.setattr(select, "FALLBACKS", ("avx2", "sgemm"))
         monkeypatch.setitem(base._ENGINES, "numpy", select.default_cpu_engine)
         monkeypatch.delenv("OZLINALG_ENGINE", raising=False)
         return monkeypatch, dict(select._CACHE)
@@ -1061,9 +1089,20 @@ class TestSelfTestRetry:
 
         monkeypatch.setattr(cls, "_run_gemm", wrong)
         eng = select.cpu_engine("auto")
+        assert "entries wrong" in eng.describe()
+        if key == "sgemm":
+            # SGEMM on int8 slices failing: the name "sgemm" keeps its float32 engine,
+            # whose line says why
+            from ozlinalg.engines.sgemm import SGEMMEngine
+
+            named = select.cpu_engine(key)
+            for e in (eng, named):
+                assert type(e) is SGEMMEngine and "float32 slices" in e.describe()
+            seen = len(calls)
+            assert select.cpu_engine(key) is named and len(calls) == seen  # kept
+            return
         # what "auto" takes next: oneDNN's fallback, or SGEMM after the AVX2 engine
         assert eng.name == (_fallback_name() if key == "onednn" else "cpu-sgemm")
-        assert "entries wrong" in eng.describe()
         assert isinstance(select._CACHE[key], EngineUnavailable)
         seen = len(calls)
         with pytest.raises(EngineUnavailable, match="self-test"):

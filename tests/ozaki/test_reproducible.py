@@ -3,9 +3,9 @@
 thread count, memory limit (tile plan) and batch position, and for fixed counts
 on every row / column subset.
 
-One test body runs over all engines available here: the SGEMM engine, the
-oneDNN INT8 engine and the AVX2 ``vpmaddwd`` engine (each skipped where it cannot
-run) and the GPU engine on
+One test body runs over all engines available here: the float32 SGEMM engine, the
+SGEMM engine on int8 slices with the compiled passes, the oneDNN INT8 engine and the
+AVX2 ``vpmaddwd`` engine (each skipped where it cannot run) and the GPU engine on
 tests/host_cuda.py's stand-ins (and on a real GPU, marked ``gpu``, where one
 exists). ``TestDecisions`` perturbs the engines' magnitude estimates within
 their stated error bound next to a threshold: the decision must stay the one
@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip
+from conftest import cpu_engine_or_skip, sgemm_int8_is_redundant
 from host_cuda import HostEngine, compiler_available
 from numpy.testing import assert_array_equal
 
@@ -37,10 +37,18 @@ LIMITS = [None, 1 << 20, "min"]
 
 
 def make_engine(name, threads):
-    """A fresh engine ``name`` ("sgemm", "onednn", "avx2", "host-gpu") with ``threads``
-    threads."""
+    """A fresh engine ``name`` ("sgemm": the float32 one, "sgemm-int8", "onednn", "avx2",
+    "host-gpu") with ``threads`` threads."""
     if name == "sgemm":
         return SGEMMEngine(threads=threads)
+    if name == "sgemm-int8":
+        from ozlinalg.engines import kernels
+        from ozlinalg.engines.sgemm_int8 import SGEMMInt8Engine
+
+        if kernels.load()[0] is None:
+            pytest.skip(f"no compiled passes, no SGEMM engine on int8 slices: "
+                        f"{kernels.load()[1]}")
+        return SGEMMInt8Engine(threads=threads)
     if name == "onednn":
         cpu_engine_or_skip("onednn")
         from ozlinalg.engines.onednn import OneDNNEngine
@@ -54,7 +62,7 @@ def make_engine(name, threads):
     return HostEngine(fused_split=compiler_available())
 
 
-ENGINES = ["sgemm", "onednn", "avx2", "host-gpu"]
+ENGINES = ["sgemm", "sgemm-int8", "onednn", "avx2", "host-gpu"]
 
 
 def engines_here():
@@ -69,6 +77,11 @@ def engines_here():
             try:
                 cpu_engine(name)
             except EngineUnavailable:
+                continue
+        if name == "sgemm-int8":
+            from ozlinalg.engines import kernels
+
+            if kernels.load()[0] is None or sgemm_int8_is_redundant():
                 continue
         out.append(name)
     return out
