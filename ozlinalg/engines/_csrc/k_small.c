@@ -480,6 +480,19 @@ group_sums_block(const int16_t *ar, const int16_t *bq, ptrdiff_t k, ptrdiff_t kp
 }
 #else
 #define SMALL_SIMD 0
+#endif
+
+/* Columns of B the SIMD group sums take at a time (B's pair layout is padded to a
+ * multiple), and the fewest columns for which they run: below it the padding would be
+ * most of their work (a matrix-vector product pads one column to 16 or 32), and the
+ * dots below run instead (the same integer sums, so the same bits). */
+#if defined(__AVX512BW__)
+#define SMALL_PBLK 32
+#else
+#define SMALL_PBLK 16
+#endif
+#define SMALL_SIMD_MIN_P 4
+
 /* sum x[e] y[e]: the integer dot product (|sum| < 2**31: the INT32 group limit). */
 static int32_t
 dot16(const int16_t *restrict x, const int16_t *restrict y, ptrdiff_t n)
@@ -489,7 +502,6 @@ dot16(const int16_t *restrict x, const int16_t *restrict y, ptrdiff_t n)
         acc += (int32_t)x[e] * (int32_t)y[e];
     return acc;
 }
-#endif
 
 int
 k_small_ef_product(ozval *v, int nt)
@@ -569,10 +581,11 @@ k_small_ef_product(ozval *v, int nt)
 
     int16_t *da = dig, *db = dig + (size_t)s * m4 * k;
     split_rows(xa, m, k, s, width, trunc_, 0, da, base);
-    ptrdiff_t kp2 = (k + 1) / 2, p32 = (p + 31) / 32 * 32;
+    ptrdiff_t kp2 = (k + 1) / 2, p32 = (p + SMALL_PBLK - 1) / SMALL_PBLK * SMALL_PBLK;
     int16_t *bq = NULL;
     int32_t *gi = NULL;
-    if (SMALL_SIMD) {
+    int simd = SMALL_SIMD && p >= SMALL_SIMD_MIN_P;
+    if (simd) {
         bq = calloc((size_t)s * kp2 * p32 * 2, sizeof(int16_t));
         gi = malloc(sizeof(int32_t) * 4 * (size_t)s * p32);
         if (bq == NULL || gi == NULL) {
@@ -623,6 +636,7 @@ k_small_ef_product(ozval *v, int nt)
         const int16_t *ar = da + (ptrdiff_t)i * s * k; /* A_0, ..., A_{s-1} of row i */
         double fa = ldexp(1.0, ea[i]);
 #if SMALL_SIMD
+        if (simd) {
         if (i % 4 == 0) {
             group_sums_block(ar, bq, k, kp2, p32, s, gi);
             if (timed) {
@@ -656,7 +670,8 @@ k_small_ef_product(ozval *v, int nt)
                 val = ldexp(val, ea[i] + eb[j]);
             oi[j * o1] = val;
         }
-#else
+        } else
+#endif
         for (ptrdiff_t j = 0; j < p; j++) {
             const int16_t *br = db + (ptrdiff_t)j * s * k; /* B_{s-1}, ..., B_0 of row j */
             /* G_g = A_0 B_g + ... + A_g B_0: one dot of the adjacent slices */
@@ -677,7 +692,6 @@ k_small_ef_product(ozval *v, int nt)
                 val = ldexp(val, ea[i] + eb[j]);
             out[i * o0 + j * o1] = val;
         }
-#endif
         if (timed) {
             int64_t t = now_ns();
             t_acc += t - t_mark; /* (without SIMD: the dots too) */
@@ -687,8 +701,8 @@ k_small_ef_product(ozval *v, int nt)
     info[0] = s;
     info[2 * i1] = n_auto + 1;
     if (timed) {
-        info[4 * i1] = SMALL_SIMD ? t_int8 : t_acc;
-        info[5 * i1] = SMALL_SIMD ? t_acc : 0;
+        info[4 * i1] = simd ? t_int8 : t_acc;
+        info[5 * i1] = simd ? t_acc : 0;
     }
     free(bq);
     free(gi);
