@@ -114,13 +114,24 @@ def batch_loop(xp, func, arrays, core_ndims, batch_shape=None):
     batch shape prepended, in new C-contiguous arrays (the layout of
     NumPy's gufunc results), whatever the layout of the slices.
     """
-    if batch_shape is None:
-        batch_shape = np.broadcast_shapes(*[a.shape[:a.ndim - c] for a, c in
-                                            zip(arrays, core_ndims)])
-    arrays = [xp.broadcast_to(a, tuple(batch_shape) + a.shape[a.ndim - c:])
-              for a, c in zip(arrays, core_ndims)]
+    if xp is np and not batch_shape and all(type(a) is np.ndarray and a.ndim == c
+                                            for a, c in zip(arrays, core_ndims)):
+        # one core problem: read-only views, as broadcast_to's, without its set-up (``func``
+        # may be told to overwrite what it is given: a read-only view it copies)
+        batch_shape, views = (), []
+        for a in arrays:
+            v = a.view()
+            v.flags.writeable = False
+            views.append(v)
+        arrays = views
+    else:
+        if batch_shape is None:
+            batch_shape = np.broadcast_shapes(*[a.shape[:a.ndim - c] for a, c in
+                                                zip(arrays, core_ndims)])
+        arrays = [xp.broadcast_to(a, tuple(batch_shape) + a.shape[a.ndim - c:])
+                  for a, c in zip(arrays, core_ndims)]
     outs = None
-    for idx in np.ndindex(*batch_shape):
+    for idx in np.ndindex(*batch_shape) if batch_shape else ((),):
         res = func(*[a[idx] for a in arrays])
         single = not isinstance(res, tuple)
         res = (res,) if single else res
