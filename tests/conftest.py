@@ -14,6 +14,27 @@ except ImportError:  # hypothesis is a test extra; its tests skip without it
 
 from ozlinalg._array import cupy_or_none
 
+#: The variables that choose and shape the NumPy engine (the CI's engine legs set some
+#: in the environment of the whole run).
+ENGINE_VARIABLES = ("OZLINALG_ENGINE", "ONEDNN_MAX_CPU_ISA", "OZLINALG_KERNELS_ISA",
+                    "OZLINALG_FUSED")
+
+
+def python_with_engine_env(code, **env):
+    """``python -c code`` from the repository root, with only the engine variables given
+    in ``env`` (:data:`ENGINE_VARIABLES` not given are removed)."""
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    full = dict(os.environ, PYTHONPATH=str(root), **env)
+    for key in ENGINE_VARIABLES:
+        if key not in env:
+            full.pop(key, None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full, cwd=str(root), timeout=300)
+
 
 def _gpu_available():
     cp = cupy_or_none()

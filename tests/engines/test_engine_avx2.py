@@ -5,20 +5,14 @@ selected and named. Everything that needs the engine skips (naming the reason) w
 it cannot run (no AVX2, the baseline build, no compiled kernels); the fused passes it
 shares with the oneDNN engine are tested on both in tests/engines/test_engine_onednn.py.
 """
-import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip
+from conftest import cpu_engine_or_skip, python_with_engine_env
 
 import ozlinalg
 from ozlinalg.engines import kernels, select
 from ozlinalg.engines.onednn import EngineUnavailable
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -206,33 +200,25 @@ class TestSelection:
         assert "verdict one" in first.describe() and "verdict two" not in first.describe()
         assert "verdict two" in second.describe() and second.name == "cpu-avx2"
 
-    def _python(self, code, **env):
-        full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
-        for key in ("OZLINALG_ENGINE", "ONEDNN_MAX_CPU_ISA", "OZLINALG_KERNELS_ISA",
-                    "OZLINALG_FUSED"):
-            if key not in env:
-                full.pop(key, None)
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=full, cwd=str(ROOT), timeout=300)
-
     _WHICH = ("import numpy as np, ozlinalg; from ozlinalg.engines import get_engine; "
               "e = get_engine(np); print(e.name); print(e.describe()); "
               "a = np.arange(12.0).reshape(3, 4); "
               "print(bool((ozlinalg.matmul(a, a.T) == a @ a.T).all()))")
 
     def test_env_forces_it(self, avx2):
-        r = self._python(self._WHICH, OZLINALG_ENGINE="avx2")
+        r = python_with_engine_env(self._WHICH, OZLINALG_ENGINE="avx2")
         assert r.returncode == 0, r.stderr
         name, text, ok = r.stdout.split("\n")[:3]
         assert name == "cpu-avx2" and ok == "True" and "vpmaddwd" in text
 
     def test_env_on_the_baseline_build_raises_with_the_reason(self, avx2):
-        r = self._python(self._WHICH, OZLINALG_ENGINE="avx2", OZLINALG_KERNELS_ISA="x86-64")
+        r = python_with_engine_env(self._WHICH, OZLINALG_ENGINE="avx2",
+                                   OZLINALG_KERNELS_ISA="x86-64")
         assert r.returncode != 0
         assert "EngineUnavailable" in r.stderr and "OZLINALG_KERNELS_ISA=x86-64" in r.stderr
 
     def test_gemm_stays_compiled_without_fused_passes(self, avx2):
-        r = self._python(self._WHICH, OZLINALG_ENGINE="avx2", OZLINALG_FUSED="0")
+        r = python_with_engine_env(self._WHICH, OZLINALG_ENGINE="avx2", OZLINALG_FUSED="0")
         assert r.returncode == 0, r.stderr
         name, text, ok = r.stdout.split("\n")[:3]
         assert name == "cpu-avx2" and ok == "True" and "passes: NumPy: OZLINALG_FUSED=0" in text

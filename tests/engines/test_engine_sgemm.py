@@ -10,22 +10,16 @@ kernels_baseline legs take it in (tests/conftest.py, ``sgemm_int8_is_redundant``
 Everything that needs the engine skips (naming the reason) where the compiled passes do
 not load.
 """
-import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip, float32_sgemm
+from conftest import cpu_engine_or_skip, float32_sgemm, python_with_engine_env
 
 import ozlinalg
 from ozlinalg.engines import select
 from ozlinalg.engines.onednn import EngineUnavailable
 from ozlinalg.engines.onednn.engine import Int8Engine
 from ozlinalg.testing import random_matrix
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -271,29 +265,21 @@ class TestSelection:
         assert eng.describe() == ("cpu-sgemm (BLAS SGEMM on float32 slices, passes: NumPy; "
                                   "no compiled passes: OZLINALG_FUSED=0)")
 
-    def _python(self, code, **env):
-        full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
-        for key in ("OZLINALG_ENGINE", "ONEDNN_MAX_CPU_ISA", "OZLINALG_KERNELS_ISA",
-                    "OZLINALG_FUSED"):
-            if key not in env:
-                full.pop(key, None)
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=full, cwd=str(ROOT), timeout=300)
-
     _WHICH = ("import numpy as np, ozlinalg; from ozlinalg.engines import get_engine; "
               "e = get_engine(np); print(e.name); print(e.describe()); "
               "print(e.slice_bytes); a = np.arange(12.0).reshape(3, 4); "
               "print(bool((ozlinalg.matmul(a, a.T) == a @ a.T).all()))")
 
     def test_env_fused_off_gives_the_float32_engine(self, sgemm8):
-        r = self._python(self._WHICH, OZLINALG_ENGINE="sgemm", OZLINALG_FUSED="0")
+        r = python_with_engine_env(self._WHICH, OZLINALG_ENGINE="sgemm", OZLINALG_FUSED="0")
         assert r.returncode == 0, r.stderr
         name, text, size, ok = r.stdout.split("\n")[:4]
         assert name == "cpu-sgemm" and size == "4" and ok == "True"
         assert "float32 slices" in text and "no compiled passes: OZLINALG_FUSED=0" in text
 
     def test_env_on_the_baseline_build(self, sgemm8):
-        r = self._python(self._WHICH, OZLINALG_ENGINE="sgemm", OZLINALG_KERNELS_ISA="x86-64")
+        r = python_with_engine_env(self._WHICH, OZLINALG_ENGINE="sgemm",
+                                   OZLINALG_KERNELS_ISA="x86-64")
         assert r.returncode == 0, r.stderr
         name, text, size, ok = r.stdout.split("\n")[:4]
         assert name == "cpu-sgemm" and size == "1" and ok == "True"
