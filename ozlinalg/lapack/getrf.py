@@ -343,15 +343,13 @@ def getrs(lu, piv, b, *, trans=0, block_size=None, slices=None, method=None, acc
     def solve(x, lower, unit, trans):
         return checked_trsm(plan, lu, x, "L", lower, trans, unit, nb, cross, True, False)
 
-    if not t and xp is np and n >= cross and one_level(n, n, nb):
-        if dst.size:
-            x[dst] = x[src]
-        getrs_one_level(Runner(plan), lu.astype(work_dtype(lu), copy=False),
-                        x[:, None] if x.ndim == 1 else x, nb)
-        return x
     if not t:
         if dst.size:
             x[dst] = x[src]
+        if xp is np and n >= cross and one_level(n, n, nb):
+            getrs_one_level(Runner(plan), lu.astype(work_dtype(lu), copy=False),
+                            x[:, None] if x.ndim == 1 else x, nb)
+            return x
         x = solve(x, True, True, 0)
         x = solve(x, False, False, 0)
     else:
