@@ -207,19 +207,58 @@ def sgemm_int8_is_redundant():
     return None
 
 
+def avx2_is_redundant():
+    """Whether the AVX2 engine may be left out of the engine-wide tests of this run,
+    with the reason (else None): where oneDNN passes its exactness self-test (a VNNI or
+    AMX CPU) it is the run's INT8 engine, and the AVX2 engine shares everything but
+    its GEMM with it. The AVX2 engine keeps its own tests there
+    (tests/engines/test_engine_avx2.py: its GEMM against int64, the self-test, the
+    same bits as the SGEMM reference on every method), and the CI's avx2_cpu leg (the
+    whole suite on it, oneDNN capped below VNNI) and avx2_gemm leg (the engine subset
+    with it as the default engine) run every engine-wide test on it. It is never left
+    out where it is the run's default engine (``OZLINALG_ENGINE=avx2``) or where
+    oneDNN does not run. (The whole suite's time on a 2-core AVX-512 VNNI Xeon: 7 min
+    10-58 s with it in every engine-wide test.)
+    """
+    import os
+
+    from ozlinalg.engines.onednn import EngineUnavailable
+    from ozlinalg.engines.select import cpu_engine
+
+    if os.environ.get("OZLINALG_ENGINE", "").strip().lower() in ("avx2", "cpu-avx2"):
+        return None
+    try:
+        cpu_engine("onednn")
+    except EngineUnavailable:
+        return None
+    return ("the AVX2 engine shares all but its GEMM with the oneDNN engine, which runs "
+            "here (its own tests: test_engine_avx2.py; the CI's avx2_cpu and avx2_gemm "
+            "legs run the engine-wide tests on it)")
+
+
+def engine_is_redundant(name):
+    """:func:`sgemm_int8_is_redundant` / :func:`avx2_is_redundant` for the selection
+    name ``name`` ("sgemm" only where it gives the engine on int8 slices); None for
+    the other engines."""
+    if name == "avx2":
+        return avx2_is_redundant()
+    if name == "sgemm":
+        from ozlinalg.engines.onednn.engine import Int8Engine
+
+        eng = cpu_engine_or_skip("sgemm")
+        return sgemm_int8_is_redundant() if isinstance(eng, Int8Engine) else None
+    return None
+
+
 @pytest.fixture(params=CPU_ENGINES)
 def cpu_engine(request):
     """Each NumPy engine: the SGEMM engines (on int8 slices where the compiled passes
     load, and the float32 one), and the oneDNN and AVX2 INT8 engines where they run
-    (the one on int8 slices where :func:`sgemm_int8_is_redundant` does not say
-    otherwise)."""
+    (each where :func:`engine_is_redundant` does not say otherwise)."""
     eng = cpu_engine_or_skip(request.param)
-    if request.param == "sgemm" and eng is not float32_sgemm():
-        from ozlinalg.engines.onednn.engine import Int8Engine
-
-        why = sgemm_int8_is_redundant() if isinstance(eng, Int8Engine) else None
-        if why:
-            pytest.skip(why)
+    why = engine_is_redundant(request.param)
+    if why:
+        pytest.skip(why)
     return eng
 
 
@@ -242,7 +281,7 @@ def int8_engine(request):
     eng = cpu_engine_or_skip(request.param)
     if not isinstance(eng, Int8Engine):
         pytest.skip(f"engine {request.param!r} runs on float32 slices here: {eng.describe()}")
-    why = sgemm_int8_is_redundant() if request.param == "sgemm" else None
+    why = engine_is_redundant(request.param)
     if why:
         pytest.skip(why)
     return eng

@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from .._array import fp_errstate
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
 from ..engines import get_engine, release_after_oom
 from . import faithful, memory, params
@@ -194,10 +195,14 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
             f"smaller tiles"
         ) from exc
 
-    if any_bad_rows:
-        c[bad_rows] = xp.matmul(a[bad_rows], b)
-    if any_bad_cols:
-        c[:, bad_cols] = xp.matmul(a, b[:, bad_cols])
+    # The lines holding Inf / NaN, natively. The BLAS kernels multiply padding and
+    # zeros by Inf on some CPUs (invalid) and not on others: those flags say nothing
+    # about the inputs, so they are not passed on as warnings.
+    with fp_errstate(xp, invalid="ignore"):
+        if any_bad_rows:
+            c[bad_rows] = xp.matmul(a[bad_rows], b)
+        if any_bad_cols:
+            c[:, bad_cols] = xp.matmul(a, b[:, bad_cols])
 
     if prof_on:
         engine.synchronize()

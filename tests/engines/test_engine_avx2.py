@@ -8,11 +8,12 @@ shares with the oneDNN engine are tested on both in tests/engines/test_engine_on
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip, python_with_engine_env
+from conftest import cpu_engine_or_skip, float32_sgemm, python_with_engine_env
 
 import ozlinalg
 from ozlinalg.engines import kernels, select
 from ozlinalg.engines.onednn import EngineUnavailable
+from ozlinalg.testing import random_matrix
 
 
 @pytest.fixture
@@ -120,11 +121,84 @@ class TestKernel:
             assert list(info) == [1, 6, 16]  # the register tile: 6 x 16 int32 sums
 
 
+def _on(engine, a, b, **kw):
+    """``ozlinalg.matmul`` on the engine object ``engine``."""
+    from ozlinalg.engines import base
+
+    saved = base._ENGINES.get("numpy")
+    base._ENGINES["numpy"] = engine
+    try:
+        with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
+            c = ozlinalg.matmul(a, b, **kw)
+    finally:
+        base._ENGINES["numpy"] = saved
+    return c, prof
+
+
+def _others():
+    """The engines it must agree with: the float32 SGEMM engine, and oneDNN where it
+    runs."""
+    out = [float32_sgemm()]
+    try:
+        out.append(select.cpu_engine("onednn"))
+    except EngineUnavailable:
+        pass
+    return out
+
+
+# counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
+class TestSameBits:
+    """The float32 SGEMM engine's bits (and oneDNN's where it runs), every method, on
+    this engine as an object: where oneDNN runs, the engine-wide tests take oneDNN
+    only, so these are the whole run's check of this engine's results."""
+
+    @pytest.mark.parametrize("method", ["bitmask", "rn", "bitmask-ef", "hybrid-ef", "crt",
+                                        "crt-fast"])
+    @pytest.mark.parametrize("accuracy", ["dgemm", "faithful"])
+    @pytest.mark.parametrize("shape, orders", [((45, 2100, 37), "CF"), ((33, 301, 21), "FF")])
+    def test_methods_shapes_orders(self, rng, avx2, method, accuracy, shape, orders):
+        m, k, p = shape
+        a = random_matrix(rng, m, k, 1.5)
+        b = random_matrix(rng, k, p, 1.5)
+        a = np.asfortranarray(a) if orders[0] == "F" else a
+        b = np.asfortranarray(b) if orders[1] == "F" else b
+        a[1] = 0.0  # a zero row
+        if accuracy == "faithful" and method in ("bitmask", "rn"):
+            accuracy = "dgemm"  # faithful mode: the EF and Ozaki-II methods
+        got, prof = _on(avx2, a, b, method=method, accuracy=accuracy)
+        assert prof.calls[0].engine == avx2.describe()
+        for other in _others():
+            want, _ = _on(other, a, b, method=method, accuracy=accuracy)
+            np.testing.assert_array_equal(got, want, err_msg=other.name)
+
+    @pytest.mark.parametrize("method, slices", [("hybrid-ef", 7), ("crt", "auto")])
+    def test_nonfinite_complex_and_the_smallest_tiles(self, rng, avx2, method, slices):
+        from ozlinalg._matmul import memory_plan
+
+        a = random_matrix(rng, 130, 1100, 2.0)
+        b = random_matrix(rng, 1100, 120, 2.0)
+        smallest = memory_plan(130, 1100, 120, method, slices, None, 1 << 50, avx2).minimum
+        bad = a.copy()
+        bad[3, 4], bad[7, 0] = np.inf, np.nan
+        bad[9, 9] = -np.inf
+        ac = bad + 1j * random_matrix(rng, 130, 1100, 2.0)
+        with np.errstate(invalid="ignore"):
+            for x, limit in ((a, smallest), (bad, None), (ac, None)):
+                want, _ = _on(float32_sgemm(), x, b, method=method, slices=slices)
+                with ozlinalg.options(memory_limit=limit):
+                    got, prof = _on(avx2, x, b, method=method, slices=slices)
+                np.testing.assert_array_equal(got, want)
+                assert prof.calls[0].engine == avx2.describe()
+                assert limit is None or prof.calls[0].engine_calls > 16  # tiled
+
+
 class TestExactness:
     """Its self-test fails on a wrong GEMM, and the engine is unavailable without its
     compiled GEMM. (Exactness, grouped runs, the int64 spill and the same bits as SGEMM
     are the shared tests of every INT8 engine: tests/engines/test_engine_onednn.py,
-    ``int8_engine``.)"""
+    ``int8_engine``, which leaves this engine to :class:`TestSameBits` and the CI's
+    AVX2 legs where oneDNN runs: tests/conftest.py, ``avx2_is_redundant``.)"""
 
     def test_self_test_rejects_a_wrong_gemm(self, avx2, monkeypatch):
         from ozlinalg.engines.avx2 import AVX2Engine

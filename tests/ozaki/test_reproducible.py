@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip, sgemm_int8_is_redundant
+from conftest import avx2_is_redundant, cpu_engine_or_skip, sgemm_int8_is_redundant
 from host_cuda import HostEngine, compiler_available
 from numpy.testing import assert_array_equal
 
@@ -77,6 +77,8 @@ def engines_here():
             try:
                 cpu_engine(name)
             except EngineUnavailable:
+                continue
+            if name == "avx2" and avx2_is_redundant():
                 continue
         if name == "sgemm-int8":
             from ozlinalg.engines import kernels
