@@ -94,22 +94,6 @@ class AVX2Engine(Int8Engine):
                 f"int8 self-test passed, passes: {self._passes_text()}"
                 f"{'; ' + why if why else ''})")
 
-    # -- the magnitude estimates ------------------------------------------------------
-
-    def scaled_estimate(self, xa, xb):
-        """``(q32, scale)``: the SGEMM engine's estimate of ``xa**2 @ xb**2.T``
-        (:meth:`Engine.approx_matmul`'s FP32 GEMM of the squares scaled by 2**48 each)
-        left as float32 times ``scale = 2**96`` for the fused classification pass;
-        None without the compiled passes."""
-        if self.kernels is None:
-            return None
-        qa = self.approx_operand(xa * xa)
-        qb = self.approx_operand(xb * xb)
-        return self.float_matmul(qa, qb), self.APPROX_SCALE
-
-    #: ``approx_operand``'s scale of a product (2**48 per operand).
-    APPROX_SCALE = 2.0**96
-
     # -- the GEMM ---------------------------------------------------------------------
 
     def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):

@@ -44,7 +44,7 @@ import numpy as np
 from scipy.linalg import blas as _blas
 
 from ._scratch import MIN_BYTES
-from .avx2 import AVX2Engine, _run_view
+from .avx2 import _run_view
 from .onednn import EngineUnavailable
 from .onednn.engine import Int8Engine
 
@@ -120,11 +120,6 @@ class SGEMMInt8Engine(Int8Engine):
         for key, generic in extra.items():
             extra[key] = model.get(key, generic) + F32_BYTES
         return {**model, **extra}
-
-    # -- the magnitude estimates: the AVX2 engine's (FP32 GEMM of the squares) ----------
-
-    scaled_estimate = AVX2Engine.scaled_estimate
-    APPROX_SCALE = AVX2Engine.APPROX_SCALE
 
     # -- the GEMM ---------------------------------------------------------------------
 

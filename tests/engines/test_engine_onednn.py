@@ -766,16 +766,55 @@ class TestFusedPassesMatchGeneric:
         xa, _ = normalize_rows(np, random_matrix(rng, 40, 300, 4.0))
         xb, _ = normalize_rows(np, random_matrix(rng, 300, 30, 4.0).T)
         q = fused.approx_squares(xa, xb)
-        if fused.bf16_gemm is None:  # the AVX2 engine: the FP32 estimate, left scaled
+        if fused.bf16_gemm is None:  # no BF16 units: the FP32 estimate, left scaled
             assert q is None
             q32, scale = fused.scaled_estimate(xa, xb)
             assert q32.dtype == np.float32
             q = q32.astype(np.float64) / scale
-            np.testing.assert_array_equal(q, fused.approx_matmul(xa * xa, xb * xb))
+            # FP32 sums of 300 nonnegative terms, in whatever order the BLAS takes for
+            # the operands' memory orders
+            np.testing.assert_allclose(q, fused.approx_matmul(xa * xa, xb * xb),
+                                       rtol=300 * 2.0**-24)
         exact = (xa * xa) @ (xb * xb).T
         assert np.all(np.abs(q / exact - 1) < 2.0**-6)
         q2 = fused.approx_matmul((xa * xa).astype(np.float32), (xb * xb).astype(np.float32))
         assert np.all(np.abs(q2 / exact - 1) < 2.0**-6)
+
+
+class TestEstimateGEMM:
+    """``auto``'s estimate on oneDNN's BF16 GEMM where the CPU has BF16 units, else on
+    BLAS SGEMM of float32 squares: the same counts and bits either way."""
+
+    def test_bf16_only_where_the_cpu_has_bf16_units(self, onednn):
+        with open("/proc/cpuinfo") as fh:
+            flags = set(fh.read().split())
+        if not flags & {"avx512_bf16", "amx_bf16"}:
+            assert onednn.bf16_gemm is None, onednn.isa
+
+    @pytest.mark.parametrize("order", ["C", "F"])
+    def test_squares_f32_kernel(self, rng, onednn, order):
+        if onednn.kernels is None:
+            pytest.skip(f"no fused kernels here: {onednn.kernels_reason}")
+        x = random_matrix(rng, 37, 301, 4.0)
+        x[2, 3] = 2.0**-600  # its square scaled: an FP32 subnormal, kept as NumPy does
+        x = np.asfortranarray(x) if order == "F" else x
+        got = onednn._squares32(x)
+        assert got.shape == x.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got, onednn.approx_operand(x * x))
+
+    @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask-ef", "crt-fast"])
+    def test_same_counts_and_bits_on_either_gemm(self, rng, onednn, method, monkeypatch):
+        if onednn.lib._bf16 is None or onednn.kernels is None:
+            pytest.skip("this oneDNN has no BF16 GEMM, or no fused kernels")
+        a = random_matrix(rng, 150, 700, 2.0)
+        b = random_matrix(rng, 700, 90, 2.0)
+        out = []
+        for gemm in (lambda e: e.lib.gemm_bf16, lambda e: None):
+            monkeypatch.setattr(type(onednn), "bf16_gemm", property(gemm))
+            out.append(_run("onednn", a, b, method=method))
+        (c1, p1), (c2, p2) = out
+        assert p1.slices == p2.slices
+        np.testing.assert_array_equal(c1, c2)
 
 
 #: ``ONEDNN_MAX_CPU_ISA`` values below VNNI: oneDNN's s8s8s32 GEMM saturates there.
@@ -986,6 +1025,8 @@ class TestStatus:
         if onednn.lib._bf16 is None:
             pytest.skip("this oneDNN has no dnnl_gemm_bf16bf16f32")
         x = rng.random((6, 40)).astype(np.float32)
+        # (where the CPU has no BF16 units the estimates take SGEMM: the binding still)
+        monkeypatch.setattr(type(onednn), "bf16_gemm", property(lambda e: e.lib.gemm_bf16))
         monkeypatch.setattr(onednn.lib, "_bf16", lambda *args: 1)
         with pytest.raises(MemoryError, match=r"dnnl_gemm_bf16bf16f32\(m=6, n=6, k=40"):
             onednn.approx_matmul(x, x)

@@ -1,5 +1,6 @@
-"""The oneDNN engine's magnitude estimates (``slices="auto"`` / ``moduli="auto"``): BF16
-GEMMs of squared operands and the decisions' interval pass (kernels: ``k_estimate.c``;
+"""The INT8 engines' magnitude estimates (``slices="auto"`` / ``moduli="auto"``): BF16
+GEMMs (oneDNN, where the CPU has BF16 units) or FP32 SGEMMs of squared operands and the
+decisions' interval pass (kernels: ``k_estimate.c``;
 generic code: :mod:`ozlinalg.ozaki.counts.estimate`, :mod:`ozlinalg.ozaki.counts.adequacy`). The
 estimates need not give the generic bits, only rigorous bounds."""
 from __future__ import annotations
@@ -75,11 +76,35 @@ class EstimatePasses(KernelPasses):
 
     def scaled_estimate(self, xa, xb):
         """``(q32, scale)``: the estimate of ``xa**2 @ xb**2.T`` times ``scale`` (2**96),
-        float32, never converted; None where there is no BF16 GEMM or kernel."""
-        if self.bf16_gemm is None or self.kernels is None:
+        float32, never converted, for the fused classification pass; None without the
+        compiled kernels.
+
+        On oneDNN's BF16 GEMM where the CPU multiplies BF16 natively (:attr:`bf16_gemm`),
+        else on FP32 SGEMM: the squares written as float32 in one compiled pass (the
+        bits of :meth:`approx_operand` of the squares), one BLAS SGEMM. Both are
+        within the decisions' bound (ozlinalg.ozaki.counts.estimate), so either gives
+        the same counts.
+        """
+        if self.kernels is None:
             return None
-        (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
-        return self._bf16_scaled(a16, ta, b16, tb), _EST_SCALE**2
+        if self.bf16_gemm is not None:
+            (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
+            return self._bf16_scaled(a16, ta, b16, tb), _EST_SCALE**2
+        qa, qb = self._squares32(xa), self._squares32(xb)
+        m, p = qa.shape[0], qb.shape[0]
+        c = self.scratch.empty((m, p), np.float32)
+        if m and p:
+            np.matmul(qa, qb.T, out=c)
+        return c, _EST_SCALE**2
+
+    def _squares32(self, x):
+        """float32 ``x**2 * 2**48``, ``x``'s shape, stored in ``x``'s memory order (a
+        transposed view where ``x``'s columns are contiguous: BLAS takes either)."""
+        cols = _is_cols(x)
+        xs = x.T if cols else np.ascontiguousarray(x)
+        out = self.scratch.empty(xs.shape, np.float32)
+        self._k(xs.size).squares_f32(xs, _EST_SCALE, out)
+        return out.T if cols else out
 
     def classify_estimate(self, q, consts, num):
         """One pass of ``ozlinalg.ozaki.counts.estimate.CountPlan.add_tile``: ``(codes, row_lo,
