@@ -198,11 +198,12 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     # The lines holding Inf / NaN, natively. The BLAS kernels multiply padding and
     # zeros by Inf on some CPUs (invalid) and not on others: those flags say nothing
     # about the inputs, so they are not passed on as warnings.
-    with fp_errstate(xp, invalid="ignore"):
-        if any_bad_rows:
-            c[bad_rows] = xp.matmul(a[bad_rows], b)
-        if any_bad_cols:
-            c[:, bad_cols] = xp.matmul(a, b[:, bad_cols])
+    if any_bad_rows or any_bad_cols:  # (an errstate costs microseconds: tiny products)
+        with fp_errstate(xp, invalid="ignore"):
+            if any_bad_rows:
+                c[bad_rows] = xp.matmul(a[bad_rows], b)
+            if any_bad_cols:
+                c[:, bad_cols] = xp.matmul(a, b[:, bad_cols])
 
     if prof_on:
         engine.synchronize()

@@ -160,10 +160,6 @@ class TestSmallProduct:
             bar = np.max(exact_relative_errors(a, b, textbook_matmul(a, b)))
             assert np.max(exact_relative_errors(a, b, got)) <= max(bar, 2.0**-53)
 
-
-def _restore(hook):
-    return hook[0].__class__.small_product.__get__(hook[0])
-
     def test_fixed_counts_too_few_warn_as_in_the_driver(self, hook, rng):
         eng, served = hook
         a = random_matrix(rng, 12, 40, 2.0)
@@ -178,3 +174,28 @@ def _restore(hook):
         one, ref = _both(eng, run)
         assert served[-1] is not None
         assert one.tobytes() == ref.tobytes()
+
+    def test_vnni_group_sums_give_the_same_bits(self, hook, rng):
+        # AVX-512 builds: the group sums on vpmaddwd + vpaddd (what an AVX-512 CPU
+        # without VNNI runs) and on VNNI's vpdpwssd, switched in one process
+        eng, served = hook
+        info = np.full(2, -1, np.int64)
+        eng.kernels.small_simd(info)
+        if info[0] != 32 or not info[1]:
+            pytest.skip(f"no AVX-512 VNNI group sums here (block {info[0]}, VNNI {info[1]})")
+        cases = [(random_matrix(rng, m, k, phi), random_matrix(rng, k, p, phi))
+                 for (m, k, p), phi in zip(SHAPES, (0.5, 4.0) * 4)]
+        cases.append((rng.integers(-2**40, 2**40, (9, 300)).astype(float),
+                      rng.integers(-2**40, 2**40, (300, 40)).astype(float)))
+        vnni = [ozlinalg.matmul(a, b) for a, b in cases]
+        try:
+            info[0] = 0
+            eng.kernels.small_simd(info)
+            assert info[1] == 0
+            madd = [ozlinalg.matmul(a, b) for a, b in cases]
+        finally:
+            info[0] = 1
+            eng.kernels.small_simd(info)
+        assert info[1] == 1 and all(s is not None for s in served)
+        for x, y in zip(vnni, madd):
+            assert x.tobytes() == y.tobytes()
