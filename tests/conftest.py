@@ -159,6 +159,22 @@ def float32_sgemm():
     return _FLOAT32_SGEMM[0]
 
 
+def matmul_on(engine, a, b, **kw):
+    """``ozlinalg.matmul(a, b, **kw)`` on the engine object ``engine`` (in place of the
+    default NumPy engine for the call): ``(result, profile)``."""
+    import ozlinalg
+    from ozlinalg.engines import base
+
+    saved = base._ENGINES.get("numpy")
+    base._ENGINES["numpy"] = engine
+    try:
+        with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
+            c = ozlinalg.matmul(a, b, **kw)
+    finally:
+        base._ENGINES["numpy"] = saved
+    return c, prof
+
+
 def cpu_engine_or_skip(name):
     """The NumPy engine ``name`` (a selection name, or ``"float32-sgemm"``:
     :func:`float32_sgemm`); skips where it cannot run, with the engine's own

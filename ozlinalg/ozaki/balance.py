@@ -70,8 +70,9 @@ def balance_inner(xp, a, b, min_shift=1, engine=None):
     fmax, fmin = int(f.max()), int(f.min())
     if max(fmax, -fmin) < max(1, int(min_shift)):
         return a, b
-    lo_a = _log2_min_nonzero(xp, a)
-    lo_b = _log2_min_nonzero(xp, b)
+    min_nonzero = passes_for(engine, xp).abs_min_nonzero
+    lo_a = _log2_min_nonzero(xp, a, min_nonzero)
+    lo_b = _log2_min_nonzero(xp, b, min_nonzero)
     hi_a = int(xp.frexp(ca.max())[1])
     hi_b = int(xp.frexp(rb.max())[1])
     if (lo_a - fmax < -_LIMIT or hi_a - fmin > _LIMIT
@@ -109,16 +110,24 @@ def _ldexp(xp, x, e):
     return out
 
 
-def _log2_min_nonzero(xp, x):
-    if x.dtype.kind == "c":  # the smallest nonzero real or imaginary part
-        return min(_log2_min_nonzero(xp, x.real), _log2_min_nonzero(xp, x.imag))
+@generic("abs_min_nonzero")
+def abs_min_nonzero_generic(xp, x):
+    """The smallest nonzero ``|x|`` of a real array, as a float (inf where there is none;
+    NaN is passed over): the generic form of an engine's fused ``abs_min_nonzero``."""
     if xp is np and x.ndim == 2:
         # row blocks of about 2**16 entries (in cache), no full-size temporaries
         m, step = np.inf, max(1, (1 << 16) // max(1, x.shape[1]))
         for i in range(0, x.shape[0], step):
             ax = np.abs(x[i:i + step])
             m = min(m, float(ax.min(initial=np.inf, where=ax > 0)))
-    else:
-        ax = xp.abs(x)
-        m = float(xp.where(ax > 0, ax, xp.inf).min())
+        return m
+    ax = xp.abs(x)
+    return float(xp.where(ax > 0, ax, xp.inf).min()) if x.size else float("inf")
+
+
+def _log2_min_nonzero(xp, x, min_nonzero):
+    if x.dtype.kind == "c":  # the smallest nonzero real or imaginary part
+        return min(_log2_min_nonzero(xp, x.real, min_nonzero),
+                   _log2_min_nonzero(xp, x.imag, min_nonzero))
+    m = min_nonzero(x)
     return -2000 if m == float("inf") else int(np.frexp(m)[1]) - 1

@@ -8,7 +8,7 @@ shares with the oneDNN engine are tested on both in tests/engines/test_engine_on
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip, float32_sgemm, python_with_engine_env
+from conftest import cpu_engine_or_skip, float32_sgemm, matmul_on, python_with_engine_env
 
 import ozlinalg
 from ozlinalg.engines import kernels, select
@@ -121,20 +121,6 @@ class TestKernel:
             assert list(info) == [1, 6, 16]  # the register tile: 6 x 16 int32 sums
 
 
-def _on(engine, a, b, **kw):
-    """``ozlinalg.matmul`` on the engine object ``engine``."""
-    from ozlinalg.engines import base
-
-    saved = base._ENGINES.get("numpy")
-    base._ENGINES["numpy"] = engine
-    try:
-        with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
-            c = ozlinalg.matmul(a, b, **kw)
-    finally:
-        base._ENGINES["numpy"] = saved
-    return c, prof
-
-
 def _others():
     """The engines it must agree with: the float32 SGEMM engine, and oneDNN where it
     runs."""
@@ -166,10 +152,10 @@ class TestSameBits:
         a[1] = 0.0  # a zero row
         if accuracy == "faithful" and method in ("bitmask", "rn"):
             accuracy = "dgemm"  # faithful mode: the EF and Ozaki-II methods
-        got, prof = _on(avx2, a, b, method=method, accuracy=accuracy)
+        got, prof = matmul_on(avx2, a, b, method=method, accuracy=accuracy)
         assert prof.calls[0].engine == avx2.describe()
         for other in _others():
-            want, _ = _on(other, a, b, method=method, accuracy=accuracy)
+            want, _ = matmul_on(other, a, b, method=method, accuracy=accuracy)
             np.testing.assert_array_equal(got, want, err_msg=other.name)
 
     @pytest.mark.parametrize("method, slices", [("hybrid-ef", 7), ("crt", "auto")])
@@ -185,9 +171,9 @@ class TestSameBits:
         ac = bad + 1j * random_matrix(rng, 130, 1100, 2.0)
         with np.errstate(invalid="ignore"):
             for x, limit in ((a, smallest), (bad, None), (ac, None)):
-                want, _ = _on(float32_sgemm(), x, b, method=method, slices=slices)
+                want, _ = matmul_on(float32_sgemm(), x, b, method=method, slices=slices)
                 with ozlinalg.options(memory_limit=limit):
-                    got, prof = _on(avx2, x, b, method=method, slices=slices)
+                    got, prof = matmul_on(avx2, x, b, method=method, slices=slices)
                 np.testing.assert_array_equal(got, want)
                 assert prof.calls[0].engine == avx2.describe()
                 assert limit is None or prof.calls[0].engine_calls > 16  # tiled

@@ -13,7 +13,7 @@ not load.
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip, float32_sgemm, python_with_engine_env
+from conftest import cpu_engine_or_skip, float32_sgemm, matmul_on, python_with_engine_env
 
 import ozlinalg
 from ozlinalg.engines import select
@@ -133,20 +133,6 @@ class TestExactness:
             SGEMMInt8Engine()
 
 
-def _on(engine, a, b, **kw):
-    """``ozlinalg.matmul`` on the engine object ``engine``."""
-    from ozlinalg.engines import base
-
-    saved = base._ENGINES.get("numpy")
-    base._ENGINES["numpy"] = engine
-    try:
-        with ozlinalg.options(engine=None), ozlinalg.profile() as prof:
-            c = ozlinalg.matmul(a, b, **kw)
-    finally:
-        base._ENGINES["numpy"] = saved
-    return c, prof
-
-
 def _others():
     """The engines it must agree with: the float32 SGEMM engine, and the AVX2 engine
     where it runs."""
@@ -180,10 +166,10 @@ class TestSameBits:
             a[1] = 0.0  # a zero row
         if accuracy == "faithful" and method in ("bitmask", "rn"):
             accuracy = "dgemm"  # faithful mode: the EF and Ozaki-II methods
-        got, prof = _on(sgemm8, a, b, method=method, accuracy=accuracy)
+        got, prof = matmul_on(sgemm8, a, b, method=method, accuracy=accuracy)
         assert prof.calls[0].engine == sgemm8.describe()
         for other in _others():
-            want, _ = _on(other, a, b, method=method, accuracy=accuracy)
+            want, _ = matmul_on(other, a, b, method=method, accuracy=accuracy)
             np.testing.assert_array_equal(got, want, err_msg=other.name)
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask", "rn", "crt"])
@@ -197,18 +183,18 @@ class TestSameBits:
         if method == "crt" and slices == 7:
             slices = 14
         with np.errstate(invalid="ignore"):
-            got, _ = _on(sgemm8, a, b, method=method, slices=slices)
+            got, _ = matmul_on(sgemm8, a, b, method=method, slices=slices)
             for other in _others():
-                want, _ = _on(other, a, b, method=method, slices=slices)
+                want, _ = matmul_on(other, a, b, method=method, slices=slices)
                 np.testing.assert_array_equal(got, want, err_msg=other.name)
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "crt"])
     def test_under_a_memory_limit(self, rng, sgemm8, method):
         a = random_matrix(rng, 260, 1100, 2.0)
         b = random_matrix(rng, 1100, 250, 2.0)
-        want, _ = _on(float32_sgemm(), a, b, method=method)
+        want, _ = matmul_on(float32_sgemm(), a, b, method=method)
         with ozlinalg.options(memory_limit=3 << 20):
-            got, prof = _on(sgemm8, a, b, method=method)
+            got, prof = matmul_on(sgemm8, a, b, method=method)
         np.testing.assert_array_equal(got, want)
         assert prof.calls[0].engine_calls > 16  # tiled
 

@@ -91,6 +91,14 @@ def _cases(name, engine, rng, shape, order):
     elif name == "abs_max":
         for axis in (0, 1):
             yield (_matrix(rng, shape, order, nonfinite=True), axis), ()
+    elif name == "abs_min_nonzero":
+        x = _matrix(rng, shape, order)
+        x[0] = 0.0  # a zero row
+        if rows > 1 and k > 1:
+            x[1, 1] = -5e-324  # the smallest subnormal, negative
+        yield (x,), ()
+        yield (_matrix(rng, shape, order, nonfinite=True),), ()
+        yield (_order(np.zeros(shape), order),), ()  # none nonzero: inf
     elif name == "fixed_sums":
         for square in (False, True):
             x = _normalized(rng, shape, order)

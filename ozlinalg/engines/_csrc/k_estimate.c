@@ -11,63 +11,50 @@ bf16_bits(float f)
     return (uint16_t)(u >> 16);
 }
 
-OZ_INLINE void
-squares_run(const double *restrict x, ptrdiff_t xs, double scale, uint16_t *restrict o,
-            ptrdiff_t os, ptrdiff_t n)
+OZ_INLINE uint16_t
+square_bf16(double x, double scale)
 {
-    for (ptrdiff_t j = 0; j < n; j++)
-        o[j * os] = bf16_bits((float)((x[j * xs] * x[j * xs]) * scale));
+    return bf16_bits((float)((x * x) * scale));
 }
 
-int
-k_squares_bf16(ozval *v, int nt)
+/* float32((x * x) * scale): the bits of NumPy's (x * x * scale).astype(float32), scale a
+ * power of two (the FP32 estimate's operand). */
+OZ_INLINE float
+square_f32(double x, double scale)
 {
-    const double *x = OZ_D(0);
-    double scale = v[1].d;
-    uint16_t *out = OZ_U16(2);
-    ptrdiff_t rows = OZ_N(0, 0), k = OZ_N(0, 1), x0 = OZ_S(0, 0), x1 = OZ_S(0, 1);
-    ptrdiff_t o0 = OZ_S(2, 0), o1 = OZ_S(2, 1);
-    if (OZ_N(2, 0) < rows || OZ_N(2, 1) < k)
-        return OZK_BADLAYOUT;
-    OZ_PARALLEL_FOR(nt)
-    for (ptrdiff_t i = 0; i < rows; i++) {
-        if (x1 == 1 && o1 == 1)
-            squares_run(x + i * x0, 1, scale, out + i * o0, 1, k);
-        else
-            squares_run(x + i * x0, x1, scale, out + i * o0, o1, k);
+    return (float)((x * x) * scale);
+}
+
+/* out[i, j] = CONV(x[i, j], scale) for the 2-D x and out of arguments 0 and 2 (row
+ * loops split over the threads, a unit-stride run where both rows are contiguous). */
+#define SQUARES_KERNEL(NAME, OUT_T, OUT_ARG, CONV)                                         \
+    OZ_INLINE void NAME##_run(const double *restrict x, ptrdiff_t xs, double scale,        \
+                              OUT_T *restrict o, ptrdiff_t os, ptrdiff_t n)                \
+    {                                                                                      \
+        for (ptrdiff_t j = 0; j < n; j++)                                                  \
+            o[j * os] = CONV(x[j * xs], scale);                                            \
+    }                                                                                      \
+    int k_##NAME(ozval *v, int nt)                                                         \
+    {                                                                                      \
+        const double *x = OZ_D(0);                                                         \
+        double scale = v[1].d;                                                             \
+        OUT_T *out = OUT_ARG(2);                                                           \
+        ptrdiff_t rows = OZ_N(0, 0), k = OZ_N(0, 1), x0 = OZ_S(0, 0), x1 = OZ_S(0, 1);     \
+        ptrdiff_t o0 = OZ_S(2, 0), o1 = OZ_S(2, 1);                                        \
+        if (OZ_N(2, 0) < rows || OZ_N(2, 1) < k)                                           \
+            return OZK_BADLAYOUT;                                                          \
+        OZ_PARALLEL_FOR(nt)                                                                \
+        for (ptrdiff_t i = 0; i < rows; i++) {                                             \
+            if (x1 == 1 && o1 == 1)                                                        \
+                NAME##_run(x + i * x0, 1, scale, out + i * o0, 1, k);                      \
+            else                                                                           \
+                NAME##_run(x + i * x0, x1, scale, out + i * o0, o1, k);                    \
+        }                                                                                  \
+        return 0;                                                                          \
     }
-    return 0;
-}
 
-OZ_INLINE void
-squares32_run(const double *restrict x, ptrdiff_t xs, double scale, float *restrict o,
-              ptrdiff_t os, ptrdiff_t n)
-{
-    for (ptrdiff_t j = 0; j < n; j++)
-        o[j * os] = (float)((x[j * xs] * x[j * xs]) * scale);
-}
-
-/* The FP32 estimate's operand: float32((x * x) * scale), the bits of NumPy's
- * (x * x * scale).astype(float32) (scale a power of two) in one pass. */
-int
-k_squares_f32(ozval *v, int nt)
-{
-    const double *x = OZ_D(0);
-    double scale = v[1].d;
-    float *out = OZ_F(2);
-    ptrdiff_t rows = OZ_N(0, 0), k = OZ_N(0, 1), x0 = OZ_S(0, 0), x1 = OZ_S(0, 1);
-    ptrdiff_t o0 = OZ_S(2, 0), o1 = OZ_S(2, 1);
-    if (OZ_N(2, 0) < rows || OZ_N(2, 1) < k)
-        return OZK_BADLAYOUT;
-    OZ_PARALLEL_FOR(nt)
-    for (ptrdiff_t i = 0; i < rows; i++) {
-        if (x1 == 1 && o1 == 1)
-            squares32_run(x + i * x0, 1, scale, out + i * o0, 1, k);
-        else
-            squares32_run(x + i * x0, x1, scale, out + i * o0, o1, k);
-    }
-    return 0;
-}
+SQUARES_KERNEL(squares_bf16, uint16_t, OZ_U16, square_bf16)
+SQUARES_KERNEL(squares_f32, float, OZ_F, square_f32)
 
 OZ_INLINE void
 widen_run(const float *restrict c, ptrdiff_t cs, double scale, double *restrict o, ptrdiff_t os,

@@ -10,7 +10,7 @@ __all__ = ["NormalizePasses"]
 
 
 class NormalizePasses(KernelPasses):
-    """``normalize_rows``, ``abs_max``: the generic bits."""
+    """``normalize_rows``, ``abs_max``, ``abs_min_nonzero``: the generic bits."""
 
     def normalize_rows(self, a):
         """Fused :func:`ozlinalg.ozaki.split.normalize_rows` (one pass, row-parallel);
@@ -34,6 +34,22 @@ class NormalizePasses(KernelPasses):
         x = self.scratch.empty((rows, k), np.float64)
         ker.normalize_rows(a, x, e, np.empty(0))  # (no row sums of squares)
         return x, e
+
+    def abs_min_nonzero(self, x):
+        """The smallest nonzero ``|x|`` of a float64 2-D array (inf where there is none)
+        in one parallel pass over its contiguous lines
+        (``ozlinalg.ozaki.balance.abs_min_nonzero_generic``); None: generic."""
+        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
+            return None
+        if x.flags.c_contiguous:
+            xx = x
+        elif x.flags.f_contiguous:
+            xx = x.T
+        else:
+            return None
+        out = np.empty(xx.shape[0])
+        self._k(x.size).abs_min_nonzero_rows(xx, out)
+        return float(out.min())
 
     def abs_max(self, x, axis):
         """``max |x|`` along ``axis`` of a float64 2-D array in one parallel pass
