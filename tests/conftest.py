@@ -175,6 +175,43 @@ def matmul_on(engine, a, b, **kw):
     return c, prof
 
 
+def engines_where_they_run(*names):
+    """The float32 SGEMM engine (the same-bits reference) and the engines of the
+    selection ``names`` that run here."""
+    from ozlinalg.engines.onednn import EngineUnavailable
+    from ozlinalg.engines.select import cpu_engine
+
+    out = [float32_sgemm()]
+    for name in names:
+        try:
+            out.append(cpu_engine(name))
+        except EngineUnavailable:
+            pass
+    return out
+
+
+def assert_same_bits_as(others, engine, rng, method, accuracy, shape, orders):
+    """``ozlinalg.matmul`` on ``engine`` gives each of ``others``' bits on a phi = 1.5
+    product of ``shape = (m, k, p)`` with the memory ``orders`` of A and B ("CF": A C,
+    B Fortran) and a zero row (m > 2); faithful mode only for the methods that have it."""
+    from ozlinalg.testing import random_matrix
+
+    m, k, p = shape
+    a = random_matrix(rng, m, k, 1.5)
+    b = random_matrix(rng, k, p, 1.5)
+    a = np.asfortranarray(a) if orders[0] == "F" else a
+    b = np.asfortranarray(b) if orders[1] == "F" else b
+    if m > 2:
+        a[1] = 0.0  # a zero row
+    if accuracy == "faithful" and method in ("bitmask", "rn"):
+        accuracy = "dgemm"  # faithful mode: the EF and Ozaki-II methods
+    got, prof = matmul_on(engine, a, b, method=method, accuracy=accuracy)
+    assert prof.calls[0].engine == engine.describe()
+    for other in others:
+        want, _ = matmul_on(other, a, b, method=method, accuracy=accuracy)
+        np.testing.assert_array_equal(got, want, err_msg=other.name)
+
+
 def cpu_engine_or_skip(name):
     """The NumPy engine ``name`` (a selection name, or ``"float32-sgemm"``:
     :func:`float32_sgemm`); skips where it cannot run, with the engine's own
@@ -252,16 +289,15 @@ def avx2_is_redundant():
             "legs run the engine-wide tests on it)")
 
 
-def engine_is_redundant(name):
-    """:func:`sgemm_int8_is_redundant` / :func:`avx2_is_redundant` for the selection
-    name ``name`` ("sgemm" only where it gives the engine on int8 slices); None for
-    the other engines."""
+def engine_is_redundant(name, eng):
+    """:func:`sgemm_int8_is_redundant` / :func:`avx2_is_redundant` for the engine ``eng``
+    of the selection name ``name`` ("sgemm" only where it gives the engine on int8
+    slices); None for the other engines."""
     if name == "avx2":
         return avx2_is_redundant()
     if name == "sgemm":
         from ozlinalg.engines.onednn.engine import Int8Engine
 
-        eng = cpu_engine_or_skip("sgemm")
         return sgemm_int8_is_redundant() if isinstance(eng, Int8Engine) else None
     return None
 
@@ -272,7 +308,7 @@ def cpu_engine(request):
     load, and the float32 one), and the oneDNN and AVX2 INT8 engines where they run
     (each where :func:`engine_is_redundant` does not say otherwise)."""
     eng = cpu_engine_or_skip(request.param)
-    why = engine_is_redundant(request.param)
+    why = engine_is_redundant(request.param, eng)
     if why:
         pytest.skip(why)
     return eng
@@ -297,7 +333,7 @@ def int8_engine(request):
     eng = cpu_engine_or_skip(request.param)
     if not isinstance(eng, Int8Engine):
         pytest.skip(f"engine {request.param!r} runs on float32 slices here: {eng.describe()}")
-    why = engine_is_redundant(request.param)
+    why = engine_is_redundant(request.param, eng)
     if why:
         pytest.skip(why)
     return eng

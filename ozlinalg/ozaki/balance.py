@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._array import row_blocks
 from .passes import generic, passes_for
 
 __all__ = ["AUTO_MIN_SHIFT", "balance_inner", "min_shift_for"]
@@ -58,9 +59,9 @@ def balance_inner(xp, a, b, min_shift=1, engine=None):
     """
     if a.size == 0 or b.size == 0:
         return a, b
-    abs_max = passes_for(engine, xp).abs_max
-    ca = abs_max(a, 0)
-    rb = abs_max(b, 1)
+    passes = passes_for(engine, xp)
+    ca = passes.abs_max(a, 0)
+    rb = passes.abs_max(b, 1)
     if not (bool(xp.isfinite(ca).all()) and bool(xp.isfinite(rb).all())):
         return a, b
     ok = (ca > 0) & (rb > 0)
@@ -70,9 +71,8 @@ def balance_inner(xp, a, b, min_shift=1, engine=None):
     fmax, fmin = int(f.max()), int(f.min())
     if max(fmax, -fmin) < max(1, int(min_shift)):
         return a, b
-    min_nonzero = passes_for(engine, xp).abs_min_nonzero
-    lo_a = _log2_min_nonzero(xp, a, min_nonzero)
-    lo_b = _log2_min_nonzero(xp, b, min_nonzero)
+    lo_a = _log2_min_nonzero(xp, a, passes.abs_min_nonzero)
+    lo_b = _log2_min_nonzero(xp, b, passes.abs_min_nonzero)
     hi_a = int(xp.frexp(ca.max())[1])
     hi_b = int(xp.frexp(rb.max())[1])
     if (lo_a - fmax < -_LIMIT or hi_a - fmin > _LIMIT
@@ -116,9 +116,9 @@ def abs_min_nonzero_generic(xp, x):
     NaN is passed over): the generic form of an engine's fused ``abs_min_nonzero``."""
     if xp is np and x.ndim == 2:
         # row blocks of about 2**16 entries (in cache), no full-size temporaries
-        m, step = np.inf, max(1, (1 << 16) // max(1, x.shape[1]))
-        for i in range(0, x.shape[0], step):
-            ax = np.abs(x[i:i + step])
+        m = np.inf
+        for r0, r1 in row_blocks(*x.shape, 1 << 16):
+            ax = np.abs(x[r0:r1])
             m = min(m, float(ax.min(initial=np.inf, where=ax > 0)))
         return m
     ax = xp.abs(x)

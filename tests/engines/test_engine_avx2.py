@@ -8,7 +8,14 @@ shares with the oneDNN engine are tested on both in tests/engines/test_engine_on
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip, float32_sgemm, matmul_on, python_with_engine_env
+from conftest import (
+    assert_same_bits_as,
+    cpu_engine_or_skip,
+    engines_where_they_run,
+    float32_sgemm,
+    matmul_on,
+    python_with_engine_env,
+)
 
 import ozlinalg
 from ozlinalg.engines import kernels, select
@@ -121,17 +128,6 @@ class TestKernel:
             assert list(info) == [1, 6, 16]  # the register tile: 6 x 16 int32 sums
 
 
-def _others():
-    """The engines it must agree with: the float32 SGEMM engine, and oneDNN where it
-    runs."""
-    out = [float32_sgemm()]
-    try:
-        out.append(select.cpu_engine("onednn"))
-    except EngineUnavailable:
-        pass
-    return out
-
-
 # counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
 @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestSameBits:
@@ -144,19 +140,8 @@ class TestSameBits:
     @pytest.mark.parametrize("accuracy", ["dgemm", "faithful"])
     @pytest.mark.parametrize("shape, orders", [((45, 2100, 37), "CF"), ((33, 301, 21), "FF")])
     def test_methods_shapes_orders(self, rng, avx2, method, accuracy, shape, orders):
-        m, k, p = shape
-        a = random_matrix(rng, m, k, 1.5)
-        b = random_matrix(rng, k, p, 1.5)
-        a = np.asfortranarray(a) if orders[0] == "F" else a
-        b = np.asfortranarray(b) if orders[1] == "F" else b
-        a[1] = 0.0  # a zero row
-        if accuracy == "faithful" and method in ("bitmask", "rn"):
-            accuracy = "dgemm"  # faithful mode: the EF and Ozaki-II methods
-        got, prof = matmul_on(avx2, a, b, method=method, accuracy=accuracy)
-        assert prof.calls[0].engine == avx2.describe()
-        for other in _others():
-            want, _ = matmul_on(other, a, b, method=method, accuracy=accuracy)
-            np.testing.assert_array_equal(got, want, err_msg=other.name)
+        assert_same_bits_as(engines_where_they_run("onednn"), avx2, rng, method, accuracy,
+                            shape, orders)
 
     @pytest.mark.parametrize("method, slices", [("hybrid-ef", 7), ("crt", "auto")])
     def test_nonfinite_complex_and_the_smallest_tiles(self, rng, avx2, method, slices):

@@ -13,7 +13,14 @@ not load.
 
 import numpy as np
 import pytest
-from conftest import cpu_engine_or_skip, float32_sgemm, matmul_on, python_with_engine_env
+from conftest import (
+    assert_same_bits_as,
+    cpu_engine_or_skip,
+    engines_where_they_run,
+    float32_sgemm,
+    matmul_on,
+    python_with_engine_env,
+)
 
 import ozlinalg
 from ozlinalg.engines import select
@@ -133,17 +140,6 @@ class TestExactness:
             SGEMMInt8Engine()
 
 
-def _others():
-    """The engines it must agree with: the float32 SGEMM engine, and the AVX2 engine
-    where it runs."""
-    out = [float32_sgemm()]
-    try:
-        out.append(select.cpu_engine("avx2"))
-    except EngineUnavailable:
-        pass
-    return out
-
-
 METHODS = ["bitmask", "rn", "bitmask-ef", "hybrid-ef", "crt", "crt-fast"]
 
 
@@ -157,20 +153,8 @@ class TestSameBits:
     @pytest.mark.parametrize("shape, orders", [((45, 2100, 37), "CF"), ((1, 7, 1), "FC"),
                                                ((33, 301, 21), "FF"), ((5, 1030, 64), "CC")])
     def test_methods_shapes_orders(self, rng, sgemm8, method, accuracy, shape, orders):
-        m, k, p = shape
-        a = random_matrix(rng, m, k, 1.5)
-        b = random_matrix(rng, k, p, 1.5)
-        a = np.asfortranarray(a) if orders[0] == "F" else a
-        b = np.asfortranarray(b) if orders[1] == "F" else b
-        if m > 2:
-            a[1] = 0.0  # a zero row
-        if accuracy == "faithful" and method in ("bitmask", "rn"):
-            accuracy = "dgemm"  # faithful mode: the EF and Ozaki-II methods
-        got, prof = matmul_on(sgemm8, a, b, method=method, accuracy=accuracy)
-        assert prof.calls[0].engine == sgemm8.describe()
-        for other in _others():
-            want, _ = matmul_on(other, a, b, method=method, accuracy=accuracy)
-            np.testing.assert_array_equal(got, want, err_msg=other.name)
+        assert_same_bits_as(engines_where_they_run("avx2"), sgemm8, rng, method, accuracy,
+                            shape, orders)
 
     @pytest.mark.parametrize("method", ["hybrid-ef", "bitmask", "rn", "crt"])
     @pytest.mark.parametrize("slices", [7, "auto"])
@@ -184,7 +168,7 @@ class TestSameBits:
             slices = 14
         with np.errstate(invalid="ignore"):
             got, _ = matmul_on(sgemm8, a, b, method=method, slices=slices)
-            for other in _others():
+            for other in engines_where_they_run("avx2"):
                 want, _ = matmul_on(other, a, b, method=method, slices=slices)
                 np.testing.assert_array_equal(got, want, err_msg=other.name)
 

@@ -41,12 +41,14 @@ class EstimatePasses(KernelPasses):
         (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
         return self._bf16_products(a16, ta, b16, tb)
 
-    def _squares(self, x):
-        """bf16 of ``x**2 * 2**48`` in ``x``'s memory order: ``(array, transposed)``."""
+    def _squares(self, x, dtype=np.uint16):
+        """``x**2 * 2**48`` in ``x``'s memory order, as bf16 bits (``uint16``) or float32:
+        ``(array, transposed)``, ``array`` the rows of ``x.T`` where ``transposed``."""
         cols = _is_cols(x)
         x = x.T if cols else np.ascontiguousarray(x)
-        out = self.scratch.empty(x.shape, np.uint16)
-        self._k(x.size).squares_bf16(x, _EST_SCALE, out)
+        out = self.scratch.empty(x.shape, dtype)
+        kernel = "squares_f32" if dtype == np.float32 else "squares_bf16"
+        getattr(self._k(x.size), kernel)(x, _EST_SCALE, out)
         return out, cols
 
     def _bf16_products(self, a16, ta, b16, tb):
@@ -90,21 +92,13 @@ class EstimatePasses(KernelPasses):
         if self.bf16_gemm is not None:
             (a16, ta), (b16, tb) = self._squares(xa), self._squares(xb)
             return self._bf16_scaled(a16, ta, b16, tb), _EST_SCALE**2
-        qa, qb = self._squares32(xa), self._squares32(xb)
-        m, p = qa.shape[0], qb.shape[0]
-        c = self.scratch.empty((m, p), np.float32)
-        if m and p:
+        # xa's and xb's shapes again, as views where stored transposed: BLAS takes either
+        qa, qb = (q.T if t else q for q, t in (self._squares(xa, np.float32),
+                                               self._squares(xb, np.float32)))
+        c = self.scratch.empty((qa.shape[0], qb.shape[0]), np.float32)
+        if c.size:
             np.matmul(qa, qb.T, out=c)
         return c, _EST_SCALE**2
-
-    def _squares32(self, x):
-        """float32 ``x**2 * 2**48``, ``x``'s shape, stored in ``x``'s memory order (a
-        transposed view where ``x``'s columns are contiguous: BLAS takes either)."""
-        cols = _is_cols(x)
-        xs = x.T if cols else np.ascontiguousarray(x)
-        out = self.scratch.empty(xs.shape, np.float32)
-        self._k(xs.size).squares_f32(xs, _EST_SCALE, out)
-        return out.T if cols else out
 
     def classify_estimate(self, q, consts, num):
         """One pass of ``ozlinalg.ozaki.counts.estimate.CountPlan.add_tile``: ``(codes, row_lo,
