@@ -22,7 +22,15 @@ container's cgroup limit and ``ulimit -v``, :func:`ozlinalg.engines._process.
 memory_bound_bytes`; environment variable
 ``OZLINALG_SCRATCH_CACHE`` in bytes, 0 disables it), and never more than the
 ``options(memory_limit=...)`` in force when a buffer comes back (handed in by
-``ozlinalg._options``: :func:`set_memory_limit_source`).
+``ozlinalg._options``: :func:`set_memory_limit_source`). Under such a limit the free
+buffers also make room for the pool's buffers in use: a buffer comes back only while
+the kept and the leased together stay within the limit, and a fresh allocation first
+frees the oldest kept buffers until they do; and while a product runs under such a
+limit the kept buffers stay within the limit less the product's planned working
+memory (:func:`headroom`). Kept buffers that no request of the product fits (sized
+for another product, or for another phase's tiles) would otherwise sit beside its
+working memory: 20-30 MiB of an Ozaki-II product's 45-70 MiB under 64-100 MiB at
+n = 2048 (``benchmarks/studies/memory_bound.py``).
 :func:`ozlinalg.engines.free_scratch` (or ``engine.scratch.clear()``) frees them.
 
 Out of memory: kept buffers are memory the process could use, so they go first.
@@ -34,6 +42,8 @@ next call fail too.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 import math
 import threading
@@ -45,7 +55,7 @@ from .._env import env_bytes
 from ._process import fork_safe_lock, memory_bound
 
 __all__ = ["ENV_SCRATCH", "MIN_BYTES", "ScratchPool", "default_limit", "free_scratch",
-           "release_after_oom"]
+           "headroom", "release_after_oom", "set_headroom"]
 
 ENV_SCRATCH = "OZLINALG_SCRATCH_CACHE"
 
@@ -93,6 +103,35 @@ def _options_cap():
 
 
 _POOLS = weakref.WeakSet()
+
+#: Bytes of free buffers the pools may keep while a product runs under an explicit
+#: memory limit (None: no such product): the limit less the product's planned working
+#: memory, so that kept buffers no request of the product fits (sized for another
+#: product, or another phase's tiles) cannot take it past the limit.
+_HEADROOM = contextvars.ContextVar("ozlinalg_scratch_headroom", default=None)
+
+
+@contextlib.contextmanager
+def headroom(pool, nbytes):
+    """Within: ``pool`` (and every pool) keeps at most ``nbytes`` of free buffers; the
+    kept ones beyond it are freed on entry."""
+    token = _HEADROOM.set(max(0, int(nbytes)))
+    try:
+        if pool is not None:
+            pool.trim(nbytes)
+        yield
+    finally:
+        _HEADROOM.reset(token)
+
+
+def set_headroom(pool, nbytes):
+    """Within :func:`headroom`: a new allowance (a phase whose planned memory differs);
+    elsewhere nothing."""
+    if _HEADROOM.get() is None:
+        return
+    _HEADROOM.set(max(0, int(nbytes)))
+    if pool is not None:
+        pool.trim(nbytes)
 
 
 def free_scratch():
@@ -163,6 +202,7 @@ class ScratchPool:
         # re-entrant: finalizers may run inside the pool's own calls
         self._lock = fork_safe_lock(threading.RLock)
         self.hits = 0  # buffers taken from the pool (tests read it)
+        self.leased = 0  # bytes of the pool's buffers in use
         _POOLS.add(self)
 
     @property
@@ -176,6 +216,14 @@ class ScratchPool:
         with self._lock:
             self._free.clear()
             self._generation += 1
+
+    def trim(self, keep=0):
+        """Free the oldest kept buffers until at most ``keep`` bytes are kept (leased ones
+        still come back)."""
+        with self._lock:
+            total = sum(b.nbytes for b in self._free)
+            while self._free and total > keep:
+                total -= self._free.pop(0).nbytes
 
     def empty(self, shape, dtype, order="C"):
         """``numpy.empty(shape, dtype, order)``, from a kept buffer where one fits.
@@ -200,16 +248,34 @@ class ScratchPool:
                 buf = self._free.pop(best)
                 self.hits += 1
         if buf is None:
+            self._make_room(nbytes)
             buf = _aligned(nbytes)  # may clear the pools: generation after it
+        with self._lock:
+            self.leased += buf.nbytes
         gen = self._generation
         lease = (ctypes.c_char * buf.nbytes).from_buffer(buf)
         weakref.finalize(lease, self._give, buf, gen).atexit = False
         flat = np.frombuffer(lease, dtype=dtype, count=count)
         return flat.reshape(shape, order=order)
 
+    def _make_room(self, nbytes):
+        """Under an ``options(memory_limit=...)``: free the oldest kept buffers until they,
+        the leased ones and ``nbytes`` more fit the limit."""
+        cap = _options_cap()
+        if cap == math.inf:
+            return
+        with self._lock:
+            total = sum(b.nbytes for b in self._free)
+            while self._free and total + self.leased + nbytes > cap:
+                total -= self._free.pop(0).nbytes
+
     def _give(self, buf, gen):
         try:
-            cap = min(self.limit, _options_cap())
+            with self._lock:
+                self.leased -= buf.nbytes
+            room = _HEADROOM.get()
+            cap = min(self.limit, _options_cap() - self.leased,
+                      math.inf if room is None else room)
         except Exception:  # noqa: BLE001 (a finalizer at interpreter shutdown: let it go)
             return
         with self._lock:

@@ -115,7 +115,7 @@ class SGEMMInt8Engine(Int8Engine):
         model = super().memory_model
         if model is None:
             return None
-        extra = {"input": 12, "product_input": 16, "crt_input": 16,
+        extra = {"input": 12, "product_input": 16, "crt_input": 16, "crt_product_input": 8,
                  "output": 32, "product_output": 72, "crt_output": 32}
         for key, generic in extra.items():
             extra[key] = model.get(key, generic) + F32_BYTES

@@ -64,6 +64,11 @@ class ProductPlan:
         Output tile shape ``(mt, pt)`` of the memory plan.
     block : int
         Length of the inner blocks.
+    retile : callable or None
+        ``retile(s)``: ``(tiles, (need, limit))``, the memory plan's tiles for the
+        product phase once the count ``s`` is known
+        (:func:`ozlinalg.ozaki.memory.product_plan`; None where none fit), their planned
+        bytes and the limit; None: the tiles stay.
     """
 
     xp: object
@@ -76,6 +81,7 @@ class ProductPlan:
     order: str = "C"
     tiles: tuple = (0, 0)
     block: int = 0
+    retile: object = None
 
     @property
     def passes(self):

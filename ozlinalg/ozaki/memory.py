@@ -38,6 +38,17 @@ The plan, :func:`plan_bytes`, is linear in four measures of the product::
 * ``extra``: what the driver knows on top (copies of operands with Inf / NaN
   lines, the native products of those lines, a column-major copy).
 
+Ozaki scheme II runs in two phases that never overlap: the count's (the rows'
+exponents and norms, the bound products W, the estimates) holds no residues, and the
+products' (each tile's residues and accumulators) starts after W is dropped. Its
+plan is the larger of the two sums, each over the terms of its phase. In faithful
+mode it stays their sum on one set of tiles: the exact recomputation of the entries
+left uncertified follows the products (gathered rows and limbs, 4 MiB at k = 300
+whatever the tiles), and the sum is its allowance. Once the count
+is known, the product phase may take larger tiles than the count's
+(:func:`product_plan`); so may Ozaki-I's tiles, planned for the most slices
+``slices="auto"`` may take, once its counts are chosen.
+
 The coefficients are per engine (``Engine.memory_model``, falling back to
 :data:`MEMORY_MODEL` key by key) and were fitted so that the plan bounds the
 measured peak (``benchmarks/studies/memory_bound.py``: tracemalloc, which sees
@@ -75,7 +86,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["MEMORY_MODEL", "MIN_TILE", "SLACK_BYTES", "SLACK_FRACTION", "MemoryPlan",
-           "family", "plan", "plan_bytes", "working_bytes"]
+           "count_bytes", "family", "plan", "plan_bytes", "product_bytes", "product_plan",
+           "working_bytes"]
 
 #: The smallest output tile side the planner goes down to.
 MIN_TILE = 8
@@ -95,6 +107,10 @@ MEMORY_MODEL = {
     "product_input": 16, "product_output": 72,
     "fp_input": 24, "fp_output": 72,
     "crt_input": 64, "crt_output": 80, "crt_output_per_modulus": 0,
+    # Ozaki-II's product phase (the residues' products, once the count is known): per
+    # tile input entry, what beside the residues a tile's rows hold while their
+    # residues are made (:func:`product_plan`)
+    "crt_product_input": 64,
     # Ozaki-II's bound products W per output entry (float64 copies of the tiles;
     # kept for the whole output, or one tile's when recomputed per pass)
     "bounds": 8,
@@ -133,16 +149,25 @@ def _prefix(fam):
 
 
 def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None, faithful=False, *,
-                  fam=None, blocks=1, bounds=False):
+                  fam=None, blocks=1, bounds=False, phase="all"):
     """Planned working memory (bytes) of ONE output tile (mt, pt) over an inner block
     of length ``k`` with up to ``s`` slices (moduli): :func:`plan_bytes` without the
     per-tile and whole-output terms. ``bounds``: Ozaki-II's W of this tile (when it
-    is recomputed per pass instead of kept for the whole output)."""
+    is recomputed per pass instead of kept for the whole output). ``phase``, for
+    Ozaki-II: ``"count"`` (the row vectors, W and the estimates: no residues),
+    ``"product"`` (the residues' products: no W, ``crt_product_input`` for the
+    rows) or ``"all"`` (both at once)."""
     fam = fam or ("crt" if crt else "ef")
     pre = _prefix(fam)
     slices = slice_bytes * s * (-(-mt // 4) * 4 + -(-pt // 4) * 4) * (-(-k // 16) * 16)
     out = coefficient(model, pre + "output")
+    inp = coefficient(model, pre + "input")
     if fam in ("crt", "crt-fast"):
+        if phase == "product":
+            inp = coefficient(model, "crt_product_input")
+            bounds = False
+        elif phase == "count":
+            slices = 0
         out += coefficient(model, "crt_output_per_modulus") * s
         if faithful:
             out += coefficient(model, "faithful_crt_output")
@@ -153,7 +178,7 @@ def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None, faithful=F
             out += coefficient(model, "faithful_output")
         if blocks > 1:
             out += coefficient(model, "blocks_output")
-    return int(coefficient(model, pre + "input") * (mt + pt) * k + slices + out * mt * pt)
+    return int(inp * (mt + pt) * k + slices + out * mt * pt)
 
 
 def global_bytes(m, p, fam, model=None, faithful=False, blocks=1, keep_bounds=False):
@@ -174,10 +199,37 @@ def plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, 
     mt, pt = tiles
     count = -(-m // mt) * -(-p // pt)
     stream = fam == "crt" and not keep_bounds
+    fixed = int(coefficient(model, "tile")) * count + int(extra)
+    if fam in ("crt", "crt-fast") and not faithful:  # the larger phase (module doc)
+        return max(count_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks,
+                               keep_bounds, extra),
+                   fixed + _product_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
+                                          faithful, blocks))
     return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
                           faithful=faithful, fam=fam, blocks=blocks, bounds=stream)
-            + int(coefficient(model, "tile")) * count
-            + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds) + int(extra))
+            + fixed + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds))
+
+
+def count_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, blocks=1,
+                keep_bounds=True, extra=0):
+    """Ozaki-II's count phase on tiles ``tiles``: the rows' vectors, W (kept for the
+    whole output, or one tile's per pass) and the estimates; no residues."""
+    mt, pt = tiles
+    count = -(-m // mt) * -(-p // pt)
+    return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
+                          faithful=faithful, fam=fam, blocks=blocks,
+                          bounds=fam == "crt" and not keep_bounds, phase="count")
+            + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds)
+            + int(coefficient(model, "tile")) * count + int(extra))
+
+
+def _product_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks):
+    """Ozaki-II's product phase without the per-tile and extra terms: the residues'
+    products of one tile, and what lives for the whole output but W."""
+    mt, pt = tiles
+    return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
+                          faithful=faithful, fam=fam, blocks=blocks, phase="product")
+            + global_bytes(m, p, fam, model, faithful, blocks, False))
 
 
 @dataclass(frozen=True)
@@ -228,11 +280,14 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
          extra=0):
     """The largest tiles whose plan fits ``limit`` (:class:`MemoryPlan`).
 
-    Ozaki-II with the accurate scaling keeps W for the whole output when a plan with
-    it fits, unless recomputing W per tile and pass allows tiles :data:`KEEP_W_AREA`
-    times larger (then, and where no plan with W fits, it recomputes). Where no
-    plan fits, the smallest one is returned (``fits`` False): the driver raises for an
-    explicit limit and attempts it for the engine's default.
+    Ozaki-II (but faithful): the tiles of its count phase (:func:`count_bytes`); its
+    product phase takes its own (:func:`product_plan`, here for ``s`` moduli, the most
+    the count may take), and the plan's bytes are the larger phase's. With the accurate scaling it
+    keeps W for the whole output when a plan with it fits, unless recomputing W per
+    tile and pass allows tiles :data:`KEEP_W_AREA` times larger (then, and where no
+    plan with W fits, it recomputes). Where no plan fits, the smallest one is returned
+    (``fits`` False): the driver raises for an explicit limit and attempts it for the
+    engine's default.
 
     Notes
     -----
@@ -240,11 +295,27 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
     ``coefficient("tile")`` bytes of Python objects, so below a few rows the count of
     tiles, not their size, decides.
     """
-    cands = [(keep, tiles, plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful,
-                                      blocks, keep, extra))
-             for keep in ((True, False) if fam == "crt" else (True,))
-             for tiles in _halvings(m, p)]
-    low = min(cands, key=lambda c: c[2])
+    if fam in ("crt", "crt-fast") and not faithful:
+        # the two phases take tiles of their own: the count's are chosen here, the
+        # products' once the count is known (product_plan), for the most moduli here
+        least = min(_product_total(m, p, k, s, t, fam, slice_bytes, model, faithful,
+                                   blocks, extra) for t in _halvings(m, p))
+        tiles = product_plan(m, p, k, s, limit, fam, slice_bytes, model, faithful, blocks,
+                             extra)
+        products = least if tiles is None else _product_total(
+            m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks, extra)
+        counts = [(keep, tiles, count_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
+                                            faithful, blocks, keep, extra))
+                  for keep in ((True, False) if fam == "crt" else (True,))
+                  for tiles in _halvings(m, p)]
+        cands = [(keep, tiles, max(products, need)) for keep, tiles, need in counts]
+        low = min(((keep, tiles, max(least, need)) for keep, tiles, need in counts),
+                  key=lambda c: c[2])
+    else:
+        cands = [(True, tiles, plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
+                                          faithful, blocks, True, extra))
+                 for tiles in _halvings(m, p)]
+        low = min(cands, key=lambda c: c[2])
     best = {}  # keep -> the largest fitting candidate (halvings come largest first)
     for c in cands:
         if c[2] <= limit and c[0] not in best:
@@ -256,6 +327,42 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
     if chosen is not None:
         return MemoryPlan(chosen[1], chosen[2], chosen[0], low[2], low[1], limit)
     return MemoryPlan(low[1], low[2], low[0], low[2], low[1], limit)
+
+
+def product_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, blocks=1,
+                  extra=0):
+    """The planned bytes of the product phase on tiles ``tiles`` (:func:`product_plan`)."""
+    if fam in ("crt", "crt-fast") and not faithful:
+        return _product_total(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks,
+                              extra)
+    return plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks, True,
+                      extra)
+
+
+def product_plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False,
+                 blocks=1, extra=0):
+    """The largest tiles for the product phase of a count ``s`` already chosen, or None
+    where no tiles fit ``limit``.
+
+    Ozaki-I (``fam`` "ef", "product", "fp") and faithful Ozaki-II: the plan of
+    :func:`plan` for ``s`` slices; the driver plans with the most slices
+    ``slices="auto"`` may take, and once the count is known (one per inner block, for
+    the whole product) Ozaki-I's tiles can grow (faithful Ozaki-II keeps its tiles).
+    Ozaki-II: the phases that choose the count and the shifts (row vectors, the bound
+    products W, the estimates) are over by then, and what lives is the tile's residues,
+    its accumulators, and one operand tile's normalized rows while its residues are
+    made (``crt_product_input``); W is gone.
+    """
+    return next((tiles for tiles in _halvings(m, p)
+                 if product_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful,
+                                  blocks, extra) <= limit), None)
+
+
+def _product_total(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks, extra):
+    """Ozaki-II's product phase on tiles ``tiles``, with the per-tile and extra terms."""
+    count = -(-m // tiles[0]) * -(-p // tiles[1])
+    return (_product_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks)
+            + int(coefficient(model, "tile")) * count + int(extra))
 
 
 def _area(cand):

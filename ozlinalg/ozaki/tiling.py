@@ -19,13 +19,15 @@ the engine):
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 
 import numpy as np
 
 from .._array import fp_errstate
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
-from ..engines import get_engine, release_after_oom
+from ..engines import get_engine, headroom, release_after_oom, set_headroom
 from . import faithful, memory, params
 from .balance import balance_inner
 from .complex import complex_matmul
@@ -163,9 +165,9 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     bad_cols, top_b = _nonfinite_lines(xp, engine, b, 0)
     any_bad_rows = bool(bad_rows.any())
     any_bad_cols = bool(bad_cols.any())
-    mplan = mem.plan(held + _nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_bad_rows,
-                                             any_bad_cols)
-                     + (8 * m * p if order == "F" and mem.crt else 0))
+    extra = (held + _nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_bad_rows, any_bad_cols)
+             + (8 * m * p if order == "F" and mem.crt else 0))
+    mplan = mem.plan(extra)
     mem.check(mplan, m, n, p, held)
     aw = xp.where(bad_rows[:, None], 0.0, a) if any_bad_rows else a
     bw = xp.where(bad_cols[None, :], 0.0, b) if any_bad_cols else b
@@ -179,9 +181,12 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     s_max = mem.s_max
     mt, pt = mplan.tiles
     plan = ProductPlan(xp, engine, meth, slices, opts, timers, counts, order, (mt, pt),
-                       mem.block)
+                       mem.block, functools.partial(mem.product_tiles, extra))
     try:
-        c = _tiled_product(plan, aw, bt, (top_a, top_b), mplan.keep_bounds)
+        # kept scratch buffers: within the limit less the plan (none beyond it)
+        with (headroom(engine.scratch, mem.limit - mplan.need) if mem.explicit
+              else contextlib.nullcontext()):
+            c = _tiled_product(plan, aw, bt, (top_a, top_b), mplan.keep_bounds)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
         # whatever the pool kept would only make the next attempt fail as well
         released = release_after_oom()
@@ -270,7 +275,7 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
                           profile_counts=counts, timers=timers, tiles=plan.tiles,
                           accuracy=opts.accuracy,
                           check=opts.accuracy != "faithful" and opts.count_check,
-                          keep_bounds=keep_bounds)
+                          keep_bounds=keep_bounds, retile=plan.retile)
         return xp.asfortranarray(c) if order == "F" else c
     tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
     if opts.accuracy == "faithful":
@@ -281,6 +286,7 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
     plans = None
     if slices == "auto" and len(tile_list) > 1:
         plans = _global_plans(plan, aw, bt, tile_list)
+        tile_list, plans, (mt, pt) = _retiled(plan, plans, tile_list, m, n, p)
     c = None if len(tile_list) == 1 else xp.empty((m, p), order=order)
     for i0, j0 in tile_list:
         tile = None
@@ -306,6 +312,27 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
             c[i0:i0 + mt, j0:j0 + pt] = tile
 
     return c
+
+
+def _retiled(plan, plans, tile_list, m, n, p):
+    """``(tile_list, plans, tiles)`` for the products once ``slices="auto"`` has chosen
+    its counts: the memory plan was made for the most slices auto may take
+    (``max_slices``), and with the counts known the tiles may grow (fewer, larger
+    engine calls; the same bits: one count per inner block, the same for every tile).
+    Unchanged where some entries go native (their masks are per tile)."""
+    tiles = plan.tiles
+    if plan.retile is None or any(native is not None for _, native in plans.values()):
+        return tile_list, plans, tiles
+    counts = {k0: s for (_, _, k0), (s, _) in plans.items()}
+    new, (need, limit) = plan.retile(max(counts.values()))
+    if new is None or new[0] * new[1] <= tiles[0] * tiles[1]:
+        return tile_list, plans, tiles
+    mt, pt = new
+    # what the count's tiles kept fits no request of the larger ones
+    set_headroom(plan.engine.scratch, limit - need)
+    tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
+    plans = {(i0, j0, k0): (s, None) for i0, j0 in tile_list for k0, s in counts.items()}
+    return tile_list, plans, new
 
 
 def _tiled_faithful(plan, aw, bt, tile_list):
@@ -497,6 +524,20 @@ class _MemoryArgs:
         """The :class:`~ozlinalg.ozaki.memory.MemoryPlan` with ``extra`` bytes on top."""
         return memory.plan(self.shape[0], self.shape[2], self.k, self.s_max, self.limit,
                            self.fam, self.sbytes, self.model, self.faith, self.blocks, extra)
+
+    def product_tiles(self, extra, s):
+        """``(tiles, (need, limit))``: the product phase's tiles once the count ``s`` is
+        known, with ``extra`` bytes on top (:func:`~ozlinalg.ozaki.memory.product_plan`;
+        None where none fit), their planned bytes and the limit."""
+        if self.faith and self.crt:  # one set of tiles (ozlinalg.ozaki.memory.plan)
+            return None, (None, self.limit)
+        s = min(int(s), self.s_max)
+        m, p = self.shape[0], self.shape[2]
+        args = (self.fam, self.sbytes, self.model, self.faith, self.blocks)
+        tiles = memory.product_plan(m, p, self.k, s, self.limit, *args, extra)
+        need = None if tiles is None else memory.product_bytes(m, p, self.k, s, tiles,
+                                                               *args, extra)
+        return tiles, (need, self.limit)
 
     def check(self, mplan, m, n, p, held=0):
         """MemoryError when an explicit limit is below the smallest plan (nothing of the

@@ -89,6 +89,42 @@ class TestScratchPool:
         free_scratch()
         assert pool.held == 0
 
+    def test_kept_and_leased_stay_within_a_memory_limit(self):
+        pool = ScratchPool(1 << 30)
+        with ozlinalg.options(memory_limit=5 * MIN_BYTES):
+            x = pool.empty(BIG, np.float64)  # 2 MIN_BYTES leased
+            y = pool.empty(BIG, np.float64)
+            assert pool.leased >= 4 * MIN_BYTES
+            del x  # kept: 2 + 2 within 5
+            assert pool.held == 2 * MIN_BYTES
+            z = pool.empty((3 * MIN_BYTES,), np.uint8)  # no fit: 2 + 2 + 3 > 5, kept freed
+            assert pool.held == 0
+            del y  # 2 + 3 leased before: room for it
+            assert pool.held == 2 * MIN_BYTES and pool.leased == 3 * MIN_BYTES
+            del z  # 2 + 3 kept within 5
+            assert pool.held == 5 * MIN_BYTES and pool.leased == 0
+        pool.clear()
+
+    def test_headroom_caps_what_is_kept_while_a_product_runs(self):
+        pool = ScratchPool(1 << 30)
+        xs = [pool.empty(BIG, np.float64) for _ in range(3)]
+        del xs
+        assert pool.held == 6 * MIN_BYTES
+        with _scratch.headroom(pool, 3 * MIN_BYTES):
+            assert pool.held == 2 * MIN_BYTES  # the oldest freed down to 3
+            x = pool.empty(BIG, np.float64)  # the kept one, reused
+            y = pool.empty(BIG, np.float64)
+            del x, y
+            assert pool.held == 2 * MIN_BYTES  # one of the two within 3
+            _scratch.set_headroom(pool, 0)  # a phase planned up to the limit
+            assert pool.held == 0
+        _scratch.set_headroom(pool, 0)  # outside: nothing
+        z = pool.empty(BIG, np.float64)
+        del z
+        assert pool.held == 2 * MIN_BYTES
+        pool.trim(MIN_BYTES)
+        assert pool.held == 0
+
     def test_best_fit_not_more_than_twice(self):
         pool = ScratchPool(1 << 30)
         x = pool.empty((5 * MIN_BYTES,), np.uint8)

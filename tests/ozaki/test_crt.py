@@ -185,6 +185,35 @@ class TestAccuracy:
         assert counts["slices"] == [0] and counts["int8_gemms"] == counts["bound_gemms"] == 1
         assert_dot_accurate(c, a, b)
 
+    @pytest.mark.parametrize("tiles, own", [((8, 8), (16, 12)), ((16, 12), (8, 8)),
+                                            ((40, 30), (7, 9)), ((9, 7), (40, 30))])
+    def test_native_entries_on_the_products_own_tiles(self, rng, tiles, own, monkeypatch):
+        # a few entries no count up to the cap serves: their masks, made on the count's
+        # tiles, are mapped onto the products' (larger, smaller, misaligned)
+        from ozlinalg.ozaki.crt import block
+
+        a = random_matrix(rng, 40, 128, 0.5)
+        b = random_matrix(rng, 128, 30, 0.5)
+        a[3] = random_matrix(rng, 1, 128, 12.0)[0]
+        a[17] = random_matrix(rng, 1, 128, 12.0)[0]
+        b[:, 5] = random_matrix(rng, 128, 1, 12.0)[:, 0]
+        natives = []
+        native_entries = block.native_entries
+
+        def spy(xp, c, x, yt, mask):
+            natives.append(int(mask.sum()))
+            return native_entries(xp, c, x, yt, mask)
+
+        monkeypatch.setattr(block, "native_entries", spy)
+        want, counts = run(a, b, moduli="auto", max_moduli=16)
+        assert counts["slices"] == [16] and sum(natives) > 0
+        whole = sum(natives)
+        natives.clear()
+        got, _ = run(a, b, moduli="auto", max_moduli=16, tiles=tiles,
+                     retile=lambda nmod: (own, (0, 1 << 40)))
+        np.testing.assert_array_equal(got, want)
+        assert sum(natives) == whole
+
     def test_choose_moduli_clips_with_warning(self):
         from ozlinalg.ozaki.crt import crt_constants
 

@@ -694,6 +694,52 @@ class TestMemory:
         # see (benchmarks/studies/memory_bound.py measures those through the resident set)
         assert peak - got.nbytes <= plan.need * (1 + SLACK_FRACTION) + (1 << 18)
 
+    @pytest.mark.parametrize("method", ["hybrid-ef", "crt", "crt-fast"])
+    def test_products_take_the_tiles_of_the_count_chosen(self, method, rng, cpu_engine,
+                                                          monkeypatch):
+        # planned for auto's most slices, the products take larger tiles once the count
+        # is known: fewer engine calls, the same bits, within the limit
+        from ozlinalg._matmul import memory_plan
+        from ozlinalg.engines import base
+        from ozlinalg.ozaki import memory, tiling
+
+        monkeypatch.setitem(base._ENGINES, "numpy", cpu_engine)
+        m, k, p = 240, 150, 260
+        a = rng.standard_normal((m, k))
+        b = rng.standard_normal((k, p))
+        with ozlinalg.profile() as prof:
+            want = ozlinalg.matmul(a, b, method=method)
+        s = prof.calls[-1].slices
+        s_max = ozlinalg.get_options().max_slices
+        fam = memory.family(method, method == "hybrid-ef")
+        low = memory_plan(m, k, p, method, "auto", "dgemm", 1 << 50, cpu_engine).minimum
+
+        def area(count, limit):
+            t = memory.product_plan(m, p, k, count, limit, fam, cpu_engine.slice_bytes,
+                                    cpu_engine.memory_model)
+            return t[0] * t[1]
+
+        limit = next((lim for lim in (int(low * 1.25 ** i) for i in range(40))
+                      if area(s, lim) > area(s_max, lim)), None)
+        assert limit is not None, "no limit where the count chosen allows larger tiles"
+
+        def run():
+            with ozlinalg.options(memory_limit=limit), ozlinalg.profile() as prof:
+                got = ozlinalg.matmul(a, b, method=method)
+            return got, prof.calls[-1].engine_calls
+
+        got, calls = run()
+        with monkeypatch.context() as mp:  # the products' tiles for the most slices
+            tiles = tiling._MemoryArgs.product_tiles
+            mp.setattr(tiling._MemoryArgs, "product_tiles",
+                       lambda self, extra, _: tiles(self, extra, self.s_max))
+            same, more = run()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(same, want)
+        assert calls < more
+        peak, _ = self.traced(run)
+        assert peak - got.nbytes <= limit * (1 + memory.SLACK_FRACTION) + (1 << 18)
+
     def test_balanced_copies_are_in_the_plan(self, rng):
         # balance=True copies both operands (9.8 MiB here, beyond the 4 MiB allowance):
         # the plan leaves room for them, so the working memory stays within the bound
@@ -719,6 +765,7 @@ class TestMemory:
         # shifts and count; W (the bound GEMMs) is computed more than once per tile
         from ozlinalg._matmul import memory_plan
         from ozlinalg.engines import base
+        from ozlinalg.ozaki import memory
 
         monkeypatch.setitem(base._ENGINES, "numpy", cpu_engine)
         a = rng.standard_normal((240, 150))
@@ -733,22 +780,62 @@ class TestMemory:
         (rec,) = prof.calls
         mt, pt = plan.minimum_tiles
         tiles = -(-240 // mt) * -(-260 // pt)
-        assert rec.int8_gemms - rec.slices * tiles > tiles  # bound GEMMs: several passes
+        # the residues' products on the product phase's own tiles, for the count chosen
+        own = memory.product_plan(240, 260, 150, rec.slices, plan.minimum, "crt",
+                                  cpu_engine.slice_bytes, cpu_engine.memory_model)
+        products = rec.slices * -(-240 // own[0]) * -(-260 // own[1])
+        assert rec.int8_gemms - products > tiles  # bound GEMMs: several passes
 
     def test_crt_keeps_w_unless_recomputing_it_quadruples_the_tiles(self):
         from ozlinalg.ozaki import memory
 
-        int8 = {"crt_input": 16, "crt_output": 32, "crt_output_per_modulus": 1, "bounds": 4}
-        # int8 residues: W kept with 256 x 256 tiles; without it 256 x 512 (2x): kept
-        plan = memory.plan(2048, 2048, 2048, 20, 64 << 20, "crt", 1, int8)
+        int8 = {"crt_input": 16, "crt_product_input": 8, "crt_output": 32,
+                "crt_output_per_modulus": 1, "bounds": 4}
+
+        def largest(limit, keep):  # the count phase's largest tiles
+            return next(t for t in memory._halvings(2048, 2048)
+                        if memory.count_bytes(2048, 2048, 2048, 20, t, "crt", 1, int8,
+                                              keep_bounds=keep) <= limit)
+
+        # int8 residues under 40 MiB: W kept with 256 x 256 tiles; without it 256 x 512
+        # (2x): kept
+        plan = memory.plan(2048, 2048, 2048, 20, 40 << 20, "crt", 1, int8)
         assert plan.fits and plan.keep_bounds and plan.tiles == (256, 256)
-        assert memory.plan_bytes(2048, 2048, 2048, 20, (256, 512), "crt", 1, int8,
-                                 keep_bounds=False) <= 64 << 20
-        # float32 residues: 32 x 64 with W, 64 x 128 without (4x): recomputed
-        plan = memory.plan(2048, 2048, 2048, 20, 64 << 20, "crt", 4)
-        assert plan.fits and not plan.keep_bounds and plan.tiles == (64, 128)
-        assert memory.plan_bytes(2048, 2048, 2048, 20, (32, 64), "crt", 4) <= 64 << 20
-        assert memory.plan_bytes(2048, 2048, 2048, 20, (64, 64), "crt", 4) > 64 << 20
+        assert largest(40 << 20, False) == (256, 512)
+        # under 24 MiB: 64 x 128 with W, 256 x 256 without (8x): recomputed
+        plan = memory.plan(2048, 2048, 2048, 20, 24 << 20, "crt", 1, int8)
+        assert plan.fits and not plan.keep_bounds and plan.tiles == (256, 256)
+        assert largest(24 << 20, True) == (64, 128)
+        # under 16 MiB no plan keeps W
+        plan = memory.plan(2048, 2048, 2048, 20, 16 << 20, "crt", 1, int8)
+        assert plan.fits and not plan.keep_bounds
+        assert all(memory.count_bytes(2048, 2048, 2048, 20, t, "crt", 1, int8) > 16 << 20
+                   for t in memory._halvings(2048, 2048))
+
+    def test_crt_phases_take_tiles_of_their_own(self):
+        from ozlinalg.ozaki import memory
+
+        int8 = {"crt_input": 16, "crt_product_input": 8, "crt_output": 32,
+                "crt_output_per_modulus": 1, "bounds": 4}
+        n, k, s, tiles = 2048, 2048, 16, (512, 512)
+        fixed = 1024 * 16  # the tiles' Python objects
+        rows = 16 * 1024 * k + (32 + s) * 512 * 512  # normalized rows, W's tiles, estimates
+        w = 4 * n * n  # W kept for the whole output
+        residues = 8 * 1024 * k + s * 1024 * k + (32 + s) * 512 * 512
+        assert memory.count_bytes(n, n, k, s, tiles, "crt", 1, int8) == fixed + rows + w
+        assert memory.plan_bytes(n, n, k, s, tiles, "crt", 1, int8) == (
+            fixed + max(rows + w, residues))
+        # under 64 MiB: the count's phase on 512 x 512 tiles with W; the products on
+        # 256 x 512 for the most moduli (20), on 512 x 512 for the 16 chosen
+        plan = memory.plan(n, n, k, 20, 64 << 20, "crt", 1, int8)
+        assert plan.tiles == (512, 512) and plan.keep_bounds
+        assert memory.product_plan(n, n, k, 20, 64 << 20, "crt", 1, int8) == (256, 512)
+        assert memory.product_plan(n, n, k, s, 64 << 20, "crt", 1, int8) == (512, 512)
+        assert plan.need <= 64 << 20
+        # Ozaki-I: the plan for the count chosen instead of the most slices auto takes
+        ef = {"input": 12, "output": 32}
+        assert memory.plan(n, n, k, 20, 64 << 20, "ef", 1, ef).tiles == (256, 512)
+        assert memory.product_plan(n, n, k, 9, 64 << 20, "ef", 1, ef) == (512, 512)
 
     @pytest.mark.parametrize("method, s, accuracy", CASES[::2])
     def test_below_the_minimum_raises_before_allocating(self, method, s, accuracy, rng):

@@ -189,13 +189,15 @@ class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accumu
         copy (none for fixed counts) and BF16 squares per input entry; FP64 accumulator
         (beside the result when there are several tiles), top groups, INT32 result and
         the FP32 estimate per output entry; for Ozaki-II also the bound operand, and one
-        int8 residue per output entry and modulus instead of FP64 limbs; W as int32.
+        int8 residue per output entry and modulus instead of FP64 limbs; W as int32;
+        Ozaki-II's product phase, one operand tile's normalized float64 copy at a time.
         Fitted to the peaks of ``benchmarks/studies/memory_bound.py`` (tests/ozaki/test_matmul.py::
         TestMemory checks them)."""
         if self.kernels is None:
             return None
-        return {"input": 12, "output": 32, "product_output": 72, "crt_input": 16,
-                "crt_output": 32, "crt_output_per_modulus": 1, "bounds": 4}
+        return {"input": 12, "output": 32, "product_input": 12, "product_output": 72,
+                "crt_input": 16, "crt_product_input": 8, "crt_output": 32,
+                "crt_output_per_modulus": 1, "bounds": 4}
     #: Panel width of the factorizations: at INT8 speed the passes over each trailing
     #: update's output (estimate, one per EF group, scaling) weigh against its
     #: k = block_size inner dimension. Measured on 2 threads, getrf / potrf / geqrf

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from functools import partial
 
+from ...engines import set_headroom
 from .. import faithful
 from ..counts.estimate import abs_sum_upper, sq_norm_upper
 from ..counts.moduli import check_fixed, decide_auto
@@ -283,7 +284,11 @@ def _residues(blk, which, r0, r1, ints, consts, nmod):
     """The residues of the integerized rows r0:r1 of A ("a") or B^T ("b") for the
     first ``nmod`` moduli, in the engine's layout for products: on the GPU they are
     stored padded once, so no modulus's GEMM copies them."""
-    x = blk.operand(which, r0, r1)[0]
+    if (which, r0) in blk.kept and blk.kept[(which, r0)][0].shape[0] == r1 - r0:
+        x = blk.kept[(which, r0)][0]  # one tile: the count's normalized rows
+    else:  # the rows alone (their norms were taken in the count's phase)
+        x = passes_for(blk.engine, blk.xp).normalize_rows(
+            (blk.a if which == "a" else blk.bt)[r0:r1])[0]
     out = passes_for(blk.engine, blk.xp).slice_storage(x, nmod, "crt", which)
     if which == "a":
         shift, rnd, bits = ints.mu[r0:r1], ints.ra[r0:r1], ints.bits_a
@@ -315,7 +320,7 @@ def _accumulate(blk, da, db, consts, nmod, tile_shape):
 
 
 def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
-               out=None, faith=False, verdicts=None, keep_bounds=True):
+               out=None, faith=False, verdicts=None, keep_bounds=True, retile=None):
     """One inner block over all output tiles; returns the block's product, or adds it
     to ``out`` (a previous block's result) tile by tile. Faithful mode (``faith``
     "certify" or "bound"): returns ``(c, certified)`` or ``(c, bound)`` (final units),
@@ -324,7 +329,8 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
     appended when the count falls short of auto's (:func:`.count._fixed_short`).
     ``keep_bounds`` (accurate scaling): W kept for the whole output while the plan is
     made (False: recomputed per pass, :class:`.shifts.RecomputedBounds`; the memory plan's
-    choice)."""
+    choice). ``retile``: the product phase's tiles for the count chosen
+    (:func:`.product.crt_matmul_2d`)."""
     m, k = a.shape
     p = bt.shape[0]
     mt, pt = tiles or (m, p)
@@ -368,19 +374,22 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
     c = out
     res_all = (xp.empty((m, p), dtype=bool if faith == "certify" else xp.float64)
                if faith else None)
-    for i0, i1 in blk.rtiles:
+    rtiles, ctiles = _product_tiles(blk, retile, nmod)
+    single = len(rtiles) == 1 and len(ctiles) == 1
+    for i0, i1 in rtiles:
         with _timer(timers, "split"):
             da = _residues(blk, "a", i0, i1, ints, consts, nmod)
-        for j0, j1 in blk.ctiles:
+        for j0, j1 in ctiles:
             with _timer(timers, "split"):
                 db = _residues(blk, "b", j0, j1, ints, consts, nmod)
                 blk.kept.clear()
+            native = _native_mask(xp, natives, i0, i1, j0, j1)
             acc = _accumulate(blk, da, db, consts, nmod, (i1 - i0, j1 - j0))
             del db
             with _timer(timers, "acc"):
                 if faith:
-                    cpr, res = certify_tile(xp, engine, faith, acc, rows, ints, k,
-                                            natives.get((i0, j0)), (i0, i1, j0, j1))
+                    cpr, res = certify_tile(xp, engine, faith, acc, rows, ints, k, native,
+                                            (i0, i1, j0, j1))
                 else:
                     cpr = acc.result()
                 apply_exponents(xp, cpr, ints.ea[i0:i1], ints.eb[j0:j1], 0.0,
@@ -391,16 +400,53 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
                         c = xp.empty((m, p))
                     c[i0:i1, j0:j1] = cpr
                     continue
-            native = natives.get((i0, j0))
             if native is not None:
                 native_entries(xp, cpr, a[i0:i1], bt[j0:j1], native)
-            if blk.single and c is None:
+            if single and c is None:
                 return cpr
             if c is None:
                 c = xp.empty((m, p))
             _store(xp, c, cpr, i0, j0, out is not None, timers)
         del da
     return (c, res_all) if faith else c
+
+
+def _product_tiles(blk, retile, nmod):
+    """The row and column tiles of the product phase: the memory plan's for ``nmod``
+    moduli (``retile``; W and the count's passes are over), else the count's."""
+    if retile is None:
+        return blk.rtiles, blk.ctiles
+    new, (need, limit) = retile(nmod)
+    if new is None:
+        return blk.rtiles, blk.ctiles
+    m, p = blk.m, blk.p
+    if new == (blk.rtiles[0][1], blk.ctiles[0][1]):
+        return blk.rtiles, blk.ctiles
+    # the count's buffers (normalized rows, W's tiles, estimates) fit no request now,
+    # and its one tile's normalized rows are not the products' tiles
+    blk.kept.clear()
+    set_headroom(blk.engine.scratch, limit - need)
+    return ([(i0, min(m, i0 + new[0])) for i0 in range(0, m, new[0])],
+            [(j0, min(p, j0 + new[1])) for j0 in range(0, p, new[1])])
+
+
+def _native_mask(xp, natives, i0, i1, j0, j1):
+    """The entries of the product tile ``[i0:i1, j0:j1]`` left to native arithmetic
+    (None: none), from the count's masks (``{(r0, c0): mask}`` over its own tiles)."""
+    if not natives:
+        return None
+    mask = natives.get((i0, j0))
+    if mask is not None and mask.shape == (i1 - i0, j1 - j0):
+        return mask
+    mask = None
+    for (a0, b0), part in natives.items():
+        r0, r1 = max(a0, i0), min(a0 + part.shape[0], i1)
+        c0, c1 = max(b0, j0), min(b0 + part.shape[1], j1)
+        if r0 < r1 and c0 < c1:
+            if mask is None:
+                mask = xp.zeros((i1 - i0, j1 - j0), dtype=bool)
+            mask[r0 - i0:r1 - i0, c0 - j0:c1 - j0] = part[r0 - a0:r1 - a0, c0 - b0:c1 - b0]
+    return mask
 
 
 def _predicts(blk, natives):

@@ -14,7 +14,7 @@ __all__ = ["CRT_INNER_BLOCK", "crt_matmul_2d"]
 
 def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_moduli=20,
                   profile_counts=None, timers=None, tiles=None, accuracy="dgemm",
-                  recompute=True, check=False, keep_bounds=True):
+                  recompute=True, check=False, keep_bounds=True, retile=None):
     """``a @ b`` for finite float64 2-D arrays by Ozaki scheme II.
 
     Parameters
@@ -63,6 +63,12 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         the count and the shifts are planned (the default), or recomputed tile by
         tile in each pass that reads them (the driver's choice when W does not fit
         ``memory_limit``; one more bound GEMM per tile and pass). Same result.
+    retile : callable, optional
+        ``retile(nmod)``: ``(tiles, (need, limit))``, the tiles of the product phase once
+        the count is known (the memory plan's :func:`ozlinalg.ozaki.memory.product_plan`:
+        W and the count's passes are over by then; None where none fit), their planned
+        bytes and the limit; without it (or None) the products take ``tiles``. Same
+        result.
 
     Returns
     -------
@@ -98,7 +104,7 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
             c, res = crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
                                 max_moduli, counts, timers, tiles, None,
                                 "certify" if parts is None else "bound",
-                                keep_bounds=keep_bounds)
+                                keep_bounds=keep_bounds, retile=retile)
             if parts is not None:
                 parts.add(c, res)
         if parts is not None:
@@ -119,7 +125,7 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         k1 = min(n, k0 + step)
         part = crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
                           max_moduli, counts, timers, tiles, c, verdicts=verdicts,
-                          keep_bounds=keep_bounds)
+                          keep_bounds=keep_bounds, retile=retile)
         if c is None:
             c = part
     if verdicts:
