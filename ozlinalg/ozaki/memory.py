@@ -38,16 +38,16 @@ The plan, :func:`plan_bytes`, is linear in four measures of the product::
 * ``extra``: what the driver knows on top (copies of operands with Inf / NaN
   lines, the native products of those lines, a column-major copy).
 
-Ozaki scheme II runs in two phases that never overlap: the count's (the rows'
-exponents and norms, the bound products W, the estimates) holds no residues, and the
-products' (each tile's residues and accumulators) starts after W is dropped. Its
-plan is the larger of the two sums, each over the terms of its phase. In faithful
-mode it stays their sum on one set of tiles: the exact recomputation of the entries
-left uncertified follows the products (gathered rows and limbs, 4 MiB at k = 300
-whatever the tiles), and the sum is its allowance. Once the count
-is known, the product phase may take larger tiles than the count's
-(:func:`product_plan`); so may Ozaki-I's tiles, planned for the most slices
-``slices="auto"`` may take, once its counts are chosen.
+A product runs in two phases that never overlap: the count's (normalized rows and
+estimates; for Ozaki scheme II also the rows' exponents and norms and the bound
+products W) holds no slices or residues, and the products' (each tile's slices or
+residues and accumulators) starts once the count is chosen (and W dropped). The two
+take tiles of their own (:func:`count_bytes`, :func:`product_plan`: the products'
+for the count chosen, the plan's for the most slices ``slices="auto"`` may take), and
+the plan is the larger phase. SplitFP and the faithful mode keep one set of tiles and
+the sum of both phases: in faithful mode the exact recomputation of the entries left
+uncertified follows the products (gathered rows and limbs, 4 MiB at k = 300 whatever
+the tiles), and the sum is its allowance.
 
 The coefficients are per engine (``Engine.memory_model``, falling back to
 :data:`MEMORY_MODEL` key by key) and were fitted so that the plan bounds the
@@ -153,10 +153,11 @@ def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None, faithful=F
     """Planned working memory (bytes) of ONE output tile (mt, pt) over an inner block
     of length ``k`` with up to ``s`` slices (moduli): :func:`plan_bytes` without the
     per-tile and whole-output terms. ``bounds``: Ozaki-II's W of this tile (when it
-    is recomputed per pass instead of kept for the whole output). ``phase``, for
-    Ozaki-II: ``"count"`` (the row vectors, W and the estimates: no residues),
-    ``"product"`` (the residues' products: no W, ``crt_product_input`` for the
-    rows) or ``"all"`` (both at once)."""
+    is recomputed per pass instead of kept for the whole output). ``phase``:
+    ``"count"`` (the count's phase: normalized rows and estimates, for Ozaki-II also
+    the row vectors and W; no slices or residues), ``"product"`` (Ozaki-II's residues'
+    products: no W, ``crt_product_input`` for the rows) or ``"all"`` (both at once:
+    Ozaki-I's products, which also hold the normalized rows)."""
     fam = fam or ("crt" if crt else "ef")
     pre = _prefix(fam)
     slices = slice_bytes * s * (-(-mt // 4) * 4 + -(-pt // 4) * 4) * (-(-k // 16) * 16)
@@ -173,6 +174,8 @@ def working_bytes(mt, pt, k, s, crt=False, slice_bytes=4, model=None, faithful=F
             out += coefficient(model, "faithful_crt_output")
         if bounds:
             out += coefficient(model, "bounds")
+    elif phase == "count":  # Ozaki-I's count: normalized rows and estimates, no slices
+        slices = 0
     else:
         if faithful:
             out += coefficient(model, "faithful_output")
@@ -212,8 +215,9 @@ def plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, 
 
 def count_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, blocks=1,
                 keep_bounds=True, extra=0):
-    """Ozaki-II's count phase on tiles ``tiles``: the rows' vectors, W (kept for the
-    whole output, or one tile's per pass) and the estimates; no residues."""
+    """The count's phase on tiles ``tiles``: the normalized rows and the estimates (for
+    Ozaki-II also the rows' vectors and W, kept for the whole output or one tile's per
+    pass); no slices or residues."""
     mt, pt = tiles
     count = -(-m // mt) * -(-p // pt)
     return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
@@ -280,12 +284,13 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
          extra=0):
     """The largest tiles whose plan fits ``limit`` (:class:`MemoryPlan`).
 
-    Ozaki-II (but faithful): the tiles of its count phase (:func:`count_bytes`); its
-    product phase takes its own (:func:`product_plan`, here for ``s`` moduli, the most
-    the count may take), and the plan's bytes are the larger phase's. With the accurate scaling it
-    keeps W for the whole output when a plan with it fits, unless recomputing W per
-    tile and pass allows tiles :data:`KEEP_W_AREA` times larger (then, and where no
-    plan with W fits, it recomputes). Where no plan fits, the smallest one is returned
+    The tiles of the count's phase (:func:`count_bytes`; SplitFP and faithful mode: one
+    set of tiles for both phases); the products take their own (:func:`product_plan`,
+    here for ``s`` slices or moduli, the most the count may take), and the plan's
+    bytes are the larger phase's. Ozaki-II with the accurate scaling keeps W for the
+    whole output when a plan with it fits, unless recomputing W per tile and pass
+    allows tiles :data:`KEEP_W_AREA` times larger (then, and where no plan with W fits,
+    it recomputes). Where no plan fits, the smallest one is returned
     (``fits`` False): the driver raises for an explicit limit and attempts it for the
     engine's default.
 
@@ -295,14 +300,14 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
     ``coefficient("tile")`` bytes of Python objects, so below a few rows the count of
     tiles, not their size, decides.
     """
-    if fam in ("crt", "crt-fast") and not faithful:
+    if _phased(fam, faithful):
         # the two phases take tiles of their own: the count's are chosen here, the
-        # products' once the count is known (product_plan), for the most moduli here
-        least = min(_product_total(m, p, k, s, t, fam, slice_bytes, model, faithful,
-                                   blocks, extra) for t in _halvings(m, p))
+        # products' once the count is known (product_plan), for the most slices here
+        least = min(product_bytes(m, p, k, s, t, fam, slice_bytes, model, faithful,
+                                  blocks, extra) for t in _halvings(m, p))
         tiles = product_plan(m, p, k, s, limit, fam, slice_bytes, model, faithful, blocks,
                              extra)
-        products = least if tiles is None else _product_total(
+        products = least if tiles is None else product_bytes(
             m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks, extra)
         counts = [(keep, tiles, count_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
                                             faithful, blocks, keep, extra))
@@ -344,18 +349,24 @@ def product_plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False
     """The largest tiles for the product phase of a count ``s`` already chosen, or None
     where no tiles fit ``limit``.
 
-    Ozaki-I (``fam`` "ef", "product", "fp") and faithful Ozaki-II: the plan of
-    :func:`plan` for ``s`` slices; the driver plans with the most slices
-    ``slices="auto"`` may take, and once the count is known (one per inner block, for
-    the whole product) Ozaki-I's tiles can grow (faithful Ozaki-II keeps its tiles).
-    Ozaki-II: the phases that choose the count and the shifts (row vectors, the bound
-    products W, the estimates) are over by then, and what lives is the tile's residues,
-    its accumulators, and one operand tile's normalized rows while its residues are
-    made (``crt_product_input``); W is gone.
+    Ozaki-I (``fam`` "ef", "product", "fp"): the normalized rows, the slices and the
+    accumulators of a tile (:func:`plan_bytes`). Ozaki-II: the phases that choose the
+    count and the shifts (row vectors, the bound products W, the estimates) are over
+    by then, and what lives is the tile's residues, its accumulators, and one operand
+    tile's normalized rows while its residues are made (``crt_product_input``); W is
+    gone. The driver asks with the count chosen (one per inner block, for the whole
+    product); :func:`plan` with the most ``slices="auto"`` may take.
     """
     return next((tiles for tiles in _halvings(m, p)
                  if product_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful,
                                   blocks, extra) <= limit), None)
+
+
+def _phased(fam, faithful):
+    """Whether the count's phase and the products' take tiles of their own: every family
+    but SplitFP (one inner block of 1024, its count per block) and faithful mode (one
+    set of tiles, whose sum of both phases also covers the exact recomputation)."""
+    return fam != "fp" and not faithful
 
 
 def _product_total(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks, extra):

@@ -10,7 +10,27 @@ from __future__ import annotations
 from .._array import fp_errstate
 from .._profile import record_native_flops
 
-__all__ = ["native_entries"]
+__all__ = ["native_entries", "native_mask"]
+
+
+def native_mask(xp, natives, i0, i1, j0, j1):
+    """The entries of the tile ``[i0:i1, j0:j1]`` left to native arithmetic (None: none),
+    from masks made over other tiles (``{(r0, c0): mask}``: the count's tiles, when the
+    products take tiles of their own)."""
+    if not natives:
+        return None
+    mask = natives.get((i0, j0))
+    if mask is not None and mask.shape == (i1 - i0, j1 - j0):
+        return mask
+    mask = None
+    for (a0, b0), part in natives.items():
+        r0, r1 = max(a0, i0), min(a0 + part.shape[0], i1)
+        c0, c1 = max(b0, j0), min(b0 + part.shape[1], j1)
+        if r0 < r1 and c0 < c1:
+            if mask is None:
+                mask = xp.zeros((i1 - i0, j1 - j0), dtype=bool)
+            mask[r0 - i0:r1 - i0, c0 - j0:c1 - j0] = part[r0 - a0:r1 - a0, c0 - b0:c1 - b0]
+    return mask
 
 
 def native_entries(xp, c, a, bt, mask):

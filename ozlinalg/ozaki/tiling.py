@@ -40,6 +40,7 @@ from .counts.adequacy import (
 )
 from .counts.slices import plan_auto, slice_thresholds
 from .gemm import ProductPlan, block_width, emulate_block, faithful_block, predicted_slices
+from .native import native_mask
 from .passes import passes_for
 from .small import small_product
 
@@ -284,9 +285,9 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
         with timers["split"]:
             _check_fixed_count(plan, aw, bt, int(slices), tile_list, row_max)
     plans = None
-    if slices == "auto" and len(tile_list) > 1:
+    if slices == "auto" and (len(tile_list) > 1 or _split_products(plan, m, p)):
         plans = _global_plans(plan, aw, bt, tile_list)
-        tile_list, plans, (mt, pt) = _retiled(plan, plans, tile_list, m, n, p)
+    tile_list, plans, (mt, pt) = _product_tiles(plan, plans, tile_list, m, p)
     c = None if len(tile_list) == 1 else xp.empty((m, p), order=order)
     for i0, j0 in tile_list:
         tile = None
@@ -294,7 +295,7 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
         for k0 in range(0, n, block):
             part = emulate_block(plan, aw[i0:i0 + mt, k0:k0 + block],
                                  bt[j0:j0 + pt, k0:k0 + block],
-                                 None if plans is None else plans[(i0, j0, k0)])
+                                 None if plans is None else plans(i0, j0, k0))
             if tile is None:
                 tile = part
                 continue
@@ -314,25 +315,46 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
     return c
 
 
-def _retiled(plan, plans, tile_list, m, n, p):
-    """``(tile_list, plans, tiles)`` for the products once ``slices="auto"`` has chosen
-    its counts: the memory plan was made for the most slices auto may take
-    (``max_slices``), and with the counts known the tiles may grow (fewer, larger
-    engine calls; the same bits: one count per inner block, the same for every tile).
-    Unchanged where some entries go native (their masks are per tile)."""
-    tiles = plan.tiles
-    if plan.retile is None or any(native is not None for _, native in plans.values()):
-        return tile_list, plans, tiles
-    counts = {k0: s for (_, _, k0), (s, _) in plans.items()}
-    new, (need, limit) = plan.retile(max(counts.values()))
-    if new is None or new[0] * new[1] <= tiles[0] * tiles[1]:
-        return tile_list, plans, tiles
+def _split_products(plan, m, p):
+    """Whether the products may need more than one tile where the count's phase takes
+    the whole output (its own plan has no slices): then ``slices="auto"`` decides its
+    count for the whole product first, so that every tile takes the same."""
+    if plan.retile is None:
+        return False
+    tiles, _ = plan.retile(plan.opts.max_slices)
+    return tiles != (m, p)
+
+
+def _product_tiles(plan, plans, tile_list, m, p):
+    """``(tile_list, plans, tiles)`` of the products: the memory plan's tiles for the
+    count chosen (``plan.retile``: planned for the most slices auto may take, and on
+    tiles of its own, the count's phase holding no slices), and ``plans(i0, j0, k0)``,
+    each tile's ``(s, native)`` with the count's native masks mapped onto it (None for
+    a fixed count). The same bits on any tiles: one count per inner block for the
+    whole product."""
+    xp, tiles = plan.xp, plan.tiles
+    by_tile = None
+    if plans is not None:
+        counts = {k0: s for (_, _, k0), (s, _) in plans.items()}
+        natives = {k0: {(i0, j0): native for (i0, j0, kk), (_, native) in plans.items()
+                        if kk == k0 and native is not None} for k0 in counts}
+
+        def by_tile(i0, j0, k0):
+            return counts[k0], native_mask(xp, natives[k0], i0, min(m, i0 + mt), j0,
+                                           min(p, j0 + pt))
+    if plan.retile is None or (plans is None and plan.slices == "auto"):
+        new = None  # (one tile, whose products fit the most slices: _split_products)
+    else:
+        new, (need, limit) = plan.retile(max(counts.values()) if plans is not None
+                                         else int(plan.slices))
+    if new is None:
+        new = tiles
+    elif new != tiles:
+        # what the count's tiles kept fits no request of the products'
+        set_headroom(plan.engine.scratch, limit - need)
+        tile_list = [(i0, j0) for i0 in range(0, m, new[0]) for j0 in range(0, p, new[1])]
     mt, pt = new
-    # what the count's tiles kept fits no request of the larger ones
-    set_headroom(plan.engine.scratch, limit - need)
-    tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
-    plans = {(i0, j0, k0): (s, None) for i0, j0 in tile_list for k0, s in counts.items()}
-    return tile_list, plans, new
+    return tile_list, by_tile, new
 
 
 def _tiled_faithful(plan, aw, bt, tile_list):

@@ -740,6 +740,40 @@ class TestMemory:
         peak, _ = self.traced(run)
         assert peak - got.nbytes <= limit * (1 + memory.SLACK_FRACTION) + (1 << 18)
 
+    def test_native_entries_on_the_products_own_tiles(self, cpu_engine, monkeypatch):
+        # entries no count up to max_slices serves: their masks, made on the count's
+        # tiles, are mapped onto the products' tiles (other shapes), the same bits
+        from ozlinalg._matmul import memory_plan
+        from ozlinalg.engines import base
+        from ozlinalg.ozaki import memory
+
+        monkeypatch.setitem(base._ENGINES, "numpy", cpu_engine)
+        rng = np.random.default_rng(3)  # (a draw with a few such entries)
+        a = random_matrix(rng, 120, 128, 0.5)
+        b = random_matrix(rng, 128, 100, 0.5)
+        for i in (3, 77):
+            a[i] = random_matrix(rng, 1, 128, 12.0)[0]
+        b[:, 5] = random_matrix(rng, 128, 1, 12.0)[:, 0]
+        with ozlinalg.options(max_slices=9, balance=False):  # (no balanced copies)
+            with ozlinalg.profile() as prof:
+                want = ozlinalg.matmul(a, b)
+            native, s = prof.native_flops, prof.calls[-1].slices
+            assert 0 < native < 2.0 * 120 * 128 * 100 and s == 9
+            low = memory_plan(120, 128, 100, limit=1 << 50, engine=cpu_engine).minimum
+            seen = set()
+            for limit in (int(low * 1.3 ** i) for i in range(30)):
+                count = memory_plan(120, 128, 100, limit=limit, engine=cpu_engine).tiles
+                own = memory.product_plan(120, 100, 128, s, limit, "ef",
+                                          cpu_engine.slice_bytes, cpu_engine.memory_model)
+                if own == count or (count, own) in seen:
+                    continue
+                seen.add((count, own))
+                with ozlinalg.options(memory_limit=limit), ozlinalg.profile() as prof:
+                    got = ozlinalg.matmul(a, b)
+                np.testing.assert_array_equal(got, want)
+                assert prof.native_flops == native
+        assert len(seen) >= 2
+
     def test_balanced_copies_are_in_the_plan(self, rng):
         # balance=True copies both operands (9.8 MiB here, beyond the 4 MiB allowance):
         # the plan leaves room for them, so the working memory stays within the bound
@@ -832,9 +866,13 @@ class TestMemory:
         assert memory.product_plan(n, n, k, 20, 64 << 20, "crt", 1, int8) == (256, 512)
         assert memory.product_plan(n, n, k, s, 64 << 20, "crt", 1, int8) == (512, 512)
         assert plan.need <= 64 << 20
-        # Ozaki-I: the plan for the count chosen instead of the most slices auto takes
+        # Ozaki-I: the count's phase holds no slices (512 x 1024 tiles); the products
+        # take 256 x 512 for the most slices auto takes, 512 x 512 for the 9 chosen
         ef = {"input": 12, "output": 32}
-        assert memory.plan(n, n, k, 20, 64 << 20, "ef", 1, ef).tiles == (256, 512)
+        assert memory.count_bytes(n, n, k, 20, (512, 1024), "ef", 1, ef) == (
+            8 * 1024 + 12 * 1536 * k + 32 * 512 * 1024)
+        assert memory.plan(n, n, k, 20, 64 << 20, "ef", 1, ef).tiles == (512, 1024)
+        assert memory.product_plan(n, n, k, 20, 64 << 20, "ef", 1, ef) == (256, 512)
         assert memory.product_plan(n, n, k, 9, 64 << 20, "ef", 1, ef) == (512, 512)
 
     @pytest.mark.parametrize("method, s, accuracy", CASES[::2])

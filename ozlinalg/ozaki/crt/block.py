@@ -18,7 +18,7 @@ from ...engines import set_headroom
 from .. import faithful
 from ..counts.estimate import abs_sum_upper, sq_norm_upper
 from ..counts.moduli import check_fixed, decide_auto
-from ..native import native_entries
+from ..native import native_entries, native_mask
 from ..passes import passes_for
 from ..scaling import apply_exponents
 from .certify import certify_tile, faithful_moduli
@@ -383,7 +383,7 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
             with _timer(timers, "split"):
                 db = _residues(blk, "b", j0, j1, ints, consts, nmod)
                 blk.kept.clear()
-            native = _native_mask(xp, natives, i0, i1, j0, j1)
+            native = native_mask(xp, natives, i0, i1, j0, j1)
             acc = _accumulate(blk, da, db, consts, nmod, (i1 - i0, j1 - j0))
             del db
             with _timer(timers, "acc"):
@@ -428,25 +428,6 @@ def _product_tiles(blk, retile, nmod):
     set_headroom(blk.engine.scratch, limit - need)
     return ([(i0, min(m, i0 + new[0])) for i0 in range(0, m, new[0])],
             [(j0, min(p, j0 + new[1])) for j0 in range(0, p, new[1])])
-
-
-def _native_mask(xp, natives, i0, i1, j0, j1):
-    """The entries of the product tile ``[i0:i1, j0:j1]`` left to native arithmetic
-    (None: none), from the count's masks (``{(r0, c0): mask}`` over its own tiles)."""
-    if not natives:
-        return None
-    mask = natives.get((i0, j0))
-    if mask is not None and mask.shape == (i1 - i0, j1 - j0):
-        return mask
-    mask = None
-    for (a0, b0), part in natives.items():
-        r0, r1 = max(a0, i0), min(a0 + part.shape[0], i1)
-        c0, c1 = max(b0, j0), min(b0 + part.shape[1], j1)
-        if r0 < r1 and c0 < c1:
-            if mask is None:
-                mask = xp.zeros((i1 - i0, j1 - j0), dtype=bool)
-            mask[r0 - i0:r1 - i0, c0 - j0:c1 - j0] = part[r0 - a0:r1 - a0, c0 - b0:c1 - b0]
-    return mask
 
 
 def _predicts(blk, natives):
