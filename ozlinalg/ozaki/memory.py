@@ -45,9 +45,8 @@ residues and accumulators) starts once the count is chosen (and W dropped). The 
 take tiles of their own (:func:`count_bytes`, :func:`product_plan`: the products'
 for the count chosen, the plan's for the most slices ``slices="auto"`` may take), and
 the plan is the larger phase. SplitFP and the faithful mode keep one set of tiles and
-the sum of both phases: in faithful mode the exact recomputation of the entries left
-uncertified follows the products (gathered rows and limbs, 4 MiB at k = 300 whatever
-the tiles), and the sum is its allowance.
+the sum of both phases (in faithful mode the exact recomputation of the entries left
+uncertified follows the products, a strip of tile rows at a time).
 
 The coefficients are per engine (``Engine.memory_model``, falling back to
 :data:`MEMORY_MODEL` key by key) and were fitted so that the plan bounds the
@@ -365,7 +364,8 @@ def product_plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False
 def _phased(fam, faithful):
     """Whether the count's phase and the products' take tiles of their own: every family
     but SplitFP (one inner block of 1024, its count per block) and faithful mode (one
-    set of tiles, whose sum of both phases also covers the exact recomputation)."""
+    set of tiles and the sum of both phases, which also covers the exact
+    recomputation that follows)."""
     return fam != "fp" and not faithful
 
 

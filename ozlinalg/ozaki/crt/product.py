@@ -113,10 +113,13 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         else:
             ok = res
         counts["certified"] = int(ok.sum())
-        if recompute:  # tile by tile: the indices of one tile at a time
-            counts["recomputed"] = faithful.recompute_uncertified(
-                xp, c, ok, a, bt, tiles, threads=engine.threads,
-                scratch=engine.scratch)
+        if recompute:  # a strip of tile rows at a time: its indices, not the output's
+            mt = (tiles or (m, p))[0]
+            counts["recomputed"] = sum(
+                faithful.recompute_uncertified(xp, c, ok[i0:i0 + mt], a, bt, tiles,
+                                               offset=(i0, 0), threads=engine.threads,
+                                               scratch=engine.scratch)
+                for i0 in range(0, m, mt))
         else:
             counts["uncertified"] = tuple(to_numpy(v) for v in xp.nonzero(~ok))
         return c
