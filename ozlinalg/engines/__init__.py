@@ -9,19 +9,11 @@ from . import (
     select,  # noqa: F401  (registers the NumPy engines)
 )
 from ._process import native_threads
-from ._scratch import (
-    free_scratch,
-    headroom,
-    release_after_oom,
-    set_headroom,
-    set_memory_limit_source,
-)
+from ._scratch import free_scratch, release_after_oom, set_memory_limit_source
 from .base import Engine, get_engine, on_register, register_engine
 
 # the layers above use these (native_threads: the BLAS calls of the exact dot products;
 # release_after_oom: a product's MemoryError; set_memory_limit_source: the one hook by
-# which the options layer caps the scratch pools; headroom / set_headroom: what the
-# pools keep while a product runs under a limit; on_register: caches of engine facts)
-__all__ = ["Engine", "free_scratch", "get_engine", "headroom", "native_threads",
-           "on_register", "register_engine", "release_after_oom", "set_headroom",
-           "set_memory_limit_source"]
+# which the options layer caps the scratch pools; on_register: caches of engine facts)
+__all__ = ["Engine", "free_scratch", "get_engine", "native_threads", "on_register",
+           "register_engine", "release_after_oom", "set_memory_limit_source"]

@@ -25,12 +25,13 @@ memory_bound_bytes`; environment variable
 ``ozlinalg._options``: :func:`set_memory_limit_source`). Under such a limit the free
 buffers also make room for the pool's buffers in use: a buffer comes back only while
 the kept and the leased together stay within the limit, and a fresh allocation first
-frees the oldest kept buffers until they do; and while a product runs under such a
-limit the kept buffers stay within the limit less the product's planned working
-memory (:func:`headroom`). Kept buffers that no request of the product fits (sized
-for another product, or for another phase's tiles) would otherwise sit beside its
-working memory: 20-30 MiB of an Ozaki-II product's 45-70 MiB under 64-100 MiB at
-n = 2048 (``benchmarks/studies/memory_bound.py``).
+frees the oldest kept buffers until they do. A product under a limit also trims the
+kept buffers to the limit less its plan when it starts and when its products'
+phase starts (:meth:`ScratchPool.trim`): kept buffers that no request of that phase
+fits (sized for another product, or for the count's tiles) would otherwise sit
+beside its working memory: 20-30 MiB of the 45-70 MiB peaks under 64-100 MiB at
+n = 2048 (``benchmarks/studies/memory_bound.py``). Within a phase the buffers that
+come back are the sizes its next tiles ask for, so they are kept.
 :func:`ozlinalg.engines.free_scratch` (or ``engine.scratch.clear()``) frees them.
 
 Out of memory: kept buffers are memory the process could use, so they go first.
@@ -42,8 +43,6 @@ next call fail too.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import ctypes
 import math
 import threading
@@ -55,7 +54,7 @@ from .._env import env_bytes
 from ._process import fork_safe_lock, memory_bound
 
 __all__ = ["ENV_SCRATCH", "MIN_BYTES", "ScratchPool", "default_limit", "free_scratch",
-           "headroom", "release_after_oom", "set_headroom"]
+           "release_after_oom"]
 
 ENV_SCRATCH = "OZLINALG_SCRATCH_CACHE"
 
@@ -103,36 +102,6 @@ def _options_cap():
 
 
 _POOLS = weakref.WeakSet()
-
-#: Bytes of free buffers the pools may keep while a product runs under an explicit
-#: memory limit (None: no such product): the limit less the product's planned working
-#: memory, so that kept buffers no request of the product fits (sized for another
-#: product, or another phase's tiles) cannot take it past the limit.
-_HEADROOM = contextvars.ContextVar("ozlinalg_scratch_headroom", default=None)
-
-
-@contextlib.contextmanager
-def headroom(pool, nbytes):
-    """Within: ``pool`` (and every pool) keeps at most ``nbytes`` of free buffers; the
-    kept ones beyond it are freed on entry."""
-    token = _HEADROOM.set(max(0, int(nbytes)))
-    try:
-        if pool is not None:
-            pool.trim(nbytes)
-        yield
-    finally:
-        _HEADROOM.reset(token)
-
-
-def set_headroom(pool, nbytes):
-    """Within :func:`headroom`: a new allowance (a phase whose planned memory differs);
-    elsewhere nothing."""
-    if _HEADROOM.get() is None:
-        return
-    _HEADROOM.set(max(0, int(nbytes)))
-    if pool is not None:
-        pool.trim(nbytes)
-
 
 def free_scratch():
     """Free the buffers every engine's pool keeps (leased ones when released)."""
@@ -273,9 +242,7 @@ class ScratchPool:
         try:
             with self._lock:
                 self.leased -= buf.nbytes
-            room = _HEADROOM.get()
-            cap = min(self.limit, _options_cap() - self.leased,
-                      math.inf if room is None else room)
+            cap = min(self.limit, _options_cap() - self.leased)
         except Exception:  # noqa: BLE001 (a finalizer at interpreter shutdown: let it go)
             return
         with self._lock:

@@ -82,7 +82,9 @@ recompute_uncertified`: quarter tiles, 2048 entries a call; the limbs of
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
+from functools import cached_property
 
 __all__ = ["MEMORY_MODEL", "MIN_TILE", "SLACK_BYTES", "SLACK_FRACTION", "MemoryPlan",
            "count_bytes", "family", "plan", "plan_bytes", "product_bytes", "product_plan",
@@ -258,13 +260,26 @@ class MemoryPlan:
     tiles: tuple
     need: int
     keep_bounds: bool
-    minimum: int
-    minimum_tiles: tuple
     limit: int
+    #: ``() -> (bytes, tiles)`` of the smallest plan, computed when first asked (a
+    #: product whose first tiles fit never needs it: tens of microseconds a call)
+    lowest: object = field(repr=False, compare=False, default=None)
 
     @property
     def fits(self):
         return self.need <= self.limit
+
+    @cached_property
+    def _low(self):
+        return self.lowest()
+
+    @property
+    def minimum(self):
+        return self._low[0]
+
+    @property
+    def minimum_tiles(self):
+        return self._low[1]
 
 
 def _halvings(m, p):
@@ -299,38 +314,56 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
     ``coefficient("tile")`` bytes of Python objects, so below a few rows the count of
     tiles, not their size, decides.
     """
+    keeps = (True, False) if fam == "crt" else (True,)
     if _phased(fam, faithful):
         # the two phases take tiles of their own: the count's are chosen here, the
         # products' once the count is known (product_plan), for the most slices here
-        least = min(product_bytes(m, p, k, s, t, fam, slice_bytes, model, faithful,
-                                  blocks, extra) for t in _halvings(m, p))
         tiles = product_plan(m, p, k, s, limit, fam, slice_bytes, model, faithful, blocks,
                              extra)
-        products = least if tiles is None else product_bytes(
+        products = None if tiles is None else product_bytes(
             m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks, extra)
-        counts = [(keep, tiles, count_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
-                                            faithful, blocks, keep, extra))
-                  for keep in ((True, False) if fam == "crt" else (True,))
-                  for tiles in _halvings(m, p)]
-        cands = [(keep, tiles, max(products, need)) for keep, tiles, need in counts]
-        low = min(((keep, tiles, max(least, need)) for keep, tiles, need in counts),
-                  key=lambda c: c[2])
+
+        def need(keep, tiles):
+            return max(products, count_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
+                                             faithful, blocks, keep, extra))
+
+        def lowest():
+            least = min(product_bytes(m, p, k, s, t, fam, slice_bytes, model, faithful,
+                                      blocks, extra) for t in _halvings(m, p))
+            return min(((max(least, count_bytes(m, p, k, s, t, fam, slice_bytes, model,
+                                                 faithful, blocks, keep, extra)), t, keep)
+                        for keep in keeps for t in _halvings(m, p)), key=lambda c: c[0])
     else:
-        cands = [(True, tiles, plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
-                                          faithful, blocks, True, extra))
-                 for tiles in _halvings(m, p)]
-        low = min(cands, key=lambda c: c[2])
-    best = {}  # keep -> the largest fitting candidate (halvings come largest first)
-    for c in cands:
-        if c[2] <= limit and c[0] not in best:
-            best[c[0]] = c
+        def need(keep, tiles):
+            return plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks,
+                              keep, extra)
+
+        def lowest():
+            return min(((need(keep, t), t, keep) for keep in keeps for t in _halvings(m, p)),
+                       key=lambda c: c[0])
+
+    best = {}  # keep -> the largest fitting (keep, tiles, need): halvings come largest first
+    if not _phased(fam, faithful) or products is not None:
+        for keep in keeps:
+            for t in _halvings(m, p):
+                b = need(keep, t)
+                if b <= limit:
+                    best[keep] = (keep, t, b)
+                    break
     kept, recomputed = best.get(True), best.get(False)
     chosen = kept
     if recomputed is not None and (kept is None or _area(recomputed) >= KEEP_W_AREA * _area(kept)):
         chosen = recomputed
+
+    @functools.cache
+    def low():
+        b, t, _ = lowest()
+        return b, t
+
     if chosen is not None:
-        return MemoryPlan(chosen[1], chosen[2], chosen[0], low[2], low[1], limit)
-    return MemoryPlan(low[1], low[2], low[0], low[2], low[1], limit)
+        return MemoryPlan(chosen[1], chosen[2], chosen[0], limit, low)
+    b, t, keep = lowest()
+    return MemoryPlan(t, b, keep, limit, lambda: (b, t))
 
 
 def product_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, blocks=1,

@@ -19,7 +19,6 @@ the engine):
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 
@@ -27,7 +26,7 @@ import numpy as np
 
 from .._array import fp_errstate
 from .._profile import CallRecord, Timer, active_profiles, record_call, record_native_flops
-from ..engines import get_engine, headroom, release_after_oom, set_headroom
+from ..engines import get_engine, release_after_oom
 from . import faithful, memory, params
 from .balance import balance_inner
 from .complex import complex_matmul
@@ -184,10 +183,9 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     plan = ProductPlan(xp, engine, meth, slices, opts, timers, counts, order, (mt, pt),
                        mem.block, functools.partial(mem.product_tiles, extra))
     try:
-        # kept scratch buffers: within the limit less the plan (none beyond it)
-        with (headroom(engine.scratch, mem.limit - mplan.need) if mem.explicit
-              else contextlib.nullcontext()):
-            c = _tiled_product(plan, aw, bt, (top_a, top_b), mplan.keep_bounds)
+        if mem.explicit:  # kept scratch buffers: within the limit less the plan
+            trim_scratch(engine, mem.limit - mplan.need)
+        c = _tiled_product(plan, aw, bt, (top_a, top_b), mplan.keep_bounds)
     except MemoryError as exc:  # cupy's OutOfMemoryError is a MemoryError too
         # whatever the pool kept would only make the next attempt fail as well
         released = release_after_oom()
@@ -315,6 +313,13 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
     return c
 
 
+def trim_scratch(engine, keep):
+    """Free the oldest buffers the engine's scratch pool keeps until at most ``keep``
+    bytes are kept (none kept beside a phase planned up to the limit)."""
+    if engine.scratch is not None:
+        engine.scratch.trim(max(0, keep))
+
+
 def _split_products(plan, m, p):
     """Whether the products may need more than one tile where the count's phase takes
     the whole output (its own plan has no slices): then ``slices="auto"`` decides its
@@ -349,9 +354,9 @@ def _product_tiles(plan, plans, tile_list, m, p):
                                          else int(plan.slices))
     if new is None:
         new = tiles
-    elif new != tiles:
-        # what the count's tiles kept fits no request of the products'
-        set_headroom(plan.engine.scratch, limit - need)
+    else:  # what the count's phase kept fits few requests of the products'
+        trim_scratch(plan.engine, limit - need)
+    if new != tiles:
         tile_list = [(i0, j0) for i0 in range(0, m, new[0]) for j0 in range(0, p, new[1])]
     mt, pt = new
     return tile_list, by_tile, new

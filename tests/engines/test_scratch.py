@@ -105,25 +105,45 @@ class TestScratchPool:
             assert pool.held == 5 * MIN_BYTES and pool.leased == 0
         pool.clear()
 
-    def test_headroom_caps_what_is_kept_while_a_product_runs(self):
+    def test_trim_frees_the_oldest_kept(self):
         pool = ScratchPool(1 << 30)
         xs = [pool.empty(BIG, np.float64) for _ in range(3)]
         del xs
         assert pool.held == 6 * MIN_BYTES
-        with _scratch.headroom(pool, 3 * MIN_BYTES):
-            assert pool.held == 2 * MIN_BYTES  # the oldest freed down to 3
-            x = pool.empty(BIG, np.float64)  # the kept one, reused
-            y = pool.empty(BIG, np.float64)
-            del x, y
-            assert pool.held == 2 * MIN_BYTES  # one of the two within 3
-            _scratch.set_headroom(pool, 0)  # a phase planned up to the limit
-            assert pool.held == 0
-        _scratch.set_headroom(pool, 0)  # outside: nothing
-        z = pool.empty(BIG, np.float64)
-        del z
-        assert pool.held == 2 * MIN_BYTES
-        pool.trim(MIN_BYTES)
+        pool.trim(5 * MIN_BYTES)  # the oldest freed down to 5
+        assert pool.held == 4 * MIN_BYTES
+        x = pool.empty(BIG, np.float64)  # a kept one, reused
+        assert pool.hits == 1 and pool.held == 2 * MIN_BYTES
+        pool.trim(0)
         assert pool.held == 0
+        del x
+        assert pool.held == 2 * MIN_BYTES  # leased ones still come back
+        pool.clear()
+
+    def test_a_limited_product_keeps_nothing_beside_its_plan(self, rng):
+        # buffers kept from an earlier, larger product fit no request of this one: the
+        # product trims them to its limit less its plan (then its own come back)
+        from ozlinalg._matmul import memory_plan
+
+        eng = engine_registry.get_engine(np)
+        if eng.scratch is None:
+            pytest.skip("this engine keeps no scratch buffers")
+        a = rng.standard_normal((1100, 800))
+        b = rng.standard_normal((800, 900))
+        ozlinalg.matmul(a, b)  # fills the pool
+        assert eng.scratch.held > 0
+        limit = 48 << 20
+        plan = memory_plan(300, 800, 250, limit=limit, engine=eng)
+        trims = []
+        trim = eng.scratch.trim
+        with ozlinalg.options(memory_limit=limit):
+            eng.scratch.trim = lambda keep=0: (trims.append(keep), trim(keep))
+            try:
+                ozlinalg.matmul(a[:300], b[:, :250])
+            finally:
+                del eng.scratch.trim
+        assert trims and trims[0] == limit - plan.need
+        free_scratch()
 
     def test_best_fit_not_more_than_twice(self):
         pool = ScratchPool(1 << 30)

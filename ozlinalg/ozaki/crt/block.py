@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass, field
 from functools import partial
 
-from ...engines import set_headroom
 from .. import faithful
 from ..counts.estimate import abs_sum_upper, sq_norm_upper
 from ..counts.moduli import check_fixed, decide_auto
@@ -420,12 +419,12 @@ def _product_tiles(blk, retile, nmod):
     if new is None:
         return blk.rtiles, blk.ctiles
     m, p = blk.m, blk.p
+    # the count's buffers (W's tiles, estimates, squares) fit few requests now
+    if blk.engine.scratch is not None:
+        blk.engine.scratch.trim(max(0, limit - need))
     if new == (blk.rtiles[0][1], blk.ctiles[0][1]):
         return blk.rtiles, blk.ctiles
-    # the count's buffers (normalized rows, W's tiles, estimates) fit no request now,
-    # and its one tile's normalized rows are not the products' tiles
-    blk.kept.clear()
-    set_headroom(blk.engine.scratch, limit - need)
+    blk.kept.clear()  # its one tile's normalized rows: not the products' tiles
     return ([(i0, min(m, i0 + new[0])) for i0 in range(0, m, new[0])],
             [(j0, min(p, j0 + new[1])) for j0 in range(0, p, new[1])])
 
