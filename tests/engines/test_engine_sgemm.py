@@ -176,11 +176,19 @@ class TestSameBits:
     def test_under_a_memory_limit(self, rng, sgemm8, method):
         a = random_matrix(rng, 260, 1100, 2.0)
         b = random_matrix(rng, 1100, 250, 2.0)
+        from ozlinalg._matmul import memory_plan
+
         want, _ = matmul_on(float32_sgemm(), a, b, method=method)
-        with ozlinalg.options(memory_limit=3 << 20):
+        _, whole = matmul_on(sgemm8, a, b, method=method)
+        # a quarter of the one-tile plan (at least the smallest): tiled on every engine
+        one = memory_plan(260, 1100, 250, method, limit=1 << 50, engine=sgemm8)
+        limit = max(one.need // 4, one.minimum)
+        assert memory_plan(260, 1100, 250, method, limit=limit, engine=sgemm8).tiles != (
+            260, 250)
+        with ozlinalg.options(memory_limit=limit):
             got, prof = matmul_on(sgemm8, a, b, method=method)
         np.testing.assert_array_equal(got, want)
-        assert prof.calls[0].engine_calls > 16  # tiled
+        assert prof.calls[0].engine_calls > whole.calls[0].engine_calls  # tiled
 
 
 class TestMemoryModel:
