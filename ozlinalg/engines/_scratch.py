@@ -103,6 +103,7 @@ def _options_cap():
 
 _POOLS = weakref.WeakSet()
 
+
 def free_scratch():
     """Free the buffers every engine's pool keeps (leased ones when released)."""
     for pool in list(_POOLS):
@@ -190,9 +191,14 @@ class ScratchPool:
         """Free the oldest kept buffers until at most ``keep`` bytes are kept (leased ones
         still come back)."""
         with self._lock:
-            total = sum(b.nbytes for b in self._free)
-            while self._free and total > keep:
-                total -= self._free.pop(0).nbytes
+            self._evict(keep)
+
+    def _evict(self, keep):
+        """Drop the oldest kept buffers until at most ``keep`` bytes are kept (the lock
+        held)."""
+        total = sum(b.nbytes for b in self._free)
+        while self._free and total > keep:
+            total -= self._free.pop(0).nbytes
 
     def empty(self, shape, dtype, order="C"):
         """``numpy.empty(shape, dtype, order)``, from a kept buffer where one fits.
@@ -234,9 +240,7 @@ class ScratchPool:
         if cap == math.inf:
             return
         with self._lock:
-            total = sum(b.nbytes for b in self._free)
-            while self._free and total + self.leased + nbytes > cap:
-                total -= self._free.pop(0).nbytes
+            self._evict(cap - self.leased - nbytes)
 
     def _give(self, buf, gen):
         try:
@@ -249,6 +253,4 @@ class ScratchPool:
             if buf.nbytes > cap or gen != self._generation:
                 return
             self._free.append(buf)
-            total = sum(b.nbytes for b in self._free)
-            while total > cap and self._free:
-                total -= self._free.pop(0).nbytes  # the oldest go first
+            self._evict(cap)

@@ -65,10 +65,10 @@ class ProductPlan:
     block : int
         Length of the inner blocks.
     retile : callable or None
-        ``retile(s)``: ``(tiles, (need, limit))``, the memory plan's tiles for the
-        product phase once the count ``s`` is known
-        (:func:`ozlinalg.ozaki.memory.product_plan`; None where none fit), their planned
-        bytes and the limit; None: the tiles stay.
+        ``retile(s, start=True)``: the memory plan's tiles for the product phase once
+        the count ``s`` is known (:func:`ozlinalg.ozaki.memory.product_plan`; None where
+        none fit); ``start``: the phase starts on them (the scratch pool is trimmed to
+        the limit less their plan). None: the tiles stay.
     """
 
     xp: object

@@ -82,7 +82,6 @@ recompute_uncertified`: quarter tiles, 2048 entries a call; the limbs of
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -207,8 +206,8 @@ def plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, 
     if fam in ("crt", "crt-fast") and not faithful:  # the larger phase (module doc)
         return max(count_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks,
                                keep_bounds, extra),
-                   fixed + _product_bytes(m, p, k, s, tiles, fam, slice_bytes, model,
-                                          faithful, blocks))
+                   _product_total(m, p, k, s, tiles, fam, slice_bytes, model, faithful,
+                                  blocks, extra))
     return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
                           faithful=faithful, fam=fam, blocks=blocks, bounds=stream)
             + fixed + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds))
@@ -226,15 +225,6 @@ def count_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False,
                           bounds=fam == "crt" and not keep_bounds, phase="count")
             + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds)
             + int(coefficient(model, "tile")) * count + int(extra))
-
-
-def _product_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks):
-    """Ozaki-II's product phase without the per-tile and extra terms: the residues'
-    products of one tile, and what lives for the whole output but W."""
-    mt, pt = tiles
-    return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
-                          faithful=faithful, fam=fam, blocks=blocks, phase="product")
-            + global_bytes(m, p, fam, model, faithful, blocks, False))
 
 
 @dataclass(frozen=True)
@@ -355,13 +345,8 @@ def plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False, blocks
     if recomputed is not None and (kept is None or _area(recomputed) >= KEEP_W_AREA * _area(kept)):
         chosen = recomputed
 
-    @functools.cache
-    def low():
-        b, t, _ = lowest()
-        return b, t
-
-    if chosen is not None:
-        return MemoryPlan(chosen[1], chosen[2], chosen[0], limit, low)
+    if chosen is not None:  # (the plan computes its smallest once, when asked)
+        return MemoryPlan(chosen[1], chosen[2], chosen[0], limit, lambda: lowest()[:2])
     b, t, keep = lowest()
     return MemoryPlan(t, b, keep, limit, lambda: (b, t))
 
@@ -403,9 +388,13 @@ def _phased(fam, faithful):
 
 
 def _product_total(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks, extra):
-    """Ozaki-II's product phase on tiles ``tiles``, with the per-tile and extra terms."""
-    count = -(-m // tiles[0]) * -(-p // tiles[1])
-    return (_product_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks)
+    """Ozaki-II's product phase on tiles ``tiles``: one tile's residues' products, what
+    lives for the whole output but W, the per-tile and extra terms."""
+    mt, pt = tiles
+    count = -(-m // mt) * -(-p // pt)
+    return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
+                          faithful=faithful, fam=fam, blocks=blocks, phase="product")
+            + global_bytes(m, p, fam, model, faithful, blocks, False)
             + int(coefficient(model, "tile")) * count + int(extra))
 
 

@@ -181,7 +181,7 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     s_max = mem.s_max
     mt, pt = mplan.tiles
     plan = ProductPlan(xp, engine, meth, slices, opts, timers, counts, order, (mt, pt),
-                       mem.block, functools.partial(mem.product_tiles, extra))
+                       mem.block, functools.partial(mem.product_tiles, engine, extra))
     try:
         if mem.explicit:  # kept scratch buffers: within the limit less the plan
             trim_scratch(engine, mem.limit - mplan.need)
@@ -326,8 +326,7 @@ def _split_products(plan, m, p):
     count for the whole product first, so that every tile takes the same."""
     if plan.retile is None:
         return False
-    tiles, _ = plan.retile(plan.opts.max_slices)
-    return tiles != (m, p)
+    return plan.retile(plan.opts.max_slices, start=False) != (m, p)
 
 
 def _product_tiles(plan, plans, tile_list, m, p):
@@ -347,15 +346,10 @@ def _product_tiles(plan, plans, tile_list, m, p):
         def by_tile(i0, j0, k0):
             return counts[k0], native_mask(xp, natives[k0], i0, min(m, i0 + mt), j0,
                                            min(p, j0 + pt))
-    if plan.retile is None or (plans is None and plan.slices == "auto"):
-        new = None  # (one tile, whose products fit the most slices: _split_products)
-    else:
-        new, (need, limit) = plan.retile(max(counts.values()) if plans is not None
-                                         else int(plan.slices))
-    if new is None:
-        new = tiles
-    else:  # what the count's phase kept fits few requests of the products'
-        trim_scratch(plan.engine, limit - need)
+    new = None  # one tile whose products fit the most slices (_split_products): it stays
+    if plan.retile is not None and (plans is not None or plan.slices != "auto"):
+        new = plan.retile(max(counts.values()) if plans is not None else int(plan.slices))
+    new = new or tiles
     if new != tiles:
         tile_list = [(i0, j0) for i0 in range(0, m, new[0]) for j0 in range(0, p, new[1])]
     mt, pt = new
@@ -552,19 +546,22 @@ class _MemoryArgs:
         return memory.plan(self.shape[0], self.shape[2], self.k, self.s_max, self.limit,
                            self.fam, self.sbytes, self.model, self.faith, self.blocks, extra)
 
-    def product_tiles(self, extra, s):
-        """``(tiles, (need, limit))``: the product phase's tiles once the count ``s`` is
-        known, with ``extra`` bytes on top (:func:`~ozlinalg.ozaki.memory.product_plan`;
-        None where none fit), their planned bytes and the limit."""
+    def product_tiles(self, engine, extra, s, start=True):
+        """The product phase's tiles once the count ``s`` is known, with ``extra`` bytes
+        on top (:func:`~ozlinalg.ozaki.memory.product_plan`; None where none fit).
+        ``start``: the phase starts on them, so the engine's scratch pool is trimmed to
+        the limit less their plan (what the count's phase kept fits few of its
+        requests)."""
         if self.faith and self.crt:  # one set of tiles (ozlinalg.ozaki.memory.plan)
-            return None, (None, self.limit)
+            return None
         s = min(int(s), self.s_max)
         m, p = self.shape[0], self.shape[2]
         args = (self.fam, self.sbytes, self.model, self.faith, self.blocks)
         tiles = memory.product_plan(m, p, self.k, s, self.limit, *args, extra)
-        need = None if tiles is None else memory.product_bytes(m, p, self.k, s, tiles,
-                                                               *args, extra)
-        return tiles, (need, self.limit)
+        if start and tiles is not None:
+            trim_scratch(engine, self.limit - memory.product_bytes(m, p, self.k, s, tiles,
+                                                                   *args, extra))
+        return tiles
 
     def check(self, mplan, m, n, p, held=0):
         """MemoryError when an explicit limit is below the smallest plan (nothing of the

@@ -732,7 +732,8 @@ class TestMemory:
         with monkeypatch.context() as mp:  # the products' tiles for the most slices
             tiles = tiling._MemoryArgs.product_tiles
             mp.setattr(tiling._MemoryArgs, "product_tiles",
-                       lambda self, extra, _: tiles(self, extra, self.s_max))
+                       lambda self, engine, extra, _, start=True:
+                       tiles(self, engine, extra, self.s_max, start))
             same, more = run()
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(same, want)

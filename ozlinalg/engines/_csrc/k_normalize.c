@@ -212,18 +212,23 @@ abs_max_row(const double *row, ptrdiff_t s1, ptrdiff_t k)
     return flag == 0.0 ? top : INFINITY;
 }
 
-int
-k_abs_max_rows(ozval *v, int nt)
-{
-    const double *x = OZ_D(0);
-    double *out = OZ_D(1);
-    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), s0 = OZ_S(0, 0), s1 = OZ_S(0, 1);
-    ptrdiff_t o0 = OZ_S(1, 0);
-    OZ_PARALLEL_FOR(nt)
-    for (ptrdiff_t i = 0; i < m; i++)
-        out[i * o0] = s1 == 1 ? abs_max_row(x + i * s0, 1, k) : abs_max_row(x + i * s0, s1, k);
-    return 0;
-}
+/* out[i] = REDUCE(row i of x), rows in parallel; contiguous rows take the unit-stride
+ * call, which the compiler vectorizes. */
+#define ROW_REDUCTION(NAME, REDUCE)                                                     \
+    int                                                                                 \
+    NAME(ozval *v, int nt)                                                              \
+    {                                                                                   \
+        const double *x = OZ_D(0);                                                      \
+        double *out = OZ_D(1);                                                          \
+        ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), s0 = OZ_S(0, 0), s1 = OZ_S(0, 1);     \
+        ptrdiff_t o0 = OZ_S(1, 0);                                                      \
+        OZ_PARALLEL_FOR(nt)                                                             \
+        for (ptrdiff_t i = 0; i < m; i++)                                               \
+            out[i * o0] = s1 == 1 ? REDUCE(x + i * s0, 1, k) : REDUCE(x + i * s0, s1, k); \
+        return 0;                                                                       \
+    }
+
+ROW_REDUCTION(k_abs_max_rows, abs_max_row)
 
 /* The smallest nonzero |x| of a row (+inf where there is none); NaN compares false and
  * is passed over, as it is by the generic code's mask. Eight lanes: it vectorizes. */
@@ -249,19 +254,7 @@ abs_min_nonzero_row(const double *row, ptrdiff_t s1, ptrdiff_t k)
     return m;
 }
 
-int
-k_abs_min_nonzero_rows(ozval *v, int nt)
-{
-    const double *x = OZ_D(0);
-    double *out = OZ_D(1);
-    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), s0 = OZ_S(0, 0), s1 = OZ_S(0, 1);
-    ptrdiff_t o0 = OZ_S(1, 0);
-    OZ_PARALLEL_FOR(nt)
-    for (ptrdiff_t i = 0; i < m; i++)
-        out[i * o0] = s1 == 1 ? abs_min_nonzero_row(x + i * s0, 1, k)
-                              : abs_min_nonzero_row(x + i * s0, s1, k);
-    return 0;
-}
+ROW_REDUCTION(k_abs_min_nonzero_rows, abs_min_nonzero_row)
 
 int
 k_abs_max_cols(ozval *v, int nt)

@@ -413,16 +413,9 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
 def _product_tiles(blk, retile, nmod):
     """The row and column tiles of the product phase: the memory plan's for ``nmod``
     moduli (``retile``; W and the count's passes are over), else the count's."""
-    if retile is None:
-        return blk.rtiles, blk.ctiles
-    new, (need, limit) = retile(nmod)
-    if new is None:
-        return blk.rtiles, blk.ctiles
+    new = retile(nmod) if retile is not None else None
     m, p = blk.m, blk.p
-    # the count's buffers (W's tiles, estimates, squares) fit few requests now
-    if blk.engine.scratch is not None:
-        blk.engine.scratch.trim(max(0, limit - need))
-    if new == (blk.rtiles[0][1], blk.ctiles[0][1]):
+    if new is None or new == (blk.rtiles[0][1], blk.ctiles[0][1]):
         return blk.rtiles, blk.ctiles
     blk.kept.clear()  # its one tile's normalized rows: not the products' tiles
     return ([(i0, min(m, i0 + new[0])) for i0 in range(0, m, new[0])],

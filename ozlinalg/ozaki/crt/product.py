@@ -64,11 +64,10 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         tile in each pass that reads them (the driver's choice when W does not fit
         ``memory_limit``; one more bound GEMM per tile and pass). Same result.
     retile : callable, optional
-        ``retile(nmod)``: ``(tiles, (need, limit))``, the tiles of the product phase once
-        the count is known (the memory plan's :func:`ozlinalg.ozaki.memory.product_plan`:
-        W and the count's passes are over by then; None where none fit), their planned
-        bytes and the limit; without it (or None) the products take ``tiles``. Same
-        result.
+        ``retile(nmod)``: the tiles of the product phase once the count is known (the
+        memory plan's :func:`ozlinalg.ozaki.memory.product_plan`: W and the count's
+        passes are over by then), or None; without it (or None) the products take
+        ``tiles``. Same result.
 
     Returns
     -------
