@@ -117,11 +117,15 @@ def set_dask_namespace(load):
     _DASK_NAMESPACE[:] = [load]
 
 
+#: Argument types that are never dask collections: arrays and the flags beside them.
+_NOT_DASK = frozenset({np.ndarray, bool, int, float, str, type(None)})
+
+
 def any_dask(args, kwargs) -> bool:
     """Whether any argument (or an entry of a tuple / list argument, as in
     ``lu_solve((lu, piv), b)``) is a dask collection."""
     for x in (*args, *kwargs.values()):
-        if type(x) is np.ndarray:  # the common case, without a look at the module
+        if type(x) in _NOT_DASK:  # the common cases, without a look at the module
             continue
         if is_dask_collection(x):
             return True

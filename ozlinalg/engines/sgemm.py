@@ -101,11 +101,12 @@ class SGEMMEngine(Engine):
         ker.small_ef_product(a, bt, out, kind == "bitmask", width,
                              0 if slices == "auto" else int(slices), thresholds,
                              0 if min_shift is None else int(min_shift), info)
-        if info[1] != 0:  # the driver runs (SMALL_NOMEM too: it raises MemoryError
-            return None   # itself if memory is short for it as well)
+        got = info.tolist()
+        if got[1] != 0:  # the driver runs (SMALL_NOMEM too: it raises MemoryError
+            return None  # itself if memory is short for it as well)
         if times is not None:
-            times[:] = (info[3:] * 1e-9).tolist()
-        return int(info[0]), int(info[2])
+            times[:] = [t * 1e-9 for t in got[3:]]
+        return got[0], got[2]
 
     def int8_peak_ratio(self):
         """SGEMM runs at most twice DGEMM's rate (half the bytes, the same FMA units)."""

@@ -84,7 +84,10 @@ def as_float_matrix(a, fname, argname="a", *, check_finite=True, ndim=(2,), squa
 
 def is_complex(*arrays):
     """True if any of ``arrays`` has a complex dtype."""
-    return any(x.dtype.kind == "c" for x in arrays)
+    for x in arrays:
+        if x.dtype.kind == "c":
+            return True
+    return False
 
 
 def work_dtype(*arrays):
@@ -439,6 +442,16 @@ def swap_rows(xp, a, piv, offset, cols, engine=None):
         if out is blk or np.may_share_memory(out, blk):
             return
         blk[...] = out
+        return
+    if xp is np and blk.size < NATIVE_LIMIT_FROM:
+        # one gather of every row by a Python list: index arrays of the moved rows
+        # alone cost more to build than a small block takes to copy
+        order = list(range(blk.shape[0]))
+        for i, p in enumerate(piv.tolist() if isinstance(piv, np.ndarray) else
+                              [int(v) for v in piv]):
+            i, p = i + offset, p + offset
+            order[i], order[p] = order[p], order[i]
+        blk[...] = blk.take(np.array(order), axis=0)
         return
     dst, src = swaps_to_rows(piv, offset)
     if dst.size:

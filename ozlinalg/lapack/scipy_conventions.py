@@ -38,6 +38,8 @@ tests in ``tests/routing/test_fidelity.py`` re-establish them on every run.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._array import array_namespace
@@ -72,6 +74,8 @@ def common_dtype(*arrays):
     (``_ensure_dtype_cdsz``): float64 for integer / bool inputs, else their
     common float or complex type at single (<= 32 bits) or double precision."""
     dt = np.result_type(*[a.dtype for a in arrays])
+    if dt == np.float64:  # the common case, without np.finfo
+        return dt
     if dt.kind not in "fc":
         return np.dtype(np.float64)
     single = np.finfo(dt).bits <= 32
@@ -150,7 +154,12 @@ def deliver(xp, result, target, dtype, order="F"):
 def eps(dtype):
     """Machine epsilon of the precision a LAPACK routine of ``dtype`` works in
     (SciPy's threshold for its ill-conditioning warnings)."""
-    return float(np.finfo(np.dtype(dtype)).eps)
+    return _eps(np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=16)
+def _eps(dtype):
+    return float(np.finfo(dtype).eps)
 
 
 def _f2py_error():

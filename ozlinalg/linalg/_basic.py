@@ -230,7 +230,7 @@ def _solve_core(plan, a, b, kind, lower, transposed, dtype, a_target=None, a_pri
         lu_, piv, info = _getrf(plan, full)
         rc = gecon(xp, lu_, norm1(xp, full)) if not info else None
         _check_verdict(info, rc, dtype, False)
-        return _getrs(plan, lu_, piv, b), rc
+        return _getrs(plan, lu_, piv, b, own=True), rc
     # 'gen': LU with partial pivoting, in the caller's buffer when allowed
     anorm = norm1(xp, a.T if transposed else a)
     lu_, piv, info = _getrf(plan, a_target if direct else a, direct)
@@ -238,7 +238,7 @@ def _solve_core(plan, a, b, kind, lower, transposed, dtype, a_target=None, a_pri
     _check_verdict(info, rc, dtype, destroyed)
     if a_target is not None and not direct:
         a_target[...] = lu_
-    return _getrs(plan, lu_, piv, b, trans=1 if transposed else 0), rc
+    return _getrs(plan, lu_, piv, b, trans=1 if transposed else 0, own=True), rc
 
 
 def _emit(singular, ill):

@@ -15,6 +15,8 @@ estimated with LAPACK ``?gecon`` / ``?pocon`` / ``?trcon``, O(n^2)).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._array import to_numpy
@@ -23,11 +25,16 @@ from ..lapack.scipy_conventions import eps
 __all__ = ["norm1", "gecon", "pocon", "trcon", "native_routine", "numerically_singular"]
 
 
-def native_routine(name, dtype):
-    """The LAPACK routine ``name`` (``'getrf'``, ...) of ``dtype``'s precision."""
+@functools.lru_cache(maxsize=64)
+def _routine(name, char):
     from scipy.linalg import lapack as _lp  # noqa: PLC0415
 
-    return getattr(_lp, {"f": "s", "d": "d", "F": "c", "D": "z"}[np.dtype(dtype).char] + name)
+    return getattr(_lp, {"f": "s", "d": "d", "F": "c", "D": "z"}[char] + name)
+
+
+def native_routine(name, dtype):
+    """The LAPACK routine ``name`` (``'getrf'``, ...) of ``dtype``'s precision."""
+    return _routine(name, np.dtype(dtype).char)
 
 
 def norm1(xp, a):
@@ -36,11 +43,15 @@ def norm1(xp, a):
     if a.size == 0:
         return 0.0
     step = max(1, (1 << 20) // a.shape[0])
+    if step >= a.shape[1]:
+        return float(xp.abs(a).sum(axis=0).max())
     return max(float(xp.abs(a[:, j:j + step]).sum(axis=0).max())
                for j in range(0, a.shape[1], step))
 
 
 def _host(a):
+    if type(a) is np.ndarray and a.dtype.char in "dD":  # the common case, as it is
+        return a
     a = to_numpy(a)
     return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64, copy=False)
 

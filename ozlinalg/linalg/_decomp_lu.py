@@ -7,7 +7,9 @@ import numpy as np
 
 from .. import lapack
 from .._options import resolve
-from ..lapack import first_zero_diagonal
+from ..lapack import Runner, first_zero_diagonal, work_dtype
+from ..lapack._common import swap_rows, work_copy
+from ..lapack.lu_one_level import getrf_one_level, getrs_one_level, one_level
 from ..lapack.scipy_conventions import (
     as_array,
     c_inplace_target,
@@ -27,12 +29,37 @@ from ._validation import LinAlgWarning, batched
 __all__ = ["lu_factor", "lu_solve", "lu"]
 
 
+def _one_level_panel(plan, n):
+    """The panel width of the LU that :func:`ozlinalg.lapack.getrf` takes in one level
+    (:func:`~ozlinalg.lapack.lu_one_level.one_level`) for an order-``n`` NumPy matrix
+    under a front door's `plan` (:func:`lapack_args`), or None where it takes another
+    route (native below ``plan.min_order``, recursive from 256 on, a device)."""
+    if plan.xp is not np:
+        return None
+    args = lapack_args(plan, n)
+    nb = args["block_size"]
+    if nb is None or n < args["min_size"] or not one_level(n, n, nb):
+        return None
+    return nb
+
+
 def _getrf(plan, a, overwrite_a=False):
     """float64 (complex128) LU of a 2-D array under the call's `plan`:
     ``(lu, piv, info)``, never warns.
 
     ``info`` is LAPACK's: 1-based index of the first exactly-zero pivot, 0 if none.
+    A square matrix of a one-level order (below 256) that is not overwritten runs
+    :func:`~ozlinalg.lapack.lu_one_level.getrf_one_level` without
+    :func:`ozlinalg.lapack.getrf`'s checks of arguments the front door checked: at
+    n = 8 those checks were a fifth of the call.
     """
+    nb = None if overwrite_a or a.shape[0] != a.shape[1] else _one_level_panel(plan, a.shape[0])
+    if nb is not None:
+        lu_ = work_copy(np, a, False)
+        piv = np.empty(a.shape[0], dtype=np.int32)
+        with quiet():
+            info = getrf_one_level(Runner(plan.inside), lu_, nb, piv)
+        return lu_, piv, info
     with quiet():
         lu_, piv = lapack.getrf(a, overwrite_a=overwrite_a, check_finite=False, warn=False,
                                 **lapack_args(plan, min(a.shape)))
@@ -41,7 +68,19 @@ def _getrf(plan, a, overwrite_a=False):
     return lu_, piv, z + 1
 
 
-def _getrs(plan, lu_, piv, b, trans=0, overwrite_b=False):
+def _getrs(plan, lu_, piv, b, trans=0, overwrite_b=False, own=False):
+    """:func:`ozlinalg.lapack.getrs` under the call's `plan`. ``own``: ``lu_`` and
+    ``piv`` are :func:`_getrf`'s own output (not the caller's, so not checked again):
+    a one-level order then runs
+    :func:`~ozlinalg.lapack.lu_one_level.getrs_one_level` directly."""
+    nb = _one_level_panel(plan, lu_.shape[0]) if own and not trans and b.size else None
+    if nb is not None:
+        x = work_copy(np, b, overwrite_b, work_dtype(lu_, b))
+        x2 = x[:, None] if x.ndim == 1 else x
+        swap_rows(np, x2, piv, 0, slice(None))
+        with quiet():
+            getrs_one_level(Runner(plan.inside), lu_, x2, nb)
+        return x
     with quiet():
         return lapack.getrs(lu_, piv, b, trans=trans, overwrite_b=overwrite_b,
                             check_finite=False, **lapack_args(plan, lu_.shape[0]))

@@ -141,7 +141,7 @@ def solve(a, b, *, refine=False):
             if got is not None:  # else: a zero pivot at DGEMM level, NumPy's error below
                 return got[0]
         lu_, piv = _lu_ornumpy_native(plan, am)
-        return _getrs(plan, lu_, piv, bm, overwrite_b=True)
+        return _getrs(plan, lu_, piv, bm, overwrite_b=True, own=True)
 
     try:
         x = batch_loop(xp, one, [a, b2], [2, 2])
@@ -196,7 +196,8 @@ def inv(a):
 
     def one(am):
         lu_, piv = _lu_ornumpy_native(plan, am)
-        return _getrs(plan, lu_, piv, xp.eye(n, dtype=lu_.dtype), overwrite_b=True)
+        return _getrs(plan, lu_, piv, xp.eye(n, dtype=lu_.dtype), overwrite_b=True,
+                      own=True)
 
     try:
         return batch_loop(xp, one, [a], [2]).astype(numpy_result_t(xp, a), copy=False)

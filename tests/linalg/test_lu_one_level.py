@@ -151,3 +151,94 @@ class TestGetrsOneLevel:
         lu, piv = getrf(rng.standard_normal((8, 8)), block_size=4, min_size=0)
         getrs(lu, piv, rng.standard_normal(8), trans=1, block_size=4, min_size=0)
         assert calls == []
+
+
+DECOMP_LU = importlib.import_module("ozlinalg.linalg._decomp_lu")
+
+
+class TestFrontDoorShortcut:
+    """The scipy-compatible layer's ``_getrf`` / ``_getrs(own=True)`` run the one-level
+    LU and solve without :func:`getrf` / :func:`getrs`'s checks: the same bits, pivots
+    and info as those functions with the same arguments (``lapack_args``)."""
+
+    @staticmethod
+    def _plan():
+        from ozlinalg._options import resolve
+
+        return resolve(np)
+
+    @pytest.mark.parametrize("n", [n for n in ORDERS if n < 255])  # 255: 128-wide panels
+    @pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32])
+    def test_same_bits_as_getrf_and_getrs(self, n, dtype):
+        from ozlinalg.lapack.scipy_conventions import lapack_args
+
+        plan = self._plan()
+        args = lapack_args(plan, n)
+        assert DECOMP_LU._one_level_panel(plan, n) is not None
+        rng = np.random.default_rng(200 + n)
+        for kind in ("random", "scaled", "singular"):
+            for order in "CF":
+                a = np.asarray(_matrix(rng, (n, n), np.complex128 if dtype == np.complex128
+                                       else np.float64, kind), order=order).astype(dtype)
+                keep = a.copy()
+                lu, piv, info = DECOMP_LU._getrf(plan, a)
+                ref_lu, ref_piv = getrf(a, check_finite=False, warn=False, **args)
+                assert lu.tobytes() == ref_lu.tobytes() and lu.dtype == ref_lu.dtype
+                assert lu.flags.f_contiguous
+                np.testing.assert_array_equal(piv, ref_piv)
+                d = np.flatnonzero(np.diagonal(ref_lu) == 0)
+                assert info == (d[0] + 1 if d.size else 0), kind
+                np.testing.assert_array_equal(a, keep)
+                if info:
+                    continue
+                for bshape in ((n,), (n, 3)):
+                    b = rng.standard_normal(bshape).astype(dtype)
+                    bkeep = b.copy()
+                    x = DECOMP_LU._getrs(plan, lu, piv, b, own=True)
+                    ref = getrs(lu, piv, b, check_finite=False, **args)
+                    assert x.shape == ref.shape and x.dtype == ref.dtype
+                    assert x.tobytes() == ref.tobytes(), (kind, order, bshape)
+                    np.testing.assert_array_equal(b, bkeep)
+
+    def test_other_routes_keep_getrf(self, monkeypatch):
+        """Overwritten, rectangular, transposed, caller-given factors and orders from
+        256 on go through :func:`getrf` / :func:`getrs`."""
+        calls = []
+        monkeypatch.setattr(DECOMP_LU, "getrf_one_level", lambda *a: calls.append(a))
+        monkeypatch.setattr(DECOMP_LU, "getrs_one_level", lambda *a: calls.append(a))
+        plan = self._plan()
+        rng = np.random.default_rng(5)
+        DECOMP_LU._getrf(plan, np.asfortranarray(rng.standard_normal((8, 8))), True)
+        DECOMP_LU._getrf(plan, rng.standard_normal((9, 8)))
+        DECOMP_LU._getrf(plan, rng.standard_normal((255, 255)))
+        assert calls == []
+        lu, piv = getrf(rng.standard_normal((8, 8)), block_size=4, min_size=0)
+        DECOMP_LU._getrs(plan, lu, piv, rng.standard_normal(8))  # not own
+        DECOMP_LU._getrs(plan, lu, piv, rng.standard_normal(8), trans=1, own=True)
+        assert calls == []
+
+
+class TestSwapRows:
+    """``swap_rows``' one gather for small host blocks against the moved rows of
+    ``swaps_to_rows`` (the path of large and device blocks)."""
+
+    @pytest.mark.parametrize("order", "CF")
+    def test_same_rows_as_the_moved_rows(self, order):
+        from ozlinalg.lapack._common import swap_rows, swaps_to_rows
+
+        rng = np.random.default_rng(6)
+        for m, k, offset in ((8, 4, 0), (8, 4, 4), (13, 5, 3), (40, 40, 0), (2, 1, 1)):
+            piv = np.array([rng.integers(i, m - offset) for i in range(k)]
+                           if offset + k <= m else [], dtype=np.int32)
+            a = np.asarray(rng.standard_normal((m, 7)), order=order)
+            got = a.copy(order=order)
+            swap_rows(np, got, piv, offset, slice(2, 6))
+            want = a.copy()
+            dst, src = swaps_to_rows(piv, offset)
+            blk = want[:, 2:6]
+            blk[dst] = blk[src]
+            np.testing.assert_array_equal(got, want)
+            ref = a.copy()  # the interchanges one at a time, as LAPACK applies them
+            for i, p in enumerate(piv.tolist()):
+                ref[[i + offset, p + offset], 2:6] = ref[[p + offset, i + offset], 2:6]
+            np.testing.assert_array_equal(got, ref)
