@@ -50,9 +50,9 @@ Ozaki layer, which this layer must not import: so the pairing is done there.)
 * Passes, each giving the generic code's bits (tests/engines/test_passes.py compares
   them): ``normalize_rows``, ``split_rows``, ``split_raw`` (normalize and split in
   one pass), ``empty_slices_like`` (storage in the operand's memory order),
-  ``abs_max``, ``abs_min_nonzero``, ``fixed_sums``, ``digit_sums``, ``bound_r_min``,
-  ``crt_residues``, ``crt_bound``, ``crt_accumulator``, ``scale_outer``, ``axpy_outer``, and the
-  faithful mode's ``axpy_twosum``, ``finish_twosum``, ``certify_ef`` /
+  ``abs_max``, ``abs_max_both``, ``abs_min_nonzero``, ``fixed_sums``, ``digit_sums``,
+  ``bound_r_min``, ``crt_residues``, ``crt_bound``, ``crt_accumulator``, ``scale_outer``,
+  ``axpy_outer``, and the faithful mode's ``axpy_twosum``, ``finish_twosum``, ``certify_ef`` /
   ``certify_crt`` (:mod:`ozlinalg.ozaki.faithful`).
 * Estimates, which need only rigorous bounds, not the generic bits
   (:mod:`ozlinalg.ozaki.counts.estimate`): ``approx_squares`` and
@@ -120,7 +120,7 @@ class Engine:
     # ``ozlinalg.ozaki.passes`` reads once per engine.
     #: normalization, splitting, slice storage
     normalize_rows = split_rows = split_raw = None
-    empty_slices_like = abs_max = abs_min_nonzero = None
+    empty_slices_like = abs_max = abs_max_both = abs_min_nonzero = None
     #: ``auto``'s estimates and decisions
     approx_squares = scaled_estimate = classify_estimate = kept_below = None
     digit_sums = fixed_sums = bound_r_min = None

@@ -51,40 +51,46 @@ def min_shift_for(mode):
 
 
 def balance_inner(xp, a, b, min_shift=1, engine=None):
-    """``(a D^-1, D b)`` with ``D = diag(2**f_k)`` (module doc), or ``(a, b)`` unchanged.
+    """``(a D^-1, D b, tops)`` with ``D = diag(2**f_k)`` (module doc), or ``(a, b, tops)``
+    unchanged.
 
     Unchanged when no ``|f_k|`` reaches ``min_shift``, when an operand holds
     Inf/NaN, or when a scaled entry would leave the normal range. ``engine``: one
-    whose fused ``abs_max`` pass takes the maxima.
+    whose fused ``abs_max_both`` pass takes the maxima. ``tops``: where the operands
+    come back unchanged, the row maxima of ``a`` and the column maxima of ``b``
+    (``abs_max``'s contract), read in the same pass as the maxima the balancing needs,
+    so that the product's Inf / NaN check need not read the operands again; None where
+    they were scaled (or empty).
     """
     if a.size == 0 or b.size == 0:
-        return a, b
+        return a, b, None
     passes = passes_for(engine, xp)
-    ca = passes.abs_max(a, 0)
-    rb = passes.abs_max(b, 1)
+    ra, ca = passes.abs_max_both(a)
+    rb, cb = passes.abs_max_both(b)
+    tops = (ra, cb)
     if not (bool(xp.isfinite(ca).all()) and bool(xp.isfinite(rb).all())):
-        return a, b
+        return a, b, tops
     ok = (ca > 0) & (rb > 0)
     ea = xp.frexp(xp.where(ok, ca, 1.0))[1]
     eb = xp.frexp(xp.where(ok, rb, 1.0))[1]
     f = (ea - eb) // 2
     fmax, fmin = int(f.max()), int(f.min())
     if max(fmax, -fmin) < max(1, int(min_shift)):
-        return a, b
+        return a, b, tops
     lo_a = _log2_min_nonzero(xp, a, passes.abs_min_nonzero)
     lo_b = _log2_min_nonzero(xp, b, passes.abs_min_nonzero)
     hi_a = int(xp.frexp(ca.max())[1])
     hi_b = int(xp.frexp(rb.max())[1])
     if (lo_a - fmax < -_LIMIT or hi_a - fmin > _LIMIT
             or lo_b + fmin < -_LIMIT or hi_b + fmax > _LIMIT):
-        return a, b
+        return a, b, tops
     f = f.astype(xp.int32)
     if a.dtype.kind == "f" and b.dtype.kind == "f" and -1022 <= fmin and fmax <= 1022:
         # one multiplication by an exact power of two: the correctly rounded 2**f x, as
         # ldexp's, at a fraction of libm ldexp's cost per entry
         s = xp.exp2(f.astype(xp.float64))
-        return a * (1.0 / s)[None, :], b * s[:, None]
-    return _ldexp(xp, a, -f[None, :]), _ldexp(xp, b, f[:, None])
+        return a * (1.0 / s)[None, :], b * s[:, None], None
+    return _ldexp(xp, a, -f[None, :]), _ldexp(xp, b, f[:, None]), None
 
 
 @generic("abs_max")
@@ -98,6 +104,13 @@ def abs_max_generic(xp, x, axis):
     if x.dtype.kind != "f":  # complex moduli; integers, whose negation may wrap
         return xp.abs(x).max(axis=axis)
     return xp.maximum(x.max(axis=axis), -x.min(axis=axis))
+
+
+@generic("abs_max_both")
+def abs_max_both_generic(xp, x):
+    """``(abs_max(x, 1), abs_max(x, 0))``: the generic form of an engine's fused
+    ``abs_max_both`` (both in one read)."""
+    return abs_max_generic(xp, x, 1), abs_max_generic(xp, x, 0)
 
 
 def _ldexp(xp, x, e):

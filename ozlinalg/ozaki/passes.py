@@ -38,7 +38,7 @@ __all__ = ["FUSED", "GENERIC_NAMES", "Passes", "generic", "passes_for"]
 
 #: The bit-identical passes an engine may offer, by the name of its method.
 FUSED = ("normalize_rows", "split_rows", "split_raw", "empty_slices_like", "abs_max",
-         "abs_min_nonzero",
+         "abs_max_both", "abs_min_nonzero",
          "fixed_sums", "digit_sums", "bound_r_min", "crt_residues", "crt_bound",
          "crt_accumulator", "scale_outer", "axpy_outer", "axpy_twosum", "finish_twosum",
          "certify_ef", "certify_crt")
@@ -63,6 +63,8 @@ class Passes:
     slice_storage: Callable
     #: ``(x, axis)``: ``max |x|`` along ``axis`` (non-finite on lines with Inf / NaN)
     abs_max: Callable
+    #: ``(x)``: ``(abs_max(x, 1), abs_max(x, 0))`` in one read of ``x``
+    abs_max_both: Callable
     #: ``(x)``: the smallest nonzero ``|x|`` (float; inf where there is none)
     abs_min_nonzero: Callable
     #: ``(x, square)``: fixed-point sums of ``x**2`` or ``|x|`` per row
@@ -104,7 +106,8 @@ class Passes:
 #: and the Ozaki layer's imports stay a tree); ``ozlinalg/ozaki/__init__.py`` imports
 #: those modules.
 GENERIC_NAMES = ("normalize_rows", "split_rows", "slice_storage", "split_operand",
-                 "crt_accumulator", "square_estimate", "abs_max", "abs_min_nonzero",
+                 "crt_accumulator", "square_estimate", "abs_max", "abs_max_both",
+                 "abs_min_nonzero",
                  "fixed_sums", "digit_sums",
                  "bound_r_min", "crt_residues", "crt_bound", "scale_outer", "axpy_outer",
                  "axpy_twosum", "finish_twosum", "certify")
@@ -194,6 +197,7 @@ def _build(engine, xp):
         split_raw=_or(own["split_raw"], split_raw_generic),
         slice_storage=storage,
         abs_max=_or(own["abs_max"], part(g["abs_max"], xp)),
+        abs_max_both=_or(own["abs_max_both"], part(g["abs_max_both"], xp)),
         abs_min_nonzero=_or(own["abs_min_nonzero"], part(g["abs_min_nonzero"], xp)),
         fixed_sums=_or(own["fixed_sums"], part(g["fixed_sums"], xp)),
         digit_sums=_or(own["digit_sums"], part(g["digit_sums"], xp)),

@@ -76,10 +76,10 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
             c = small_product(xp, x, y, meth, slices, opts, min_shift, engine=engine)
             if c is not None:
                 return c
-        held = 0
+        held, tops = 0, None
         if min_shift is not None:
             x0, y0 = x, y
-            x, y = balance_inner(xp, x, y, min_shift, engine)
+            x, y, tops = balance_inner(xp, x, y, min_shift, engine)
             held = _copies_bytes((x, x0), (y, y0))
         if is_complex:
             # faithful: each part of C is ONE real product (4m-fused), so that it is
@@ -88,7 +88,8 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
             return complex_matmul(lambda u, v: emulated_matmul_2d(xp, u, v, meth, slices, opts,
                                                                   engine=engine),
                                   x, y, scheme=scheme)
-        return emulated_matmul_2d(xp, x, y, meth, slices, opts, held=held, engine=engine)
+        return emulated_matmul_2d(xp, x, y, meth, slices, opts, held=held, engine=engine,
+                                  tops=tops)
 
     if a2.ndim == 2 and b2.ndim == 2:
         if order == "F" and not is_complex and a.ndim == 2 and b.ndim == 2:
@@ -96,13 +97,13 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
                               engine=engine)
             if c is not None:
                 return c
-            held = 0
+            held, tops = 0, None
             if min_shift is not None:
                 a0, b0 = a2, b2
-                a2, b2 = balance_inner(xp, a2, b2, min_shift, engine)
+                a2, b2, tops = balance_inner(xp, a2, b2, min_shift, engine)
                 held = _copies_bytes((a2, a0), (b2, b0))
             return emulated_matmul_2d(xp, a2, b2, meth, slices, opts, order="F", held=held,
-                                      engine=engine)
+                                      engine=engine, tops=tops)
         c = product_2d(a2, b2)
     else:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
@@ -125,7 +126,8 @@ def _copies_bytes(*pairs):
     return sum(new.nbytes for new, old in pairs if new is not old)
 
 
-def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=None):
+def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=None,
+                       tops=None):
     """2-D float64 product through the emulation (arguments already validated).
 
     ``order``: memory order of the result ("C", or "F" for the column-major
@@ -133,7 +135,9 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     no transposing pass). The values do not depend on it. ``held``: bytes the
     caller holds for this product beside its own inputs (the balanced copies of
     ``a`` and ``b``), counted in the memory plan. ``engine``: the engine (None:
-    the one ``opts.engine`` names for ``xp``).
+    the one ``opts.engine`` names for ``xp``). ``tops``: the row maxima of ``a`` and the
+    column maxima of ``b`` (``abs_max``'s contract) where the caller has them (the
+    balancing reads them with its own), else None: read here.
     """
     m, n = a.shape
     p = b.shape[1]
@@ -147,7 +151,8 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     if engine is None:
         engine = get_engine(xp, opts.engine)
     if order not in engine.output_orders:
-        c = emulated_matmul_2d(xp, a, b, meth, slices, opts, held=held, engine=engine)
+        c = emulated_matmul_2d(xp, a, b, meth, slices, opts, held=held, engine=engine,
+                               tops=tops)
         return xp.asfortranarray(c) if order == "F" else c
     prof_on = bool(active_profiles())
     sync = engine.synchronize if prof_on else None
@@ -161,8 +166,12 @@ def emulated_matmul_2d(xp, a, b, meth, slices, opts, order="C", held=0, engine=N
     mem.check(mem.plan(held), m, n, p, held)
 
     # Inf/NaN: those rows of A / columns of B go through native FP64 at the end.
-    bad_rows, top_a = _nonfinite_lines(xp, engine, a, 1)
-    bad_cols, top_b = _nonfinite_lines(xp, engine, b, 0)
+    if tops is None:
+        bad_rows, top_a = _nonfinite_lines(xp, engine, a, 1)
+        bad_cols, top_b = _nonfinite_lines(xp, engine, b, 0)
+    else:
+        top_a, top_b = tops
+        bad_rows, bad_cols = ~xp.isfinite(top_a), ~xp.isfinite(top_b)
     any_bad_rows = bool(bad_rows.any())
     any_bad_cols = bool(bad_cols.any())
     extra = (held + _nonfinite_bytes(m, n, p, bad_rows, bad_cols, any_bad_rows, any_bad_cols)

@@ -720,6 +720,25 @@ class TestFusedPassesMatchGeneric:
             np.testing.assert_array_equal(got[fin], want[fin])
             assert not np.isfinite(got[~fin]).any() and (~fin).sum() == 1
         assert fused.abs_max(x[::2, ::2], axis) is None  # strided: generic code
+        # a block of a larger matrix (a factorization's panel): unit-stride lines, any
+        # leading dimension, no copy
+        for blk in (x[3:250, 10:150], x[:, 5:6], x[7:8, :], x[2:, 1:][::1, :-3]):
+            np.testing.assert_array_equal(fused.abs_max(blk, axis),
+                                          abs_max_generic(np, blk, axis))
+
+    @pytest.mark.parametrize("order", ["C", "F"])
+    def test_abs_min_nonzero(self, rng, fused, order):
+        from ozlinalg.ozaki.balance import abs_min_nonzero_generic
+
+        x = random_matrix(rng, 301, 517, 30.0)
+        x[3] = 0.0
+        x[7, 9] = -5e-324
+        x[8, 8] = np.nan
+        x = _order(x, order)
+        for blk in (x, x[3:250, 10:150], x[3:4, 3:300], x[:, 9:10], x[100:, 100:]):
+            assert fused.abs_min_nonzero(blk) == abs_min_nonzero_generic(np, blk)
+        assert fused.abs_min_nonzero(x[::2, ::2]) is None
+        assert fused.abs_min_nonzero(np.zeros((4, 5))) == np.inf
 
     def test_bound_r_min(self, rng, fused):
         # auto's lower bounds from W: the generic row blocks' minima and columns

@@ -528,11 +528,31 @@ class TestBalance:
         from ozlinalg.ozaki.balance import balance_inner
 
         a, b = _inner_scaled(rng, 30)
-        a2, b2 = balance_inner(np, a, b)
+        a2, b2, _ = balance_inner(np, a, b)
         assert not np.array_equal(a2, a)
         # Exact power-of-two scaling: every term a_ik b_kj is unchanged.
         np.testing.assert_array_equal(a2[:, :, None] * b2[None, :, :],
                                       a[:, :, None] * b[None, :, :])
+
+    def test_maxima_come_with_unchanged_operands(self, rng):
+        # the row maxima of a and column maxima of b, read with the balancing's own, for
+        # the product's Inf / NaN check; None where the operands were scaled
+        from ozlinalg.ozaki.balance import abs_max_generic, balance_inner
+
+        a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 20))
+        a[3, 4], b[5, 6] = np.nan, -np.inf
+        for eng in (None, ozlinalg.engines.get_engine(np)):
+            for x, y in ((a, b), (np.asfortranarray(a), b[:, 2:])):
+                x2, y2, (ra, cb) = balance_inner(np, x, y, 1, eng)
+                assert x2 is x and y2 is y
+                for got, want in ((ra, abs_max_generic(np, x, 1)),
+                                  (cb, abs_max_generic(np, y, 0))):
+                    fin = np.isfinite(want)
+                    np.testing.assert_array_equal(np.isfinite(got), fin)
+                    np.testing.assert_array_equal(got[fin], want[fin])
+        a, b = _inner_scaled(rng, 30)
+        assert balance_inner(np, a, b)[2] is None
+        assert balance_inner(np, a, b, 200)[2] is not None  # below min_shift: unchanged
 
     def test_nonfinite_and_empty_are_left_alone(self, rng):
         from ozlinalg.ozaki.balance import balance_inner

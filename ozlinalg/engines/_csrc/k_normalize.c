@@ -184,30 +184,32 @@ k_normalize_cols_sumsq(ozval *v, int nt)
     return fail ? OZK_NOMEM : 0;
 }
 
-/* Eight lanes: the loop vectorizes (no float reduction). bad: NaN from Inf or NaN. */
+/* max |row| (inf where the row holds Inf or NaN). bad: NaN from Inf or NaN. */
 OZ_INLINE double
 abs_max_row(const double *row, ptrdiff_t s1, ptrdiff_t k)
 {
-    double best[8] = {0}, bad[8] = {0};
-    ptrdiff_t k8 = k - k % 8;
-    for (ptrdiff_t j = 0; j < k8; j += 8) {
-        for (int lane = 0; lane < 8; lane++) {
-            double x = row[(j + lane) * s1];
-            bad[lane] += x - x;
-            double a = fabs(x);
-            best[lane] = a > best[lane] ? a : best[lane];
+    double top = 0.0, flag = 0.0;
+    ptrdiff_t j = 0;
+    if (s1 == 1) {
+        oz_vd best0 = {0}, best1 = {0}, bad0 = {0}, bad1 = {0};
+        for (; j + 2 * OZ_VL <= k; j += 2 * OZ_VL) {
+            oz_vd x0 = oz_v_load(row + j), x1 = oz_v_load(row + j + OZ_VL);
+            bad0 += x0 - x0;
+            bad1 += x1 - x1;
+            best0 = oz_v_max(oz_v_abs(x0), best0);
+            best1 = oz_v_max(oz_v_abs(x1), best1);
+        }
+        for (int lane = 0; lane < OZ_VL; lane++) {
+            top = best0[lane] > top ? best0[lane] : top;
+            top = best1[lane] > top ? best1[lane] : top;
+            flag += bad0[lane] + bad1[lane];
         }
     }
-    for (ptrdiff_t j = k8; j < k; j++) {
+    for (; j < k; j++) {
         double x = row[j * s1];
-        bad[0] += x - x;
+        flag += x - x;
         double a = fabs(x);
-        best[0] = a > best[0] ? a : best[0];
-    }
-    double top = 0.0, flag = 0.0;
-    for (int lane = 0; lane < 8; lane++) {
-        top = best[lane] > top ? best[lane] : top;
-        flag += bad[lane];
+        top = a > top ? a : top;
     }
     return flag == 0.0 ? top : INFINITY;
 }
@@ -231,58 +233,100 @@ abs_max_row(const double *row, ptrdiff_t s1, ptrdiff_t k)
 ROW_REDUCTION(k_abs_max_rows, abs_max_row)
 
 /* The smallest nonzero |x| of a row (+inf where there is none); NaN compares false and
- * is passed over, as it is by the generic code's mask. Eight lanes: it vectorizes. */
+ * is passed over, as it is by the generic code's mask. */
 OZ_INLINE double
 abs_min_nonzero_row(const double *row, ptrdiff_t s1, ptrdiff_t k)
 {
-    double best[8] = {INFINITY, INFINITY, INFINITY, INFINITY,
-                      INFINITY, INFINITY, INFINITY, INFINITY};
-    ptrdiff_t k8 = k - k % 8;
-    for (ptrdiff_t j = 0; j < k8; j += 8) {
-        for (int lane = 0; lane < 8; lane++) {
-            double a = fabs(row[(j + lane) * s1]);
-            best[lane] = (a > 0.0 && a < best[lane]) ? a : best[lane];
+    double m = INFINITY;
+    ptrdiff_t j = 0;
+    if (s1 == 1) {
+        oz_vd best0 = (oz_vd){0} + INFINITY, best1 = best0;
+        for (; j + 2 * OZ_VL <= k; j += 2 * OZ_VL) {
+            best0 = oz_v_min_pos(oz_v_abs(oz_v_load(row + j)), best0);
+            best1 = oz_v_min_pos(oz_v_abs(oz_v_load(row + j + OZ_VL)), best1);
+        }
+        for (int lane = 0; lane < OZ_VL; lane++) {
+            m = best0[lane] < m ? best0[lane] : m;
+            m = best1[lane] < m ? best1[lane] : m;
         }
     }
-    for (ptrdiff_t j = k8; j < k; j++) {
+    for (; j < k; j++) {
         double a = fabs(row[j * s1]);
-        best[0] = (a > 0.0 && a < best[0]) ? a : best[0];
+        m = (a > 0.0 && a < m) ? a : m;
     }
-    double m = best[0];
-    for (int lane = 1; lane < 8; lane++)
-        m = best[lane] < m ? best[lane] : m;
     return m;
 }
 
 ROW_REDUCTION(k_abs_min_nonzero_rows, abs_min_nonzero_row)
 
+/* The column maxima cols[j] = max_i |x[i, j]| of an (m x p) array with unit-stride
+ * rows (row stride s0), and where rows is not NULL also the row maxima, in one read in
+ * memory order, each with abs_max_rows' contract (inf where the line holds Inf or NaN).
+ * The rows are cut into one block per thread; each block keeps its own column maxima
+ * (NaN sticking), merged at the end (a maximum: exact in any order). */
+static int
+oz_abs_max_lines(const double *x, ptrdiff_t m, ptrdiff_t p, ptrdiff_t s0, double *rows,
+                 ptrdiff_t r0, double *cols, ptrdiff_t c0, int nt)
+{
+    ptrdiff_t nb = nt > 1 ? nt : 1;
+    if (nb > m)
+        nb = m > 0 ? m : 1;
+    double *acc = malloc(sizeof(double) * (size_t)(p > 0 ? p : 1) * (size_t)nb);
+    if (!acc)
+        return OZK_NOMEM;
+    OZ_PARALLEL_FOR(nt)
+    for (ptrdiff_t b = 0; b < nb; b++) {
+        double *restrict best = acc + p * b;
+        for (ptrdiff_t j = 0; j < p; j++)
+            best[j] = 0.0;
+        for (ptrdiff_t i = m * b / nb; i < m * (b + 1) / nb; i++) {
+            const double *restrict row = x + i * s0;
+            double top = 0.0;
+            for (ptrdiff_t j0 = 0; j0 < p; j0 += 1024) {
+                ptrdiff_t j1 = OZ_MIN(p, j0 + 1024);
+                oz_col_update(row + j0, best + j0, j1 - j0);
+                if (rows) {
+                    /* the piece again, from the cache the update brought it into (a
+                     * piece holding Inf / NaN gives inf, which no other piece exceeds) */
+                    double t = abs_max_row(row + j0, 1, j1 - j0);
+                    top = t > top ? t : top;
+                }
+            }
+            if (rows)
+                rows[i * r0] = top;
+        }
+    }
+    for (ptrdiff_t j = 0; j < p; j++) {
+        double top = 0.0;
+        for (ptrdiff_t b = 0; b < nb; b++) {
+            double t = acc[p * b + j];
+            top = (t > top || t != t) ? t : top;
+        }
+        cols[j * c0] = isfinite(top) ? top : INFINITY;
+    }
+    free(acc);
+    return 0;
+}
+
+/* Both maxima of x in one read: rows[i] = max_j |x[i, j]| and cols[j] = max_i |x[i, j]|. */
+int
+k_abs_max_both(ozval *v, int nt)
+{
+    ptrdiff_t p = OZ_N(0, 1);
+    if (OZ_S(0, 1) != 1 && p > 1)
+        return OZK_BADLAYOUT;
+    return oz_abs_max_lines(OZ_D(0), OZ_N(0, 0), p, OZ_S(0, 0), OZ_D(1), OZ_S(1, 0), OZ_D(2),
+                            OZ_S(2, 0), nt);
+}
+
+/* Column maxima, row by row in memory order (column strips of a row-major array read
+ * a short piece of every row: each a new page for the prefetchers, 3-5x slower). */
 int
 k_abs_max_cols(ozval *v, int nt)
 {
-    const double *x = OZ_D(0);
-    double *out = OZ_D(1);
-    ptrdiff_t m = OZ_N(0, 0), p = OZ_N(0, 1), s0 = OZ_S(0, 0), s1 = OZ_S(0, 1);
-    ptrdiff_t o0 = OZ_S(1, 0);
-    ptrdiff_t nb = (p + 255) / 256;
-    if (s1 != 1)
+    ptrdiff_t p = OZ_N(0, 1);
+    if (OZ_S(0, 1) != 1 && p > 1)
         return OZK_BADLAYOUT;
-    OZ_PARALLEL_FOR(nt)
-    for (ptrdiff_t b = 0; b < nb; b++) {
-        ptrdiff_t j0 = b * 256, w = OZ_MIN(p, j0 + 256) - j0;
-        double best[256], bad[256];
-        for (ptrdiff_t j = 0; j < w; j++)
-            best[j] = bad[j] = 0.0;
-        for (ptrdiff_t i = 0; i < m; i++) {
-            const double *row = x + i * s0 + j0;
-            for (ptrdiff_t j = 0; j < w; j++) {
-                double xv = row[j];
-                bad[j] += xv - xv;
-                double a = fabs(xv);
-                best[j] = a > best[j] ? a : best[j];
-            }
-        }
-        for (ptrdiff_t j = 0; j < w; j++)
-            out[(j0 + j) * o0] = bad[j] == 0.0 ? best[j] : INFINITY;
-    }
-    return 0;
+    return oz_abs_max_lines(OZ_D(0), OZ_N(0, 0), p, OZ_S(0, 0), NULL, 0, OZ_D(1),
+                            OZ_S(1, 0), nt);
 }

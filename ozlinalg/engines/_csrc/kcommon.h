@@ -30,6 +30,78 @@ oz_grid(double m, int width)
     return ldexp(1.0, OZ_MAX(e + 1 - width, OZ_MIN_GRID_EXP));
 }
 
+/* Vectors of doubles (GCC's vector extensions; four lanes with AVX, two on baseline
+ * x86-64): the reductions below are written with them, since the compilers this was
+ * built with left the scalar eight-lane form scalar (2.8-3.9 ms for a 2048 x 2048 pass
+ * against NumPy's 1.2-1.9 ms for a plain max). Lanes are reduced at the end: a maximum,
+ * a minimum or a sum of zeros and NaN does not depend on the order. */
+#ifdef __AVX__
+#define OZ_VL 4
+#else
+#define OZ_VL 2
+#endif
+typedef double oz_vd __attribute__((vector_size(8 * OZ_VL)));
+typedef long long oz_vl __attribute__((vector_size(8 * OZ_VL)));
+
+OZ_INLINE oz_vd
+oz_v_load(const double *p)
+{
+    oz_vd v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+OZ_INLINE void
+oz_v_store(double *p, oz_vd v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+OZ_INLINE oz_vd
+oz_v_abs(oz_vd x)
+{
+    return (oz_vd)((oz_vl)x & ((oz_vl){0} + INT64_MAX));
+}
+
+/* a > b ? a : b per lane (NaN in a: b, as the scalar expression) */
+OZ_INLINE oz_vd
+oz_v_max(oz_vd a, oz_vd b)
+{
+    oz_vl m = a > b;
+    return (oz_vd)((m & (oz_vl)a) | (~m & (oz_vl)b));
+}
+
+/* (a > 0 && a < b) ? a : b per lane */
+OZ_INLINE oz_vd
+oz_v_min_pos(oz_vd a, oz_vd b)
+{
+    oz_vl m = (a > 0.0) & (a < b);
+    return (oz_vd)((m & (oz_vl)a) | (~m & (oz_vl)b));
+}
+
+/* a > b || a != a ? a : b per lane: the maximum, NaN once a NaN came (it stays: no
+ * value compares greater than NaN) */
+OZ_INLINE oz_vd
+oz_v_max_nan(oz_vd a, oz_vd b)
+{
+    oz_vl m = (a > b) | (a != a);
+    return (oz_vd)((m & (oz_vl)a) | (~m & (oz_vl)b));
+}
+
+/* best[j] = max(best[j], |row[j]|) for j < w, NaN sticking (the column maxima of a
+ * block of rows, one row at a time; a column that held Inf or NaN ends non-finite) */
+OZ_INLINE void
+oz_col_update(const double *restrict row, double *restrict best, ptrdiff_t w)
+{
+    ptrdiff_t j = 0;
+    for (; j + OZ_VL <= w; j += OZ_VL)
+        oz_v_store(best + j, oz_v_max_nan(oz_v_abs(oz_v_load(row + j)), oz_v_load(best + j)));
+    for (; j < w; j++) {
+        double a = fabs(row[j]);
+        best[j] = (a > best[j] || a != a) ? a : best[j];
+    }
+}
+
 /* max_r |xt[r, j]| per column of a (k x n) array: partial maxima of row blocks in
  * parallel, then a reduction (a maximum does not depend on the order). */
 static inline int
@@ -46,7 +118,10 @@ oz_col_absmax(const double *xt, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_
         for (ptrdiff_t r = b * k / nb; r < (b + 1) * k / nb; r++) {
             const double *row = xt + r * s0;
             if (s1 == 1) {
-                for (ptrdiff_t j = 0; j < n; j++) {
+                ptrdiff_t j = 0;
+                for (; j + OZ_VL <= n; j += OZ_VL)
+                    oz_v_store(pb + j, oz_v_max(oz_v_abs(oz_v_load(row + j)), oz_v_load(pb + j)));
+                for (; j < n; j++) {
                     double a = fabs(row[j]);
                     if (a > pb[j])
                         pb[j] = a;

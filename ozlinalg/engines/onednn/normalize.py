@@ -9,8 +9,20 @@ from ._common import KernelPasses, _is_cols
 __all__ = ["NormalizePasses"]
 
 
+def _unit_lines(x):
+    """``x`` or ``x.T``, whichever has unit-stride rows (the kernels take any row stride:
+    a block of a larger matrix, such as a factorization's panel, needs no copy), or None.
+    """
+    if x.strides[1] == x.itemsize:
+        return x
+    if x.strides[0] == x.itemsize:
+        return x.T
+    return None
+
+
 class NormalizePasses(KernelPasses):
-    """``normalize_rows``, ``abs_max``, ``abs_min_nonzero``: the generic bits."""
+    """``normalize_rows``, ``abs_max``, ``abs_max_both``, ``abs_min_nonzero``: the generic
+    bits."""
 
     def normalize_rows(self, a):
         """Fused :func:`ozlinalg.ozaki.split.normalize_rows` (one pass, row-parallel);
@@ -41,11 +53,8 @@ class NormalizePasses(KernelPasses):
         (``ozlinalg.ozaki.balance.abs_min_nonzero_generic``); None: generic."""
         if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
             return None
-        if x.flags.c_contiguous:
-            xx = x
-        elif x.flags.f_contiguous:
-            xx = x.T
-        else:
+        xx = _unit_lines(x)
+        if xx is None:
             return None
         out = np.empty(xx.shape[0])
         self._k(x.size).abs_min_nonzero_rows(xx, out)
@@ -57,12 +66,23 @@ class NormalizePasses(KernelPasses):
         generic."""
         if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
             return None
-        c, f = x.flags.c_contiguous, x.flags.f_contiguous
-        if not (c or f):
+        xx = _unit_lines(x)
+        if xx is None:
             return None
-        rows = (axis == 1) == c  # the lines reduced are contiguous
-        xx = x if c else x.T
+        rows = (axis == 1) == (xx is x)  # the lines reduced are contiguous
         out = np.empty(xx.shape[0] if rows else xx.shape[1])
         ker = self._k(x.size)
         (ker.abs_max_rows if rows else ker.abs_max_cols)(xx, out)
         return out
+
+    def abs_max_both(self, x):
+        """``(abs_max(x, 1), abs_max(x, 0))`` of a float64 2-D array in one parallel read
+        (``ozlinalg.ozaki.balance.abs_max_both_generic``); None: generic."""
+        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
+            return None
+        xx = _unit_lines(x)
+        if xx is None:
+            return None
+        rows, cols = np.empty(xx.shape[0]), np.empty(xx.shape[1])
+        self._k(x.size).abs_max_both(xx, rows, cols)
+        return (rows, cols) if xx is x else (cols, rows)
