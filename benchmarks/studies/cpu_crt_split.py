@@ -14,6 +14,8 @@ Usage::
 
     python benchmarks/studies/cpu_crt_split.py --n 2048 4096 --threads 1
     python benchmarks/studies/cpu_crt_split.py --n 2048 --clock wall      # 2 threads
+    ONEDNN_MAX_CPU_ISA=AVX2 OZLINALG_KERNELS_ISA=x86-64-v3 \
+        python benchmarks/studies/cpu_crt_split.py --n 2048 --threads 1  # AVX2 engine
 """
 from __future__ import annotations
 
@@ -69,8 +71,9 @@ def instrument(eng, into):
         raise SystemExit("no compiled kernels here (not built, or OZLINALG_FUSED=0)")
     for name in dir(ker):
         fn = getattr(ker, name)
+        # gemm16: the AVX2 engine's INT8 GEMM, timed within int_matmul_sum below
         if (not name.startswith("_") and callable(fn)
-                and name not in ("set_threads", "threads", "cpu_level", "openmp")):
+                and name not in ("set_threads", "threads", "cpu_level", "openmp", "gemm16")):
             setattr(ker, name, _Timed(name, fn, into))
     cls = type(eng)
     for name, label in (("int_matmul_sum", "INT8 GEMMs"), ("_bf16_scaled", "BF16 GEMM")):
@@ -132,6 +135,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[2048, 4096])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--engine", default=None,
+                    help="an INT8 engine's name (onednn, avx2; default: the one this "
+                         "machine selects)")
     add_arguments(ap)
     ap.set_defaults(clock="cpu")  # CPU time unless --clock wall
     args = ap.parse_args(argv)
@@ -139,8 +145,9 @@ def main(argv=None):
     if args.threads != 1 and not WALL[0]:
         print("note: CPU time of several threads adds up; --threads 1 compares with "
               "single-thread native DGEMM, --clock wall times several", flush=True)
-    with ozlinalg.options(engine="onednn"):
-        eng = get_engine(np)
+    with ozlinalg.options(**({"engine": args.engine} if args.engine else {})):
+        eng = get_engine(np, args.engine) if args.engine else get_engine(np)
+        print(f"engine: {eng.describe()}", flush=True)
         configure(args, eng)
         into = collections.defaultdict(lambda: [0.0, 0.0, 0])
         instrument(eng, into)

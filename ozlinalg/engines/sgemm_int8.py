@@ -121,6 +121,22 @@ class SGEMMInt8Engine(Int8Engine):
             extra[key] = model.get(key, generic) + F32_BYTES
         return {**model, **extra}
 
+    def _k(self, work):
+        """The kernel module, on one thread whatever the pass's size.
+
+        The products run on BLAS SGEMM's own threads. OpenMP's workers keep spinning a
+        while after each parallel pass (libgomp's wait policy) and take the cores from
+        the SGEMM threads that come next: on 2 threads at n = 2048 (a 2-core Zen 4) crt
+        took 1.93 s with parallel passes against 1.68 s with one-thread ones, hybrid-ef
+        5.28 against 4.63 s, and under a 64 MiB limit, where tiles interleave passes and
+        SGEMMs a thousand times, 2.37x against 1.42x the unlimited time
+        (``benchmarks/studies/memory_time.py --engines sgemm``). The passes are a few
+        percent of this engine's products (``benchmarks/studies/cpu_crt_split.py
+        --engine sgemm``: 4 % of crt's time)."""
+        ker = self.kernels
+        ker.set_threads(1)
+        return ker
+
     # -- the GEMM ---------------------------------------------------------------------
 
     def _buffer(self, count):
