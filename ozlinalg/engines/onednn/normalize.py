@@ -9,17 +9,6 @@ from ._common import KernelPasses, _is_cols
 __all__ = ["NormalizePasses"]
 
 
-def _unit_lines(x):
-    """``x`` or ``x.T``, whichever has unit-stride rows (the kernels take any row stride:
-    a block of a larger matrix, such as a factorization's panel, needs no copy), or None.
-    """
-    if x.strides[1] == x.itemsize:
-        return x
-    if x.strides[0] == x.itemsize:
-        return x.T
-    return None
-
-
 class NormalizePasses(KernelPasses):
     """``normalize_rows``, ``abs_max``, ``abs_max_both``, ``abs_min_nonzero``: the generic
     bits."""
@@ -47,13 +36,24 @@ class NormalizePasses(KernelPasses):
         ker.normalize_rows(a, x, e, np.empty(0))  # (no row sums of squares)
         return x, e
 
+    def _unit_lines(self, x):
+        """For the reductions: ``x`` (a non-empty float64 2-D array) or ``x.T``, whichever
+        has unit-stride rows (the kernels take any row stride: a block of a larger
+        matrix, such as a factorization's panel, needs no copy); None where the kernels
+        cannot take it (no kernels, another dtype or shape, no unit stride)."""
+        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
+            return None
+        if x.strides[1] == x.itemsize:
+            return x
+        if x.strides[0] == x.itemsize:
+            return x.T
+        return None
+
     def abs_min_nonzero(self, x):
         """The smallest nonzero ``|x|`` of a float64 2-D array (inf where there is none)
         in one parallel pass over its contiguous lines
         (``ozlinalg.ozaki.balance.abs_min_nonzero_generic``); None: generic."""
-        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
-            return None
-        xx = _unit_lines(x)
+        xx = self._unit_lines(x)
         if xx is None:
             return None
         out = np.empty(xx.shape[0])
@@ -64,9 +64,7 @@ class NormalizePasses(KernelPasses):
         """``max |x|`` along ``axis`` of a float64 2-D array in one parallel pass
         (``ozlinalg.ozaki.balance.abs_max_generic``: Inf where a line holds Inf or NaN); None:
         generic."""
-        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
-            return None
-        xx = _unit_lines(x)
+        xx = self._unit_lines(x)
         if xx is None:
             return None
         rows = (axis == 1) == (xx is x)  # the lines reduced are contiguous
@@ -78,9 +76,7 @@ class NormalizePasses(KernelPasses):
     def abs_max_both(self, x):
         """``(abs_max(x, 1), abs_max(x, 0))`` of a float64 2-D array in one parallel read
         (``ozlinalg.ozaki.balance.abs_max_both_generic``); None: generic."""
-        if self.kernels is None or x.dtype != np.float64 or x.ndim != 2 or x.size == 0:
-            return None
-        xx = _unit_lines(x)
+        xx = self._unit_lines(x)
         if xx is None:
             return None
         rows, cols = np.empty(xx.shape[0]), np.empty(xx.shape[1])
