@@ -428,6 +428,16 @@ def swap_rows(xp, a, piv, offset, cols, engine=None):
     blk = a[:, cols]
     if blk.shape[1] == 0 or len(piv) == 0:
         return
+    if xp is np and blk.size < NATIVE_LIMIT_FROM:
+        # one gather of every row by a Python list: index arrays of the moved rows
+        # alone cost more to build than a small block takes to copy
+        order = list(range(blk.shape[0]))
+        for i, p in enumerate(piv.tolist() if isinstance(piv, np.ndarray) else
+                              [int(v) for v in piv]):
+            i, p = i + offset, p + offset
+            order[i], order[p] = order[p], order[i]
+        blk[...] = blk.take(np.array(order), axis=0)
+        return
     # (OpenBLAS's laswp runs on all its threads whatever the size: a small block is
     # gathered instead)
     if (xp is np and blk.flags.f_contiguous and blk.dtype in (np.float64, np.complex128)
@@ -442,16 +452,6 @@ def swap_rows(xp, a, piv, offset, cols, engine=None):
         if out is blk or np.may_share_memory(out, blk):
             return
         blk[...] = out
-        return
-    if xp is np and blk.size < NATIVE_LIMIT_FROM:
-        # one gather of every row by a Python list: index arrays of the moved rows
-        # alone cost more to build than a small block takes to copy
-        order = list(range(blk.shape[0]))
-        for i, p in enumerate(piv.tolist() if isinstance(piv, np.ndarray) else
-                              [int(v) for v in piv]):
-            i, p = i + offset, p + offset
-            order[i], order[p] = order[p], order[i]
-        blk[...] = blk.take(np.array(order), axis=0)
         return
     dst, src = swaps_to_rows(piv, offset)
     if dst.size:

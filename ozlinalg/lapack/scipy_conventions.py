@@ -240,6 +240,10 @@ def as_array(a, *, check_finite=True, fname="ozlinalg.linalg", argname="a",
     Complex input (complex64, complex128) is accepted: the factorizations
     compute in complex128 from real emulated products.
     """
+    if type(a) is np.ndarray and a.dtype.char in "dD":  # the common case, checked at once
+        if check_finite and a.size and not bool(np.isfinite(a).all()):
+            raise ValueError(finite_msg)
+        return np, a
     xp = array_namespace(a)
     if xp is np and type(a) is not np.ndarray:
         # SciPy's _asarray_validated: masked arrays refused, other subclasses
