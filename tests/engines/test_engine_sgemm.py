@@ -120,6 +120,24 @@ class TestGemm:
         assert sgemm8.scratch.hits > hits
         np.testing.assert_array_equal(got, _int64(a[0], b[0]))
 
+    def test_passes_leave_the_cores_to_blas(self, sgemm8, monkeypatch):
+        # OpenMP's spinning workers would take the cores from the SGEMMs that follow:
+        # every compiled pass runs on one thread, however large, and a product with
+        # passes large enough to go parallel on the other engines asks for no more
+        ker = sgemm8.kernels
+        asked = []
+        real = ker.set_threads
+        monkeypatch.setattr(ker, "set_threads", lambda n: asked.append(n) or real(n),
+                            raising=False)
+        with monkeypatch.context() as m:
+            m.setattr(sgemm8, "threads", 4)  # as on a 4-core machine
+            assert sgemm8._k(1 << 26) is ker and asked == [1]
+        with ozlinalg.options(engine="sgemm"):
+            rng = np.random.default_rng(7)
+            ozlinalg.matmul(rng.standard_normal((600, 1800)), rng.standard_normal((1800, 600)),
+                            method="crt")
+        assert asked and set(asked) == {1}
+
 
 class TestExactness:
     def test_self_test_passes(self, sgemm8):
