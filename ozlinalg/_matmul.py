@@ -14,7 +14,6 @@ from ._array import array_namespace
 from ._options import get_options, resolve
 from .engines import get_engine
 from .ozaki import params
-from .ozaki.small import small_product
 from .ozaki.tiling import emulated_matmul, product_memory_plan
 
 __all__ = ["matmul", "matmul_ordered", "product", "memory_plan"]
@@ -140,14 +139,6 @@ def product(plan, a, b, order="C"):
         a = _as_float64(xp, a, "a")
     if b.dtype.char not in "dD":
         b = _as_float64(xp, b, "b")
-    if (xp is np and a.ndim == 2 and b.ndim == 2 and a.dtype.char == "d"
-            and b.dtype.char == "d" and a.shape[1] == b.shape[0]):
-        # the one-call path first, as emulated_matmul takes it, without its set-up (the
-        # small blocked routines make a few such products per call)
-        c = small_product(xp, a, b, plan.method, plan.slices, plan.options, plan.min_shift,
-                          order=order, engine=plan.engine)
-        if c is not None:
-            return c
     return emulated_matmul(xp, a, b, plan.method, plan.slices, plan.options,
                            plan.min_shift, order=order, engine=plan.engine)
 

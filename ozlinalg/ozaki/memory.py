@@ -199,18 +199,18 @@ def global_bytes(m, p, fam, model=None, faithful=False, blocks=1, keep_bounds=Fa
 def plan_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, blocks=1,
                keep_bounds=True, extra=0):
     """The plan's bytes for output tiles ``tiles = (mt, pt)`` (module doc)."""
-    mt, pt = tiles
-    count = -(-m // mt) * -(-p // pt)
-    stream = fam == "crt" and not keep_bounds
-    fixed = int(coefficient(model, "tile")) * count + int(extra)
     if fam in ("crt", "crt-fast") and not faithful:  # the larger phase (module doc)
         return max(count_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful, blocks,
                                keep_bounds, extra),
                    _product_total(m, p, k, s, tiles, fam, slice_bytes, model, faithful,
                                   blocks, extra))
+    mt, pt = tiles
+    count = -(-m // mt) * -(-p // pt)
     return (working_bytes(mt, pt, k, s, slice_bytes=slice_bytes, model=model,
-                          faithful=faithful, fam=fam, blocks=blocks, bounds=stream)
-            + fixed + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds))
+                          faithful=faithful, fam=fam, blocks=blocks,
+                          bounds=fam == "crt" and not keep_bounds)
+            + int(coefficient(model, "tile")) * count + int(extra)
+            + global_bytes(m, p, fam, model, faithful, blocks, keep_bounds))
 
 
 def count_bytes(m, p, k, s, tiles, fam, slice_bytes, model=None, faithful=False, blocks=1,

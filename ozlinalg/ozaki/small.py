@@ -37,12 +37,10 @@ SMALL_WORK = 1 << 21
 SMALL_OPERANDS = 1 << 16
 
 @lru_cache(maxsize=256)
-def _thresholds(split, n, max_slices, outputs):
-    """``(width, thresholds)`` of ``slices="auto"`` for inner length ``n``."""
-    width = params.slice_width(n)
+def _thresholds(split, width, max_slices, outputs):
     t = np.array(slice_thresholds(split, width, max_slices, outputs), dtype=np.float64)
     t.flags.writeable = False
-    return width, t
+    return t
 
 
 def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=None):
@@ -69,7 +67,8 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=Non
     hook = engine.small_product
     if hook is None:
         return None
-    width, thr = _thresholds(meth.split, n, cap, m * p)
+    width = params.slice_width(n)
+    thr = _thresholds(meth.split, width, cap, m * p)
     prof = bool(active_profiles())
     t0 = time.perf_counter() if prof else 0.0
     times = [0.0, 0.0, 0.0] if prof else None

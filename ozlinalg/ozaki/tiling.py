@@ -71,39 +71,35 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
     if engine is None and min_shift is not None:
         engine = get_engine(xp, opts.engine)
 
-    def product_2d(x, y):
-        if not is_complex:
-            c = small_product(xp, x, y, meth, slices, opts, min_shift, engine=engine)
-            if c is not None:
-                return c
+    def real_2d(x, y, order="C"):
+        c = small_product(xp, x, y, meth, slices, opts, min_shift, order=order, engine=engine)
+        if c is not None:
+            return c
         held, tops = 0, None
         if min_shift is not None:
             x0, y0 = x, y
             x, y, tops = balance_inner(xp, x, y, min_shift, engine)
             held = _copies_bytes((x, x0), (y, y0))
-        if is_complex:
-            # faithful: each part of C is ONE real product (4m-fused), so that it is
-            # certified itself, not a difference of certified products
-            scheme = "4m-fused" if opts.accuracy == "faithful" else opts.complex_scheme
-            return complex_matmul(lambda u, v: emulated_matmul_2d(xp, u, v, meth, slices, opts,
-                                                                  engine=engine),
-                                  x, y, scheme=scheme)
-        return emulated_matmul_2d(xp, x, y, meth, slices, opts, held=held, engine=engine,
-                                  tops=tops)
+        return emulated_matmul_2d(xp, x, y, meth, slices, opts, order=order, held=held,
+                                  engine=engine, tops=tops)
 
+    def product_2d(x, y):
+        if not is_complex:
+            return real_2d(x, y)
+        if min_shift is not None:
+            x, y, _ = balance_inner(xp, x, y, min_shift, engine)
+        # faithful: each part of C is ONE real product (4m-fused), so that it is
+        # certified itself, not a difference of certified products
+        scheme = "4m-fused" if opts.accuracy == "faithful" else opts.complex_scheme
+        return complex_matmul(lambda u, v: emulated_matmul_2d(xp, u, v, meth, slices, opts,
+                                                              engine=engine),
+                              x, y, scheme=scheme)
+
+    if a.ndim == 2 and b.ndim == 2 and not is_complex:
+        # the one-call small path comes first in real_2d, before any other set-up: the
+        # blocked routines make many small products
+        return real_2d(a, b, order)
     if a2.ndim == 2 and b2.ndim == 2:
-        if order == "F" and not is_complex and a.ndim == 2 and b.ndim == 2:
-            c = small_product(xp, a2, b2, meth, slices, opts, min_shift, order="F",
-                              engine=engine)
-            if c is not None:
-                return c
-            held, tops = 0, None
-            if min_shift is not None:
-                a0, b0 = a2, b2
-                a2, b2, tops = balance_inner(xp, a2, b2, min_shift, engine)
-                held = _copies_bytes((a2, a0), (b2, b0))
-            return emulated_matmul_2d(xp, a2, b2, meth, slices, opts, order="F", held=held,
-                                      engine=engine, tops=tops)
         c = product_2d(a2, b2)
     else:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
