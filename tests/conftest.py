@@ -17,7 +17,7 @@ from ozlinalg._array import cupy_or_none
 #: The variables that choose and shape the NumPy engine (the CI's engine legs set some
 #: in the environment of the whole run).
 ENGINE_VARIABLES = ("OZLINALG_ENGINE", "ONEDNN_MAX_CPU_ISA", "OZLINALG_KERNELS_ISA",
-                    "OZLINALG_FUSED")
+                    "OZLINALG_FUSED", "OZLINALG_AMX")
 
 
 def python_with_engine_env(code, **env):

@@ -71,9 +71,10 @@ def instrument(eng, into):
         raise SystemExit("no compiled kernels here (not built, or OZLINALG_FUSED=0)")
     for name in dir(ker):
         fn = getattr(ker, name)
-        # gemm16: the AVX2 engine's INT8 GEMM, timed within int_matmul_sum below
+        # gemm16 / gemm_amx: the AVX2 / AMX INT8 GEMMs, timed within int_matmul_sum below
         if (not name.startswith("_") and callable(fn)
-                and name not in ("set_threads", "threads", "cpu_level", "openmp", "gemm16")):
+                and name not in ("set_threads", "threads", "cpu_level", "openmp", "gemm16",
+                                 "gemm_amx", "amx_info")):
             setattr(ker, name, _Timed(name, fn, into))
     cls = type(eng)
     for name, label in (("int_matmul_sum", "INT8 GEMMs"), ("_bf16_scaled", "BF16 GEMM")):

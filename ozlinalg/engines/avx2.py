@@ -24,11 +24,9 @@ self-test. Selection: :mod:`ozlinalg.engines.select` (``OZLINALG_ENGINE=avx2``,
 """
 from __future__ import annotations
 
-from numpy.lib.stride_tricks import as_strided
-
 from . import kernels
 from .onednn import EngineUnavailable
-from .onednn.engine import Int8Engine
+from .onednn.engine import Int8Engine, run_view
 
 __all__ = ["AVX2Engine"]
 
@@ -97,7 +95,7 @@ class AVX2Engine(Int8Engine):
     # -- the GEMM ---------------------------------------------------------------------
 
     def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
-        x, y = _run_view(la, i, k0, k1), _run_view(lb, j, k0, k1)
+        x, y = run_view(la, i, k0, k1), run_view(lb, j, k0, k1)
         m, p = out.shape
         ker = self.gemm_kernels
         ker.set_threads(self.threads if 2 * m * p * (k1 - k0) >= GEMM_PARALLEL_MIN else 1)
@@ -107,13 +105,3 @@ class AVX2Engine(Int8Engine):
             ker.gemm16(x, y, out, beta)
         self.launches += 1
 
-
-def _run_view(lay, i, k0, k1):
-    """The int8 operand of one GEMM, ``(rows, k1 - k0)``: inner indices ``k0 .. k1`` of
-    slice ``i`` of ``lay = (x, trans, ld, kstep)`` (:meth:`Int8Engine._layout`), read
-    on into the next slices of the grouped storage where ``k1`` passes their length
-    (``int_matmul_sum`` joins pairs only where the storage is laid out so)."""
-    x = lay[0]
-    start = x[i, :, k0:k0 + 1]  # the view starts at (i, 0, k0)
-    return as_strided(start, shape=(x.shape[1], k1 - k0), strides=(x.strides[1], x.strides[2]),
-                      writeable=False)

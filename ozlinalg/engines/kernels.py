@@ -20,10 +20,14 @@ Environment:
 
 * ``OZLINALG_FUSED=0`` (``no``, ``off``, ``false``): no compiled passes;
 * ``OZLINALG_KERNELS_ISA=x86-64|x86-64-v3|x86-64-v4``: the highest level to load
-  (tests of the lower builds on a newer CPU).
+  (tests of the lower builds on a newer CPU);
+* ``OZLINALG_AMX=0``: the oneDNN engine multiplies on oneDNN's GEMM where the CPU has
+  AMX, not on the compiled AMX GEMM (:func:`load_amx`).
 
 The builds from x86-64-v3 on also hold the AVX2 engine's exact INT8 GEMM
-(``gemm16``, :func:`load_gemm`; :mod:`ozlinalg.engines.avx2`).
+(``gemm16``, :func:`load_gemm`; :mod:`ozlinalg.engines.avx2`), and the x86-64-v4 build
+the oneDNN engine's exact INT8 GEMM on AMX tiles (``gemm_amx``, :func:`load_amx`),
+which it runs where the CPU has AMX-INT8.
 
 Any other value of either raises ValueError naming it (:mod:`ozlinalg._env`).
 """
@@ -36,10 +40,12 @@ import numpy as np
 from .._env import env_flag, env_text, invalid
 from ._process import fork_safe_lock
 
-__all__ = ["ENV_FUSED", "ENV_ISA", "LEVELS", "check_environment", "load", "load_gemm"]
+__all__ = ["ENV_AMX", "ENV_FUSED", "ENV_ISA", "LEVELS", "check_environment", "load", "load_amx",
+           "load_gemm"]
 
 ENV_FUSED = "OZLINALG_FUSED"
 ENV_ISA = "OZLINALG_KERNELS_ISA"
+ENV_AMX = "OZLINALG_AMX"
 
 #: ISA level -> build name (setup.py builds ``_kernels_<name with underscores>``).
 LEVELS = {1: "x86-64", 3: "x86-64-v3", 4: "x86-64-v4"}
@@ -68,9 +74,10 @@ def _cap():
 
 
 def check_environment():
-    """Check ``OZLINALG_FUSED`` and ``OZLINALG_KERNELS_ISA`` without loading anything
-    (ValueError naming the variable, as every ``OZLINALG_*`` variable:
+    """Check ``OZLINALG_FUSED``, ``OZLINALG_KERNELS_ISA`` and ``OZLINALG_AMX`` without
+    loading anything (ValueError naming the variable, as every ``OZLINALG_*`` variable:
     :mod:`ozlinalg._env`); returns ``(fused, cap)``."""
+    env_flag(ENV_AMX, True)
     return env_flag(ENV_FUSED, True), _cap()
 
 
@@ -122,6 +129,45 @@ def load_gemm():
         if "gemm" not in _LOADED:
             _LOADED["gemm"] = _choose_gemm()
         return _LOADED["gemm"]
+
+
+#: ``amx_info``'s verdicts (``_csrc/k_gemm_amx.c``).
+_AMX_STATES = {1: "this CPU has no AMX-INT8", 2: "the OS has not enabled the AMX tile state",
+               3: "Linux refused the AMX tile data permission (kernel before 5.16?)"}
+
+
+def _choose_amx():
+    _, cap = check_environment()
+    if not env_flag(ENV_AMX, True):
+        return None, f"{ENV_AMX}={env_text(ENV_AMX)}"
+    base = _module(1)
+    if base is None:
+        return None, "compiled kernels not built"
+    if cap < 4:
+        return None, f"{ENV_ISA}={env_text(ENV_ISA)}"
+    if base.cpu_level() < 4:
+        return None, "this CPU has no AVX-512 (x86-64-v4)"
+    mod = _module(4)
+    if mod is None or not hasattr(mod, "amx_info"):
+        return None, "the x86-64-v4 build of the compiled kernels is missing"
+    info = np.zeros(2, np.int64)
+    mod.amx_info(info)
+    if not info[0]:
+        return None, "the compiled kernels were built without AMX (a compiler before GCC 11)"
+    if info[1]:
+        return None, _AMX_STATES.get(int(info[1]), f"AMX unavailable ({int(info[1])})")
+    return mod, f"compiled, {mod.isa}"
+
+
+def load_amx():
+    """``(module or None, reason)``: the build whose exact INT8 GEMM on AMX tiles
+    (``gemm_amx``, ``_csrc/k_gemm_amx.c``) the oneDNN engine runs where the CPU has
+    AMX-INT8: the x86-64-v4 build, where the CPU, the OS and :data:`ENV_ISA` allow it
+    (decided once; asks Linux for the tile data the first time)."""
+    with _LOCK:
+        if "amx" not in _LOADED:
+            _LOADED["amx"] = _choose_amx()
+        return _LOADED["amx"]
 
 
 def load():

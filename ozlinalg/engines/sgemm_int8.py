@@ -44,9 +44,8 @@ import numpy as np
 from scipy.linalg import blas as _blas
 
 from ._scratch import MIN_BYTES
-from .avx2 import _run_view
 from .onednn import EngineUnavailable
-from .onednn.engine import Int8Engine
+from .onednn.engine import Int8Engine, run_view
 
 __all__ = ["KC", "SGEMMInt8Engine"]
 
@@ -157,7 +156,7 @@ class SGEMMInt8Engine(Int8Engine):
         return buf[:count]
 
     def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
-        x, y = _run_view(la, i, k0, k1), _run_view(lb, j, k0, k1)
+        x, y = run_view(la, i, k0, k1), run_view(lb, j, k0, k1)
         if colmajor:  # C^T = B A^T, row-major
             x, y, out = y, x, out.T
         m, p = out.shape

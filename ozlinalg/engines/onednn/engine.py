@@ -9,6 +9,7 @@ import functools
 import warnings
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..._exceptions import PerformanceWarning
 from .. import _dnnl, kernels
@@ -25,11 +26,14 @@ from .normalize import NormalizePasses
 from .selftest import self_test
 from .split import SplitPasses
 
-__all__ = ["ENV_FUSED", "INT32_EXACT", "Int8Engine", "OneDNNEngine"]
+__all__ = ["ENV_FUSED", "INT32_EXACT", "Int8Engine", "OneDNNEngine", "run_view"]
 
 #: oneDNN's ``avx512_core_bf16`` ISA mask (ozlinalg.engines._dnnl.ISA_NAMES; the masks are
 #: cumulative): the CPU has BF16 dot products.
 _ISA_BF16 = 0xE7
+
+#: oneDNN's ``avx512_core_amx`` ISA mask: the CPU has AMX (INT8 and BF16 tiles).
+_ISA_AMX = 0xFEF
 
 #: Largest magnitude an INT32 run may reach.
 INT32_EXACT = (1 << 31) - 1
@@ -284,7 +288,13 @@ class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accumu
 
 
 class OneDNNEngine(Int8Engine):
-    """Exact INT8 GEMMs on oneDNN (``dnnl_gemm_s8s8s32``) for NumPy arrays.
+    """Exact INT8 GEMMs on oneDNN (``dnnl_gemm_s8s8s32``) for NumPy arrays, or on the
+    compiled AMX GEMM (``_csrc/k_gemm_amx.c``) where the CPU has AMX-INT8.
+
+    ``amx``: None takes the AMX GEMM where :func:`~ozlinalg.engines.kernels.load_amx`
+    finds it, False never (oneDNN's GEMM throughout), or a ``(module, reason)`` pair
+    (tests). The AMX GEMM runs only where it passes the exactness self-test; where it
+    fails, oneDNN's GEMM runs and ``amx_reason`` says why.
 
     Raises :class:`EngineUnavailable` (with the reason) where oneDNN does not
     load or its INT8 GEMM fails the exactness self-test.
@@ -293,7 +303,8 @@ class OneDNNEngine(Int8Engine):
     name = "cpu-onednn"
     label = "oneDNN"
 
-    def __init__(self, threads: int | None = None, lib=None, fused: bool | None = None):
+    def __init__(self, threads: int | None = None, lib=None, fused: bool | None = None,
+                 amx=None):
         # OpenMP threads (oneDNN's and the kernels'): one in a forked child
         self._setup(threads, fused)
         if lib is None:
@@ -301,6 +312,19 @@ class OneDNNEngine(Int8Engine):
             if lib is None:
                 raise EngineUnavailable(reason)
         self.lib = lib
+        if amx is False:
+            amx = (None, "not asked for")
+        elif amx is None and lib.isa & _ISA_AMX != _ISA_AMX:
+            # oneDNN's ISA says what the engine may run: a CPU without AMX, or a cap
+            # (ONEDNN_MAX_CPU_ISA) that stands for one
+            amx = (None, f"oneDNN's ISA is {lib.isa_name}")
+        self.amx, self.amx_reason = amx if amx is not None else kernels.load_amx()
+        if self.amx is not None:
+            ok, detail = self._run_self_test()
+            if ok:
+                self.self_test = detail
+                return
+            self.amx, self.amx_reason = None, f"failed the INT8 exactness self-test: {detail}"
         ok, detail = self._run_self_test()
         self.self_test = detail
         if not ok:
@@ -334,20 +358,27 @@ class OneDNNEngine(Int8Engine):
         VNNI 8x per instruction (16 with slack for cores whose FP64 units are fewer),
         else 8 (``vpmaddubsw``)."""
         isa = self.lib.isa  # cumulative masks (ozlinalg.engines._dnnl.ISA_NAMES)
-        if isa & 0xFEF == 0xFEF:  # avx512_core_amx
+        if isa & _ISA_AMX == _ISA_AMX:
             return 64.0
         return 16.0 if isa & 0x67 == 0x67 or isa & 0xF == 0xF else 8.0  # VNNI (512 / 256)
 
     def tuning_facts(self):
         """The tuning cache's key here: the SGEMM engine's, oneDNN's effective ISA, the
-        compiled kernels' build, and oneDNN's version."""
-        return {**super().tuning_facts(), "isa": self.isa,
+        GEMM that runs, the compiled kernels' build, and oneDNN's version."""
+        return {**super().tuning_facts(), "isa": self.isa, "gemm": self._gemm_text(),
                 "kernels": self.kernels.isa if self.kernels is not None else None,
                 "libraries": {"onednn": self.version}}
 
+    def _gemm_text(self):
+        return "AMX tdpbssd (compiled)" if self.amx is not None else "oneDNN s8s8s32"
+
     def describe(self):
-        return (f"{self.name} (oneDNN {self.version}, ISA {self.isa}, int8 self-test passed, "
-                f"passes: {self._passes_text()})")
+        why = ""
+        if self.amx is None and self.lib.isa & _ISA_AMX == _ISA_AMX:
+            why = f"; the compiled AMX GEMM not used: {self.amx_reason}"
+        return (f"{self.name} (oneDNN {self.version}, ISA {self.isa}, GEMM: "
+                f"{self._gemm_text()}, int8 self-test passed, passes: {self._passes_text()}"
+                f"{why})")
 
     # -- the GEMM ---------------------------------------------------------------------
 
@@ -362,6 +393,17 @@ class OneDNNEngine(Int8Engine):
         self.launches += 1
 
     def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
+        if self.amx is not None:
+            x, y = run_view(la, i, k0, k1), run_view(lb, j, k0, k1)
+            m, p = out.shape
+            ker = self.amx
+            ker.set_threads(self.threads if 2 * m * p * (k1 - k0) >= GEMM_PARALLEL_MIN else 1)
+            if colmajor:  # C^T = B A^T, row-major
+                ker.gemm_amx(y, x, out.T, beta)
+            else:
+                ker.gemm_amx(x, y, out, beta)
+            self.launches += 1
+            return
         a, ta, lda, ka = la
         b, tb, ldb, kb = lb
         pa = a.ctypes.data + i * a.strides[0] + k0 * ka
@@ -377,3 +419,14 @@ def _reversed(kind, operand):
     """Whether an operand's slices are stored in reverse order: B's slices for the EF
     groups (``A_i B_{g-i}`` adjacent); Ozaki II pairs residues of one modulus only."""
     return operand == "b" and kind != "crt"
+
+
+def run_view(lay, i, k0, k1):
+    """The int8 operand of one GEMM, ``(rows, k1 - k0)``: inner indices ``k0 .. k1`` of
+    slice ``i`` of ``lay = (x, trans, ld, kstep)`` (:meth:`Int8Engine._layout`), read
+    on into the next slices of the grouped storage where ``k1`` passes their length
+    (``int_matmul_sum`` joins pairs only where the storage is laid out so)."""
+    x = lay[0]
+    start = x[i, :, k0:k0 + 1]  # the view starts at (i, 0, k0)
+    return as_strided(start, shape=(x.shape[1], k1 - k0), strides=(x.strides[1], x.strides[2]),
+                      writeable=False)

@@ -34,6 +34,15 @@ def self_test(engine):
             a = rng.choice(np.array([-128, 127], np.int8), (2, 9, kk))
             b = rng.choice(np.array([-128, 127], np.int8), (2, 7, kk))
             checks.append((f"+-128/127, k = {kk}", a, b, [(0, 0), (0, 1), (1, 0)], 128))
+        # several 32 x 32 blocks with edges, a partial last group of 64 inner indices,
+        # one operand stored column-wise (a compiled GEMM's register blocks, edge tiles
+        # and packing paths), into a result of either memory order
+        kk = 4099
+        wide = rng.choice(np.array([-128, 127], np.int8), (1, 70, kk))
+        cols = rng.choice(np.array([-128, 127], np.int8), (1, kk, 45)).transpose(0, 2, 1)
+        checks.append((f"+-128/127, 70 x 45 x {kk}", wide, cols, [(0, 0)], 128))
+        checks.append((f"+-128/127, 45 x 70 x {kk}, column-major result", cols, wide,
+                       [(0, 0)], 128, "F"))
         s, kk = 4, 515
         da = engine.empty_slices(s, 33, kk, "bitmask", "a")
         db = engine.empty_slices(s, 17, kk, "bitmask", "b")
@@ -41,8 +50,9 @@ def self_test(engine):
         db[...] = rng.integers(-128, 128, db.shape)
         checks.append(("grouped storage, one EF group", da, db, [(i, 3 - i) for i in range(4)],
                        128))
-        for name, a, b, pairs, bound in checks:
-            got, _ = engine.int_matmul_sum(a, b, pairs, bound, bound)
+        for name, a, b, pairs, bound, *order in checks:
+            ws = engine.workspace(a.shape[1], b.shape[1], *order) if order else None
+            got, _ = engine.int_matmul_sum(a, b, pairs, bound, bound, ws=ws)
             a64, b64 = a.astype(np.int64), b.astype(np.int64)
             want = sum(a64[i] @ b64[j].T for i, j in pairs)
             if not np.array_equal(got, want):

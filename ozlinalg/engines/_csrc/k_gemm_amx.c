@@ -1,0 +1,433 @@
+/* The exact INT8 GEMM on AMX tiles (the oneDNN engine's GEMM where the CPU has AMX-INT8,
+ * ozlinalg.engines.onednn.engine): c (+)= a @ b.T for int8 a (m x K), b (p x K) and an
+ * int32 c, on tdpbssd.
+ *
+ * Why a GEMM of our own: on the AMX Xeon this was written on, oneDNN 3.2's
+ * dnnl_gemm_s8s8s32 and its matmul primitive (brgemm AMX kernels, plain or pre-packed
+ * weights) both ran an n = 2048 product in 12-15 ms on one core, 1.1-1.4 TOPS, a
+ * sixth of the tile peak (7.4 TOPS per core, benchmarks/studies/cpu_peak.py); this
+ * kernel runs it in about 6 ms (docs/performance.md, "AMX").
+ *
+ * Exactness: tdpbssd multiplies signed bytes and adds groups of four products into
+ * int32 lanes without saturation (each group |sum| <= 4 * 128**2); the lanes wrap
+ * modulo 2**32, so the int32 result is the exact integer product wherever that fits
+ * int32 (the engine keeps every run below 2**31, as for oneDNN), independent of
+ * blocking and thread count.
+ *
+ * Blocking: for each panel of NC columns of B and KC inner indices (a multiple of 64),
+ * B's rows are packed in the tiles' VNNI layout, 16 rows per strip:
+ * bp[(strip * KQ + q) * 64 + j * 4 + e] = b[j0 + 16 strip + j, k0 + 4 q + e], zeros past
+ * p and kc (KQ = kc rounded up to 64, over 4). The register block is 32 x 32 of c in
+ * four accumulator tiles (tmm0-3), with two tiles of A's rows (tmm4-5, 16 rows x 64
+ * inner indices, read in place where A's rows are contiguous along k, else from a
+ * zero-padded copy of the block) and two strips of B (tmm6-7). The B panel (1 MiB)
+ * stays in L2 while the 32-row blocks of A pass it.
+ *
+ * Threads: the B panel is packed by all threads, then (blocks of 32 rows) x (groups of
+ * strip pairs) are shared out statically; each entry of c is written by one thread.
+ * Every thread loads the tile configuration at the start of its region and releases
+ * the tiles at the end (tile state is per thread; released, it costs context switches
+ * nothing).
+ *
+ * Linux grants AMX's tile data per process on request (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, kernel 5.16 and up); amx_info asks for it, and the engine runs
+ * this GEMM only where it was granted. Built into the x86-64-v4 build where the
+ * compiler knows AMX (GCC 11 and up); elsewhere the kernel reports OZK_UNIMPLEMENTED.
+ */
+#include "ozk.h"
+
+#if defined(__AVX512F__) && defined(__x86_64__) && defined(__linux__) && \
+    defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define OZ_HAVE_AMX 1
+#endif
+
+#if defined(OZ_HAVE_AMX)
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-int8")
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define X_MR 32    /* rows of c per register block (two A tiles) */
+#define X_NR 32    /* columns of c per register block (two B strips) */
+#define X_KC 2048  /* inner indices per packed panel (multiple of 64) */
+#define X_NC 512   /* columns of B per packed panel (multiple of 32): 1 MiB at X_KC */
+
+#define ARCH_GET_XCOMP_PERM 0x1022
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+typedef struct {
+    uint8_t palette, start;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg;
+
+static void
+tiles_on(void)
+{
+    tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t] = 16;
+    }
+    _tile_loadconfig(&c);
+}
+
+typedef struct {
+    const int8_t *p;
+    ptrdiff_t rs, ks;
+} s8mat;
+
+/* Strip of 16 rows r0 .. r0 + nr of x (inner indices k0 .. k0 + kc) in VNNI layout:
+ * out[q * 64 + j * 4 + e] = x(r0 + j, k0 + 4 q + e), zeros past nr and kc, kq groups. */
+static void
+pack_strip(s8mat x, ptrdiff_t r0, ptrdiff_t nr, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t kq,
+           int8_t *restrict out)
+{
+    ptrdiff_t full = kc / 4;
+    if (x.rs == 1 && nr == 16) {
+        /* rows contiguous along the other axis (x stored k x rows): four k rows of 16
+         * bytes interleave into 16 groups of four */
+        for (ptrdiff_t q = 0; q < full; q++) {
+            const int8_t *s = x.p + (k0 + 4 * q) * x.ks + r0;
+            __m128i v0 = _mm_loadu_si128((const __m128i *)s);
+            __m128i v1 = _mm_loadu_si128((const __m128i *)(s + x.ks));
+            __m128i v2 = _mm_loadu_si128((const __m128i *)(s + 2 * x.ks));
+            __m128i v3 = _mm_loadu_si128((const __m128i *)(s + 3 * x.ks));
+            __m128i t0 = _mm_unpacklo_epi8(v0, v1), t1 = _mm_unpacklo_epi8(v2, v3);
+            __m128i t2 = _mm_unpackhi_epi8(v0, v1), t3 = _mm_unpackhi_epi8(v2, v3);
+            __m128i *o = (__m128i *)(out + q * 64);
+            _mm_storeu_si128(o, _mm_unpacklo_epi16(t0, t1));
+            _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t1));
+            _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t2, t3));
+            _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t2, t3));
+        }
+    } else if (x.ks == 1) {
+        /* rows contiguous along k: four bytes of a row are one group */
+        for (ptrdiff_t j = 0; j < 16; j++) {
+            if (j >= nr) {
+                for (ptrdiff_t q = 0; q < full; q++)
+                    memset(out + q * 64 + j * 4, 0, 4);
+                continue;
+            }
+            const int8_t *s = x.p + (r0 + j) * x.rs + k0;
+            for (ptrdiff_t q = 0; q < full; q++)
+                memcpy(out + q * 64 + j * 4, s + 4 * q, 4);
+        }
+    } else {
+        for (ptrdiff_t q = 0; q < full; q++)
+            for (ptrdiff_t j = 0; j < 16; j++)
+                for (int e = 0; e < 4; e++)
+                    out[q * 64 + j * 4 + e] =
+                        j < nr ? x.p[(r0 + j) * x.rs + (k0 + 4 * q + e) * x.ks] : 0;
+    }
+    /* the last partial group and the zero groups up to kq */
+    for (ptrdiff_t q = full; q < kq; q++)
+        for (ptrdiff_t j = 0; j < 16; j++)
+            for (int e = 0; e < 4; e++) {
+                ptrdiff_t kk = 4 * q + e;
+                out[q * 64 + j * 4 + e] =
+                    (j < nr && kk < kc) ? x.p[(r0 + j) * x.rs + (k0 + kk) * x.ks] : 0;
+            }
+}
+
+/* Strips g0 .. g0 + ns of the panel whose columns start at r0 (nc columns in all), each
+ * stripb bytes. Where x is stored k x rows, the strips of one cache line of a k row
+ * (four strips, 64 columns) are packed together, k row by k row: strip by strip, each
+ * line would be read four times, a strip's width at a time. */
+static void
+pack_strips(s8mat x, ptrdiff_t r0, ptrdiff_t nc, ptrdiff_t g0, ptrdiff_t ns, ptrdiff_t k0,
+            ptrdiff_t kc, ptrdiff_t kq, ptrdiff_t stripb, int8_t *restrict out)
+{
+    if (x.rs == 1 && (g0 + ns) * 16 <= nc) {
+        ptrdiff_t full = kc / 4;
+        for (ptrdiff_t q = 0; q < full; q++) {
+            const int8_t *s = x.p + (k0 + 4 * q) * x.ks + r0 + g0 * 16;
+            for (ptrdiff_t t = 0; t < ns; t++, s += 16) {
+                __m128i v0 = _mm_loadu_si128((const __m128i *)s);
+                __m128i v1 = _mm_loadu_si128((const __m128i *)(s + x.ks));
+                __m128i v2 = _mm_loadu_si128((const __m128i *)(s + 2 * x.ks));
+                __m128i v3 = _mm_loadu_si128((const __m128i *)(s + 3 * x.ks));
+                __m128i t0 = _mm_unpacklo_epi8(v0, v1), t1 = _mm_unpacklo_epi8(v2, v3);
+                __m128i t2 = _mm_unpackhi_epi8(v0, v1), t3 = _mm_unpackhi_epi8(v2, v3);
+                __m128i *o = (__m128i *)(out + (g0 + t) * stripb + q * 64);
+                _mm_storeu_si128(o, _mm_unpacklo_epi16(t0, t1));
+                _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t1));
+                _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t2, t3));
+                _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t2, t3));
+            }
+        }
+        if (full < kq)  /* the partial and zero groups */
+            for (ptrdiff_t t = 0; t < ns; t++) {
+                int8_t *o = out + (g0 + t) * stripb;
+                for (ptrdiff_t q = full; q < kq; q++)
+                    for (ptrdiff_t j = 0; j < 16; j++)
+                        for (int e = 0; e < 4; e++) {
+                            ptrdiff_t kk = 4 * q + e;
+                            o[q * 64 + j * 4 + e] =
+                                kk < kc ? x.p[(r0 + (g0 + t) * 16 + j) + (k0 + kk) * x.ks] : 0;
+                        }
+            }
+        return;
+    }
+    for (ptrdiff_t t = g0; t < g0 + ns; t++)
+        pack_strip(x, r0 + t * 16, OZ_MAX(0, OZ_MIN(16, nc - t * 16)), k0, kc, kq,
+                   out + t * stripb);
+}
+
+/* Rows r0 .. r0 + mr (mr <= X_MR) of x, inner indices k0 .. k0 + kc, row-major into
+ * out (X_MR rows of ld bytes), zeros past mr and kc up to ld. */
+static void
+pack_rows(s8mat x, ptrdiff_t r0, ptrdiff_t mr, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t ld,
+          int8_t *restrict out)
+{
+    for (ptrdiff_t r = 0; r < X_MR; r++) {
+        int8_t *o = out + r * ld;
+        if (r >= mr) {
+            memset(o, 0, (size_t)ld);
+            continue;
+        }
+        if (x.ks == 1) {
+            memcpy(o, x.p + (r0 + r) * x.rs + k0, (size_t)kc);
+        } else {
+            const int8_t *s = x.p + (r0 + r) * x.rs + k0 * x.ks;
+            for (ptrdiff_t q = 0; q < kc; q++)
+                o[q] = s[q * x.ks];
+        }
+        memset(o + kc, 0, (size_t)(ld - kc));
+    }
+}
+
+/* The 32 x 32 block: a0 / a1 the two 16-row tiles' first bytes (row stride lda), the
+ * last chunk (tail, if any) from at (row stride 64); b0 the first strip (b1 = b0 + the
+ * strip's size); c (row stride cs bytes) loaded first where add. nfull chunks of 64. */
+static void
+block_32x32(const int8_t *a0, ptrdiff_t lda, const int8_t *at, const int8_t *b0,
+            ptrdiff_t strip, ptrdiff_t nfull, int tail, int32_t *c, ptrdiff_t cs, int add)
+{
+    const int8_t *a1 = a0 + 16 * lda, *b1 = b0 + strip;
+    if (add) {
+        _tile_loadd(0, c, cs);
+        _tile_loadd(1, c + 16, cs);
+        _tile_loadd(2, (const char *)c + 16 * cs, cs);
+        _tile_loadd(3, (const char *)c + 16 * cs + 64, cs);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (ptrdiff_t q = 0; q < nfull; q++) {
+        _tile_loadd(4, a0 + 64 * q, lda);
+        _tile_loadd(6, b0 + 1024 * q, 64);
+        _tile_dpbssd(0, 4, 6);
+        _tile_loadd(7, b1 + 1024 * q, 64);
+        _tile_dpbssd(1, 4, 7);
+        _tile_loadd(5, a1 + 64 * q, lda);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    if (tail) {
+        _tile_loadd(4, at, 64);
+        _tile_loadd(6, b0 + 1024 * nfull, 64);
+        _tile_dpbssd(0, 4, 6);
+        _tile_loadd(7, b1 + 1024 * nfull, 64);
+        _tile_dpbssd(1, 4, 7);
+        _tile_loadd(5, at + 16 * 64, 64);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, c, cs);
+    _tile_stored(1, c + 16, cs);
+    _tile_stored(2, (char *)c + 16 * cs, cs);
+    _tile_stored(3, (char *)c + 16 * cs + 64, cs);
+}
+
+typedef struct {
+    s8mat a, b;
+    int32_t *c;
+    ptrdiff_t m, p, k, cs0, cs1;
+    int beta;
+} gemm_args;
+
+static int
+gemm_amx(const gemm_args *g, int nt)
+{
+    ptrdiff_t m = g->m, p = g->p, k = g->k;
+    if (m <= 0 || p <= 0)
+        return 0;
+    if (k <= 0) {
+        if (!g->beta)
+            for (ptrdiff_t i = 0; i < m; i++)
+                for (ptrdiff_t j = 0; j < p; j++)
+                    g->c[i * g->cs0 + j * g->cs1] = 0;
+        return 0;
+    }
+    if (nt < 1)
+        nt = 1;
+    ptrdiff_t kc_max = OZ_MIN(X_KC, (k + 63) / 64 * 64);
+    ptrdiff_t nc_max = OZ_MIN(X_NC, (p + X_NR - 1) / X_NR * X_NR);
+    ptrdiff_t nblk = (m + X_MR - 1) / X_MR;
+    /* per thread: a packed A block (X_MR x kc_max) and a c block (X_MR x X_NR int32) */
+    size_t abytes = (size_t)X_MR * kc_max, tbytes = X_MR * X_NR * 4;
+    size_t per = (abytes + tbytes + 63) / 64 * 64;
+    int8_t *bpack = aligned_alloc(64, (size_t)kc_max * nc_max);
+    int8_t *work = aligned_alloc(64, (size_t)nt * per);
+    if (bpack == NULL || work == NULL) {
+        free(bpack);
+        free(work);
+        return OZK_NOMEM;
+    }
+    int inplace_a = g->a.ks == 1;
+    OZ_PARALLEL(nt)
+    {
+#if defined(_OPENMP)
+        int tid = omp_get_thread_num();
+#else
+        int tid = 0;
+#endif
+        int8_t *ap = work + (size_t)tid * per;
+        int32_t *ct = (int32_t *)(ap + abytes);
+        tiles_on();
+        for (ptrdiff_t j0 = 0; j0 < p; j0 += nc_max) {
+            ptrdiff_t nc = OZ_MIN(nc_max, p - j0);
+            ptrdiff_t nstrip = (nc + 15) / 16, npair = (nstrip + 1) / 2;
+            ptrdiff_t ngrp = nblk >= nt ? 1 : OZ_MIN(npair, (nt + nblk - 1) / nblk);
+            for (ptrdiff_t k0 = 0; k0 < k; k0 += kc_max) {
+                ptrdiff_t kc = OZ_MIN(kc_max, k - k0);
+                ptrdiff_t kq = (kc + 63) / 64 * 16, stripb = kq * 64;
+                ptrdiff_t nfull = kc / 64;
+                int add = g->beta || k0 > 0;
+                OZ_FOR
+                for (ptrdiff_t s = 0; s < 2 * npair; s += 4)
+                    pack_strips(g->b, j0, nc, s, OZ_MIN(4, 2 * npair - s), k0, kc, kq, stripb,
+                                bpack);
+                OZ_FOR
+                for (ptrdiff_t item = 0; item < nblk * ngrp; item++) {
+                    ptrdiff_t ib = item / ngrp, gr = item % ngrp;
+                    ptrdiff_t i0 = ib * X_MR, mr = OZ_MIN(X_MR, m - i0);
+                    ptrdiff_t s0 = gr * npair / ngrp, s1 = (gr + 1) * npair / ngrp;
+                    const int8_t *a0, *at = NULL;
+                    ptrdiff_t lda, nf = nfull;
+                    int tail = nfull * 64 < kc;
+                    if (inplace_a && mr == X_MR) {
+                        /* A's tiles in place; a partial last chunk from a padded copy */
+                        a0 = g->a.p + i0 * g->a.rs + k0;
+                        lda = g->a.rs;
+                        if (tail) {
+                            pack_rows(g->a, i0, mr, k0 + nfull * 64, kc - nfull * 64, 64, ap);
+                            at = ap;
+                        }
+                    } else {
+                        lda = kq * 4;
+                        pack_rows(g->a, i0, mr, k0, kc, lda, ap);
+                        a0 = ap;
+                        nf = lda / 64;
+                        tail = 0;
+                    }
+                    for (ptrdiff_t s = s0; s < s1; s++) {
+                        ptrdiff_t jj = j0 + 32 * s, nr = OZ_MIN(X_NR, p - jj);
+                        const int8_t *b0 = bpack + 2 * s * stripb;
+                        int32_t *c = g->c + i0 * g->cs0 + jj * g->cs1;
+                        if (mr == X_MR && nr == X_NR && g->cs1 == 1) {
+                            block_32x32(a0, lda, at, b0, stripb, nf, tail, c, g->cs0 * 4, add);
+                            continue;
+                        }
+                        /* an edge block or a strided c: the whole block into ct */
+                        block_32x32(a0, lda, at, b0, stripb, nf, tail, ct, X_NR * 4, 0);
+                        for (ptrdiff_t r = 0; r < mr; r++)
+                            for (ptrdiff_t j = 0; j < nr; j++) {
+                                int32_t *o = c + r * g->cs0 + j * g->cs1;
+                                int32_t t = ct[r * X_NR + j];
+                                /* wrapping int32 sums, as the tiles' */
+                                *o = add ? (int32_t)((uint32_t)*o + (uint32_t)t) : t;
+                            }
+                    }
+                }
+            }
+        }
+        _tile_release();
+    }
+    free(bpack);
+    free(work);
+    return 0;
+}
+
+/* 0: AMX-INT8 usable; 1: the CPU has no AMX-INT8; 2: the OS has not enabled tile state
+ * (XCR0); 3: Linux refused the tile data permission (kernel before 5.16). */
+static int amx_state = -1;
+
+static int
+amx_probe(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return 1;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))  /* OSXSAVE */
+        return 2;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17))  /* XTILECFG, XTILEDATA */
+        return 2;
+    unsigned long bits = 0;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0 ||
+        syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &bits) != 0 ||
+        !(bits & (1ul << XFEATURE_XTILEDATA)))
+        return 3;
+    return 0;
+}
+
+int
+k_gemm_amx(ozval *v, int nt)
+{
+    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), p = OZ_N(1, 0);
+    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p)
+        return OZK_BADLAYOUT;
+    if (amx_state != 0)
+        return OZK_UNIMPLEMENTED;
+    gemm_args g = {{OZ_I8(0), OZ_S(0, 0), OZ_S(0, 1)},
+                   {OZ_I8(1), OZ_S(1, 0), OZ_S(1, 1)},
+                   OZ_I32(2), m, p, k, OZ_S(2, 0), OZ_S(2, 1), (int)v[3].i};
+    return gemm_amx(&g, nt);
+}
+
+int
+k_amx_info(ozval *v, int nt)
+{
+    (void)nt;
+    int64_t *info = OZ_I64(0);
+    if (amx_state < 0)
+        amx_state = amx_probe();
+    info[0] = 1; /* built */
+    info[OZ_S(0, 0)] = amx_state;
+    return 0;
+}
+
+#pragma GCC pop_options
+
+#else /* no AMX build */
+
+int
+k_gemm_amx(ozval *v, int nt)
+{
+    (void)v;
+    (void)nt;
+    return OZK_UNIMPLEMENTED;
+}
+
+int
+k_amx_info(ozval *v, int nt)
+{
+    (void)nt;
+    int64_t *info = OZ_I64(0);
+    info[0] = 0;
+    info[OZ_S(0, 0)] = -1;
+    return 0;
+}
+
+#endif

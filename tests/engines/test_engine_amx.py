@@ -1,0 +1,250 @@
+"""The oneDNN engine's GEMM on AMX tiles (``_csrc/k_gemm_amx.c``, where the CPU has
+AMX-INT8): the compiled GEMM against int64 NumPy at the extremes, every layout, edge
+block and thread count; the engine's bits against oneDNN's own GEMM and the float32
+SGEMM engine; its self-test and fallback; how it is chosen and named. What needs AMX
+skips (naming the reason) on CPUs without it; the fallback, the switch and the
+kernel's refusal run everywhere oneDNN or the compiled kernels do.
+"""
+
+import numpy as np
+import pytest
+from conftest import (
+    assert_same_bits_as,
+    cpu_engine_or_skip,
+    float32_sgemm,
+    matmul_on,
+    python_with_engine_env,
+)
+
+import ozlinalg
+from ozlinalg.engines import kernels
+from ozlinalg.testing import random_matrix
+
+
+@pytest.fixture
+def amx():
+    """The compiled AMX GEMM's module (skips where the CPU, OS or build lacks it)."""
+    mod, reason = kernels.load_amx()
+    if mod is None:
+        pytest.skip(f"no AMX GEMM here: {reason}")
+    return mod
+
+
+@pytest.fixture
+def engines(amx):
+    """``(on AMX, on oneDNN's GEMM)``: two oneDNN engines, same process."""
+    from ozlinalg.engines.onednn import OneDNNEngine
+
+    on = cpu_engine_or_skip("onednn")
+    if on.amx is None:
+        pytest.skip(f"the engine does not run the AMX GEMM: {on.amx_reason}")
+    return on, OneDNNEngine(amx=False)
+
+
+def _int64(a, b):
+    return a.astype(np.int64) @ b.astype(np.int64).T
+
+
+def _aligned(shape, dtype, offset=0):
+    """A C-ordered array whose data start ``offset`` bytes past a 64-byte boundary."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + 128, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+class TestKernel:
+    """``gemm_amx`` against int64 NumPy."""
+
+    @pytest.mark.parametrize("m, p, k", [(1, 1, 1), (32, 32, 64), (31, 33, 63), (33, 31, 65),
+                                         (64, 96, 128), (70, 45, 4099), (130, 17, 2049),
+                                         (5, 600, 300), (96, 64, 2048 + 64)])
+    @pytest.mark.parametrize("layout", ["rows", "cols", "strided", "grouped"])
+    @pytest.mark.parametrize("threads", [1, 2])
+    def test_shapes_layouts_threads(self, rng, amx, m, p, k, layout, threads):
+        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+        b = rng.integers(-128, 128, (p, k)).astype(np.int8)
+        if layout == "cols":  # stored k x rows (the operands' column-major slices)
+            a, b = np.asfortranarray(a), np.asfortranarray(b)
+        elif layout == "strided":  # every other row and inner index of larger arrays
+            a = np.repeat(np.repeat(a, 2, axis=0), 2, axis=1)[::2, ::2]
+            b = np.repeat(np.repeat(b, 2, axis=0), 2, axis=1)[::2, ::2]
+        elif layout == "grouped":  # slice 1 of (rows, 3, k) storage, as the engine's
+            ga = np.zeros((m, 3, k), np.int8)
+            ga[:, 1] = a
+            a = ga[:, 1]
+            gb = np.zeros((3, k, p), np.int8)  # B's residues: (slots, k, columns)
+            gb[2] = b.T
+            b = gb[2].T
+        amx.set_threads(threads)
+        c = np.full((m, p), 7, np.int32)
+        amx.gemm_amx(a, b, c, False)
+        np.testing.assert_array_equal(c, _int64(a, b))
+        amx.gemm_amx(a, b, c, True)  # beta = 1: accumulates
+        np.testing.assert_array_equal(c, 2 * _int64(a, b))
+        ct = np.zeros((p, m), np.int32).T  # a column-major result
+        amx.gemm_amx(a, b, ct, False)
+        np.testing.assert_array_equal(ct, _int64(a, b))
+
+    @pytest.mark.parametrize("offset", [0, 16, 1])
+    def test_unaligned_operands_and_result(self, rng, amx, offset):
+        m, p, k = 64, 64, 256
+        a, b = _aligned((m, k), np.int8, offset), _aligned((p, k), np.int8, offset)
+        a[...] = rng.integers(-128, 128, a.shape)
+        b[...] = rng.integers(-128, 128, b.shape)
+        c = _aligned((m, p), np.int32, 4 * (offset % 16 // 4))
+        amx.gemm_amx(a, b, c, False)
+        np.testing.assert_array_equal(c, _int64(a, b))
+
+    @pytest.mark.parametrize("va, vb", [(-128, -128), (-128, 127), (127, 127), (127, -128)])
+    def test_extremes_at_the_longest_inner_dimension(self, amx, va, vb):
+        # the worst case just below 2**31: k = 2**17 - 1024 products of (-128)(-128)
+        k = (1 << 17) - 1024
+        a = np.full((33, k), va, np.int8)
+        b = np.full((17, k), vb, np.int8)
+        b[3, ::2] = -vb - 1 if vb < 0 else -vb  # mixed signs in one row
+        c = np.zeros((33, 17), np.int32)
+        amx.set_threads(2)
+        amx.gemm_amx(a, b, c, False)
+        np.testing.assert_array_equal(c, _int64(a, b))
+        assert int(np.abs(_int64(a, b)).max()) >= 127 * 127 * k
+
+    def test_int32_sums_wrap_and_come_back(self, amx):
+        # partial sums past 2**31 wrap (the tiles' int32 lanes); a result that fits is
+        # still exact, in one panel and across panels (k past the packed block)
+        for k in (1 << 16, 1 << 17):
+            a = np.full((32, 2 * k), 127, np.int8)
+            b = np.full((32, 2 * k), 127, np.int8)
+            b[:, k:] = -127  # +127**2 k, then -127**2 k: 0 (a partial sum passes 2**31)
+            c = np.ones((32, 32), np.int32)
+            amx.gemm_amx(a, b, c, False)
+            np.testing.assert_array_equal(c, 0)
+
+    def test_checks_shapes_and_types(self, amx):
+        a = np.zeros((3, 5), np.int8)
+        with pytest.raises(ValueError, match="memory layout"):
+            amx.gemm_amx(a, np.zeros((4, 6), np.int8), np.zeros((3, 4), np.int32), False)
+        with pytest.raises(TypeError, match="int32|type 'i'"):
+            amx.gemm_amx(a, a, np.zeros((3, 3), np.int64), False)
+
+    def test_built_at_x86_64_v4_only(self):
+        base = kernels._module(1)
+        if base is None:
+            pytest.skip("compiled kernels not built")
+        info = np.zeros(2, np.int64)
+        for level in (1, 3):
+            mod = kernels._module(level)
+            if mod is None:
+                continue
+            mod.amx_info(info)
+            assert list(info) == [0, -1]
+            with pytest.raises(NotImplementedError, match="gemm_amx is not built"):
+                mod.gemm_amx(np.zeros((1, 1), np.int8), np.zeros((1, 1), np.int8),
+                             np.zeros((1, 1), np.int32), False)
+
+
+# counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
+@pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
+class TestSameBits:
+    """The AMX GEMM gives oneDNN's GEMM's bits and the float32 SGEMM engine's, every
+    method, both accuracies."""
+
+    @pytest.mark.parametrize("method", ["bitmask", "rn", "bitmask-ef", "hybrid-ef", "crt",
+                                        "crt-fast"])
+    @pytest.mark.parametrize("accuracy", ["dgemm", "faithful"])
+    @pytest.mark.parametrize("shape, orders", [((45, 2100, 37), "CF"), ((70, 301, 33), "FC")])
+    def test_methods_shapes_orders(self, rng, engines, method, accuracy, shape, orders):
+        on, off = engines
+        assert_same_bits_as([float32_sgemm(), off], on, rng, method, accuracy, shape, orders)
+
+    def test_factorizations_and_solve(self, rng, engines):
+        a = random_matrix(rng, 300, 300, 1.0)
+        b = rng.standard_normal((300, 3))
+        from ozlinalg.engines import base
+
+        got = []
+        for eng in engines:
+            saved = base._ENGINES.get("numpy")
+            base._ENGINES["numpy"] = eng
+            try:
+                with ozlinalg.options(engine=None):
+                    got.append((ozlinalg.linalg.lu_factor(a)[0], ozlinalg.solve(a, b),
+                                ozlinalg.linalg.qr(a)[1]))
+            finally:
+                base._ENGINES["numpy"] = saved
+        for x, y in zip(*got):
+            np.testing.assert_array_equal(x, y)
+
+    def test_a_large_product(self, rng, engines):
+        # several B panels and 2048-index blocks, two threads: the blocked paths
+        on, off = engines
+        a = random_matrix(rng, 520, 4200, 1.0)
+        b = random_matrix(rng, 4200, 1100, 1.0)
+        for method in ("crt", "hybrid-ef"):
+            want, _ = matmul_on(off, a, b, method=method)
+            got, prof = matmul_on(on, a, b, method=method)
+            np.testing.assert_array_equal(got, want)
+            assert "AMX tdpbssd" in prof.calls[0].engine
+
+
+class TestEngine:
+    """How the oneDNN engine takes, refuses and names the AMX GEMM."""
+
+    def test_a_wrong_amx_gemm_falls_back_to_onednn(self):
+        from ozlinalg.engines.onednn import OneDNNEngine
+
+        cpu_engine_or_skip("onednn")
+
+        class Wrong:
+            isa = "fake"
+
+            def set_threads(self, n):
+                pass
+
+            def gemm_amx(self, a, b, c, beta):
+                c[...] = (c if beta else 0) + _int64(a, b)
+                c.reshape(-1)[:1] += 1  # one entry off by one
+
+        eng = OneDNNEngine(amx=(Wrong(), "a wrong one"))
+        assert eng.amx is None
+        assert eng.amx_reason.startswith("failed the INT8 exactness self-test")
+        assert "GEMM: oneDNN s8s8s32" in eng.describe()
+
+    def test_not_asked_for(self):
+        from ozlinalg.engines.onednn import OneDNNEngine
+
+        cpu_engine_or_skip("onednn")
+        eng = OneDNNEngine(amx=False)
+        assert eng.amx is None and eng.amx_reason == "not asked for"
+        assert eng.tuning_facts()["gemm"] == "oneDNN s8s8s32"
+
+    def test_the_default_engine_runs_it_where_it_loads(self, amx):
+        eng = cpu_engine_or_skip("onednn")
+        assert eng.amx is amx
+        assert "GEMM: AMX tdpbssd (compiled)" in eng.describe()
+        assert eng.tuning_facts()["gemm"] == "AMX tdpbssd (compiled)"
+
+    def test_switch_and_cap(self, monkeypatch):
+        if kernels._module(1) is None:
+            pytest.skip("compiled kernels not built")
+        monkeypatch.setenv(kernels.ENV_AMX, "0")
+        assert kernels._choose_amx() == (None, "OZLINALG_AMX=0")
+        monkeypatch.setenv(kernels.ENV_AMX, "maybe")
+        with pytest.raises(ValueError, match="OZLINALG_AMX"):
+            kernels._choose_amx()
+        monkeypatch.delenv(kernels.ENV_AMX)
+        monkeypatch.setenv(kernels.ENV_ISA, "x86-64-v3")
+        assert kernels._choose_amx() == (None, "OZLINALG_KERNELS_ISA=x86-64-v3")
+
+    @pytest.mark.parametrize("env, why", [({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}, None),
+                                          ({"OZLINALG_AMX": "off"},
+                                           "the compiled AMX GEMM not used: OZLINALG_AMX=off")])
+    def test_a_cap_or_the_switch_leaves_onednn_s_gemm(self, amx, env, why):
+        # the cap stands for a CPU without AMX: the engine line does not mention AMX
+        r = python_with_engine_env(
+            "from ozlinalg.engines.select import cpu_engine; e = cpu_engine('onednn'); "
+            "print(e.amx is None); print(e.describe())", **env)
+        assert r.returncode == 0, r.stderr
+        none, line = r.stdout.splitlines()
+        assert none == "True" and "GEMM: oneDNN s8s8s32" in line
+        assert (why in line) if why else ("AMX" not in line and "amx" not in line)
