@@ -183,7 +183,9 @@ class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accumu
     #: --sizes 1024 2048 4096 --reps 2``, 2026-12-01, 2 threads;
     #: benchmarks/results/crossover-onednn-zen5-2026-12-01.json). The INT8 units are
     #: 15-16x DGEMM's rate there and a DGEMM-level product needs 36-45 INT8 GEMMs;
-    #: on AMX machines (2048 INT8 ops per cycle per core) re-measure.
+    #: on a 2-core AMX Xeon with the compiled AMX GEMM crt still took 1.9x and
+    #: hybrid-ef 3.3x native DGEMM at n = 1024 (``python -m ozlinalg compare --n 1024``,
+    #: 2026-12-07).
     crossovers: dict = {}
 
     @property
