@@ -2,11 +2,12 @@
  * ozlinalg.engines.onednn.engine): c (+)= a @ b.T for int8 a (m x K), b (p x K) and an
  * int32 c, on tdpbssd.
  *
- * Why a GEMM of our own: on the AMX Xeon this was written on, oneDNN 3.2's
- * dnnl_gemm_s8s8s32 and its matmul primitive (brgemm AMX kernels, plain or pre-packed
- * weights) both ran an n = 2048 product in 12-15 ms on one core, 1.1-1.4 TOPS, a
- * sixth of the tile peak (7.4 TOPS per core, benchmarks/studies/cpu_peak.py); this
- * kernel runs it in about 6 ms (docs/performance.md, "AMX").
+ * Why a GEMM of our own: on the 2-core AMX Xeon this was written on, oneDNN 3.2's
+ * dnnl_gemm_s8s8s32 and its matmul primitive (brgemm AMX kernels, cached, plain or
+ * pre-packed weights) took 10.9-12.4 ms for an n = 2048 product on one core, 1.4-1.6
+ * TOPS; this kernel takes 7.2-7.5 ms, 2.3-2.4 TOPS, a third of the tile peak (7.4 TOPS
+ * per core, benchmarks/studies/cpu_peak.py). Measured with
+ * benchmarks/studies/amx_gemm.py (docs/performance.md, "AMX").
  *
  * Exactness: tdpbssd multiplies signed bytes and adds groups of four products into
  * int32 lanes without saturation (each group |sum| <= 4 * 128**2); the lanes wrap
@@ -19,9 +20,11 @@
  * bp[(strip * KQ + q) * 64 + j * 4 + e] = b[j0 + 16 strip + j, k0 + 4 q + e], zeros past
  * p and kc (KQ = kc rounded up to 64, over 4). The register block is 32 x 32 of c in
  * four accumulator tiles (tmm0-3), with two tiles of A's rows (tmm4-5, 16 rows x 64
- * inner indices, read in place where A's rows are contiguous along k, else from a
- * zero-padded copy of the block) and two strips of B (tmm6-7). The B panel (1 MiB)
- * stays in L2 while the 32-row blocks of A pass it.
+ * inner indices) and two strips of B (tmm6-7). Each thread copies its 32-row block of
+ * A (KC inner indices, 32 KiB: L1) in tile order, zero-padded past m and kc, and runs
+ * it past every strip pair of the B panel (1 MiB: L2). Block sizes measured on one
+ * core: (KC, NC) = (1024, 1024) and (2048, 512) within 2 % of each other, A in tile
+ * order or read in place; (2048, 2048) and (512, 256) 1.5-1.8x slower.
  *
  * Threads: the B panel is packed by all threads, then (blocks of 32 rows) x (groups of
  * strip pairs) are shared out statically; each entry of c is written by one thread.
@@ -51,8 +54,8 @@
 
 #define X_MR 32    /* rows of c per register block (two A tiles) */
 #define X_NR 32    /* columns of c per register block (two B strips) */
-#define X_KC 2048  /* inner indices per packed panel (multiple of 64) */
-#define X_NC 512   /* columns of B per packed panel (multiple of 32): 1 MiB at X_KC */
+#define X_KC 1024  /* inner indices per packed panel (multiple of 64) */
+#define X_NC 1024  /* columns of B per packed panel (multiple of 32): 1 MiB at X_KC */
 
 #define ARCH_GET_XCOMP_PERM 0x1022
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -180,37 +183,50 @@ pack_strips(s8mat x, ptrdiff_t r0, ptrdiff_t nc, ptrdiff_t g0, ptrdiff_t ns, ptr
                    out + t * stripb);
 }
 
-/* Rows r0 .. r0 + mr (mr <= X_MR) of x, inner indices k0 .. k0 + kc, row-major into
- * out (X_MR rows of ld bytes), zeros past mr and kc up to ld. */
+/* Rows r0 .. r0 + mr (mr <= X_MR) of x, inner indices k0 .. k0 + kc, in tile order:
+ * out[(q * X_MR + r) * 64 + e] = x(r0 + r, k0 + 64 q + e), zeros past mr and kc, nq
+ * groups of 64 inner indices. A tile (16 rows of one group) is then 1 KiB of
+ * consecutive lines. Read in place instead, rows a power-of-two bytes apart (k = 2048,
+ * or the residues' 15 x 2048) fall into two of L1's 64 sets and evict each other. */
 static void
-pack_rows(s8mat x, ptrdiff_t r0, ptrdiff_t mr, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t ld,
-          int8_t *restrict out)
+pack_tiles(s8mat x, ptrdiff_t r0, ptrdiff_t mr, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t nq,
+           int8_t *restrict out)
 {
     for (ptrdiff_t r = 0; r < X_MR; r++) {
-        int8_t *o = out + r * ld;
         if (r >= mr) {
-            memset(o, 0, (size_t)ld);
+            for (ptrdiff_t q = 0; q < nq; q++)
+                memset(out + (q * X_MR + r) * 64, 0, 64);
             continue;
         }
         if (x.ks == 1) {
-            memcpy(o, x.p + (r0 + r) * x.rs + k0, (size_t)kc);
+            const int8_t *s = x.p + (r0 + r) * x.rs + k0;
+            ptrdiff_t q = 0;
+            for (; q < kc / 64; q++)
+                memcpy(out + (q * X_MR + r) * 64, s + 64 * q, 64);
+            for (; q < nq; q++) {
+                int8_t *o = out + (q * X_MR + r) * 64;
+                ptrdiff_t have = OZ_MAX(0, OZ_MIN(64, kc - 64 * q));
+                memcpy(o, s + 64 * q, (size_t)have);
+                memset(o + have, 0, (size_t)(64 - have));
+            }
         } else {
             const int8_t *s = x.p + (r0 + r) * x.rs + k0 * x.ks;
-            for (ptrdiff_t q = 0; q < kc; q++)
-                o[q] = s[q * x.ks];
+            for (ptrdiff_t q = 0; q < nq; q++)
+                for (ptrdiff_t e = 0; e < 64; e++) {
+                    ptrdiff_t kk = 64 * q + e;
+                    out[(q * X_MR + r) * 64 + e] = kk < kc ? s[kk * x.ks] : 0;
+                }
         }
-        memset(o + kc, 0, (size_t)(ld - kc));
     }
 }
 
-/* The 32 x 32 block: a0 / a1 the two 16-row tiles' first bytes (row stride lda), the
- * last chunk (tail, if any) from at (row stride 64); b0 the first strip (b1 = b0 + the
- * strip's size); c (row stride cs bytes) loaded first where add. nfull chunks of 64. */
+/* The 32 x 32 block of ap (tile order, nq groups) times the strips b0 and b0 + strip,
+ * into c (row stride cs bytes), loaded first where add. */
 static void
-block_32x32(const int8_t *a0, ptrdiff_t lda, const int8_t *at, const int8_t *b0,
-            ptrdiff_t strip, ptrdiff_t nfull, int tail, int32_t *c, ptrdiff_t cs, int add)
+block_32x32(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t nq, int32_t *c,
+            ptrdiff_t cs, int add)
 {
-    const int8_t *a1 = a0 + 16 * lda, *b1 = b0 + strip;
+    const int8_t *b1 = b0 + strip;
     if (add) {
         _tile_loadd(0, c, cs);
         _tile_loadd(1, c + 16, cs);
@@ -222,23 +238,14 @@ block_32x32(const int8_t *a0, ptrdiff_t lda, const int8_t *at, const int8_t *b0,
         _tile_zero(2);
         _tile_zero(3);
     }
-    for (ptrdiff_t q = 0; q < nfull; q++) {
-        _tile_loadd(4, a0 + 64 * q, lda);
+    for (ptrdiff_t q = 0; q < nq; q++) {
+        const int8_t *a = ap + q * X_MR * 64;
+        _tile_loadd(4, a, 64);
         _tile_loadd(6, b0 + 1024 * q, 64);
         _tile_dpbssd(0, 4, 6);
         _tile_loadd(7, b1 + 1024 * q, 64);
         _tile_dpbssd(1, 4, 7);
-        _tile_loadd(5, a1 + 64 * q, lda);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-    }
-    if (tail) {
-        _tile_loadd(4, at, 64);
-        _tile_loadd(6, b0 + 1024 * nfull, 64);
-        _tile_dpbssd(0, 4, 6);
-        _tile_loadd(7, b1 + 1024 * nfull, 64);
-        _tile_dpbssd(1, 4, 7);
-        _tile_loadd(5, at + 16 * 64, 64);
+        _tile_loadd(5, a + 1024, 64);
         _tile_dpbssd(2, 5, 6);
         _tile_dpbssd(3, 5, 7);
     }
@@ -283,7 +290,6 @@ gemm_amx(const gemm_args *g, int nt)
         free(work);
         return OZK_NOMEM;
     }
-    int inplace_a = g->a.ks == 1;
     OZ_PARALLEL(nt)
     {
 #if defined(_OPENMP)
@@ -300,8 +306,7 @@ gemm_amx(const gemm_args *g, int nt)
             ptrdiff_t ngrp = nblk >= nt ? 1 : OZ_MIN(npair, (nt + nblk - 1) / nblk);
             for (ptrdiff_t k0 = 0; k0 < k; k0 += kc_max) {
                 ptrdiff_t kc = OZ_MIN(kc_max, k - k0);
-                ptrdiff_t kq = (kc + 63) / 64 * 16, stripb = kq * 64;
-                ptrdiff_t nfull = kc / 64;
+                ptrdiff_t nq = (kc + 63) / 64, kq = nq * 16, stripb = kq * 64;
                 int add = g->beta || k0 > 0;
                 OZ_FOR
                 for (ptrdiff_t s = 0; s < 2 * npair; s += 4)
@@ -312,34 +317,17 @@ gemm_amx(const gemm_args *g, int nt)
                     ptrdiff_t ib = item / ngrp, gr = item % ngrp;
                     ptrdiff_t i0 = ib * X_MR, mr = OZ_MIN(X_MR, m - i0);
                     ptrdiff_t s0 = gr * npair / ngrp, s1 = (gr + 1) * npair / ngrp;
-                    const int8_t *a0, *at = NULL;
-                    ptrdiff_t lda, nf = nfull;
-                    int tail = nfull * 64 < kc;
-                    if (inplace_a && mr == X_MR) {
-                        /* A's tiles in place; a partial last chunk from a padded copy */
-                        a0 = g->a.p + i0 * g->a.rs + k0;
-                        lda = g->a.rs;
-                        if (tail) {
-                            pack_rows(g->a, i0, mr, k0 + nfull * 64, kc - nfull * 64, 64, ap);
-                            at = ap;
-                        }
-                    } else {
-                        lda = kq * 4;
-                        pack_rows(g->a, i0, mr, k0, kc, lda, ap);
-                        a0 = ap;
-                        nf = lda / 64;
-                        tail = 0;
-                    }
+                    pack_tiles(g->a, i0, mr, k0, kc, nq, ap);
                     for (ptrdiff_t s = s0; s < s1; s++) {
                         ptrdiff_t jj = j0 + 32 * s, nr = OZ_MIN(X_NR, p - jj);
                         const int8_t *b0 = bpack + 2 * s * stripb;
                         int32_t *c = g->c + i0 * g->cs0 + jj * g->cs1;
                         if (mr == X_MR && nr == X_NR && g->cs1 == 1) {
-                            block_32x32(a0, lda, at, b0, stripb, nf, tail, c, g->cs0 * 4, add);
+                            block_32x32(ap, b0, stripb, nq, c, g->cs0 * 4, add);
                             continue;
                         }
                         /* an edge block or a strided c: the whole block into ct */
-                        block_32x32(a0, lda, at, b0, stripb, nf, tail, ct, X_NR * 4, 0);
+                        block_32x32(ap, b0, stripb, nq, ct, X_NR * 4, 0);
                         for (ptrdiff_t r = 0; r < mr; r++)
                             for (ptrdiff_t j = 0; j < nr; j++) {
                                 int32_t *o = c + r * g->cs0 + j * g->cs1;
