@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from . import kernels
 from .onednn import EngineUnavailable
-from .onednn.engine import Int8Engine, run_view
+from .onednn.engine import Int8Engine
 
 __all__ = ["AVX2Engine"]
 
@@ -95,13 +95,5 @@ class AVX2Engine(Int8Engine):
     # -- the GEMM ---------------------------------------------------------------------
 
     def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
-        x, y = run_view(la, i, k0, k1), run_view(lb, j, k0, k1)
-        m, p = out.shape
-        ker = self.gemm_kernels
-        ker.set_threads(self.threads if 2 * m * p * (k1 - k0) >= GEMM_PARALLEL_MIN else 1)
-        if colmajor:  # C^T = B A^T, row-major
-            ker.gemm16(y, x, out.T, beta)
-        else:
-            ker.gemm16(x, y, out, beta)
-        self.launches += 1
-
+        self._compiled_gemm(self.gemm_kernels, "gemm16", GEMM_PARALLEL_MIN, la, i, lb, j, k0,
+                            k1, out, colmajor, beta)

@@ -28,7 +28,7 @@
  * any strides), beta (0: c = a b^T, 1: c += a b^T). Only built where the compiler
  * targets AVX2 (the x86-64-v3 and v4 builds); elsewhere the kernel reports
  * OZK_UNIMPLEMENTED. gemm16_info() tells the engine which one it has. */
-#include "ozk.h"
+#include "kgemm.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -42,12 +42,6 @@
 #define G_KC 1024 /* inner indices per packed block (even): a B strip of 32 KiB */
 #define G_MC 120  /* rows of A per packed block (multiple of MR): 240 KiB of pairs in L2 */
 #define G_NC 3072 /* columns of B per packed panel (multiple of NR): 6 MiB */
-
-/* A strided int8 matrix: element (r, q) at p[r * rs + q * ks]. */
-typedef struct {
-    const int8_t *p;
-    ptrdiff_t rs, ks;
-} s8mat;
 
 /* Rows r0 .. r0 + nr (nr <= R) of x, inner indices k0 .. k0 + kc, as int16 pairs R rows
  * wide: out[(kk * R + r) * 2 + e] = x(r0 + r, k0 + 2 kk + e), zeros past nr and kc. */
@@ -207,26 +201,12 @@ micro_edge(ptrdiff_t kcp, const int16_t *ap, const int16_t *bp, int32_t *c, ptrd
         }
 }
 
-typedef struct {
-    s8mat a, b;
-    int32_t *c;
-    ptrdiff_t m, p, k, cs0, cs1;
-    int beta;
-} gemm_args;
-
 static int
 gemm16(const gemm_args *g, int nt)
 {
     ptrdiff_t m = g->m, p = g->p, k = g->k;
-    if (m <= 0 || p <= 0)
+    if (gemm_trivial(g))
         return 0;
-    if (k <= 0) {
-        if (!g->beta)
-            for (ptrdiff_t i = 0; i < m; i++)
-                for (ptrdiff_t j = 0; j < p; j++)
-                    g->c[i * g->cs0 + j * g->cs1] = 0;
-        return 0;
-    }
     if (nt < 1)
         nt = 1;
     ptrdiff_t kc_max = OZ_MIN(G_KC, (k + 1) / 2 * 2);
@@ -302,12 +282,9 @@ gemm16(const gemm_args *g, int nt)
 int
 k_gemm16(ozval *v, int nt)
 {
-    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), p = OZ_N(1, 0);
-    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p)
+    gemm_args g;
+    if (gemm_read_args(v, &g))
         return OZK_BADLAYOUT;
-    gemm_args g = {{OZ_I8(0), OZ_S(0, 0), OZ_S(0, 1)},
-                   {OZ_I8(1), OZ_S(1, 0), OZ_S(1, 1)},
-                   OZ_I32(2), m, p, k, OZ_S(2, 0), OZ_S(2, 1), (int)v[3].i};
     return gemm16(&g, nt);
 }
 

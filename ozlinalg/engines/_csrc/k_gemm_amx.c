@@ -37,7 +37,7 @@
  * this GEMM only where it was granted. Built into the x86-64-v4 build where the
  * compiler knows AMX (GCC 11 and up); elsewhere the kernel reports OZK_UNIMPLEMENTED.
  */
-#include "ozk.h"
+#include "kgemm.h"
 
 #if defined(__AVX512F__) && defined(__x86_64__) && defined(__linux__) && \
     defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
@@ -80,11 +80,6 @@ tiles_on(void)
     }
     _tile_loadconfig(&c);
 }
-
-typedef struct {
-    const int8_t *p;
-    ptrdiff_t rs, ks;
-} s8mat;
 
 /* Strip of 16 rows r0 .. r0 + nr of x (inner indices k0 .. k0 + kc) in VNNI layout:
  * out[q * 64 + j * 4 + e] = x(r0 + j, k0 + 4 q + e), zeros past nr and kc, kq groups. */
@@ -255,26 +250,12 @@ block_32x32(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t nq, i
     _tile_stored(3, (char *)c + 16 * cs + 64, cs);
 }
 
-typedef struct {
-    s8mat a, b;
-    int32_t *c;
-    ptrdiff_t m, p, k, cs0, cs1;
-    int beta;
-} gemm_args;
-
 static int
 gemm_amx(const gemm_args *g, int nt)
 {
     ptrdiff_t m = g->m, p = g->p, k = g->k;
-    if (m <= 0 || p <= 0)
+    if (gemm_trivial(g))
         return 0;
-    if (k <= 0) {
-        if (!g->beta)
-            for (ptrdiff_t i = 0; i < m; i++)
-                for (ptrdiff_t j = 0; j < p; j++)
-                    g->c[i * g->cs0 + j * g->cs1] = 0;
-        return 0;
-    }
     if (nt < 1)
         nt = 1;
     ptrdiff_t kc_max = OZ_MIN(X_KC, (k + 63) / 64 * 64);
@@ -373,14 +354,11 @@ amx_probe(void)
 int
 k_gemm_amx(ozval *v, int nt)
 {
-    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), p = OZ_N(1, 0);
-    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p)
+    gemm_args g;
+    if (gemm_read_args(v, &g))
         return OZK_BADLAYOUT;
     if (amx_state != 0)
         return OZK_UNIMPLEMENTED;
-    gemm_args g = {{OZ_I8(0), OZ_S(0, 0), OZ_S(0, 1)},
-                   {OZ_I8(1), OZ_S(1, 0), OZ_S(1, 1)},
-                   OZ_I32(2), m, p, k, OZ_S(2, 0), OZ_S(2, 1), (int)v[3].i};
     return gemm_amx(&g, nt);
 }
 

@@ -240,6 +240,21 @@ class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accumu
         storage past its length; ``out`` column-major where ``colmajor``."""
         raise NotImplementedError
 
+    def _compiled_gemm(self, ker, name, parallel_min, la, i, lb, j, k0, k1, out, colmajor,
+                       beta):
+        """:meth:`_run_gemm` on the compiled GEMM ``name`` of the kernel module ``ker``
+        (``c (+)= a @ b.T``, any strides), on one thread below ``parallel_min``
+        INT8 operations."""
+        x, y = run_view(la, i, k0, k1), run_view(lb, j, k0, k1)
+        m, p = out.shape
+        ker.set_threads(self.threads if 2 * m * p * (k1 - k0) >= parallel_min else 1)
+        gemm = getattr(ker, name)
+        if colmajor:  # C^T = B A^T, row-major
+            gemm(y, x, out.T, beta)
+        else:
+            gemm(x, y, out, beta)
+        self.launches += 1
+
     def int_matmul_sum(self, a, b, pairs, bound_a, bound_b, ws=None):
         """Exact ``sum((i, j) in pairs) a[i] @ b[j].T`` as int32 (int64 when a sum could
         pass INT32), a buffer of ``ws``; runs of pairs adjacent in the grouped storage
@@ -396,15 +411,8 @@ class OneDNNEngine(Int8Engine):
 
     def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
         if self.amx is not None:
-            x, y = run_view(la, i, k0, k1), run_view(lb, j, k0, k1)
-            m, p = out.shape
-            ker = self.amx
-            ker.set_threads(self.threads if 2 * m * p * (k1 - k0) >= GEMM_PARALLEL_MIN else 1)
-            if colmajor:  # C^T = B A^T, row-major
-                ker.gemm_amx(y, x, out.T, beta)
-            else:
-                ker.gemm_amx(x, y, out, beta)
-            self.launches += 1
+            self._compiled_gemm(self.amx, "gemm_amx", GEMM_PARALLEL_MIN, la, i, lb, j, k0, k1,
+                                out, colmajor, beta)
             return
         a, ta, lda, ka = la
         b, tb, ldb, kb = lb
