@@ -432,3 +432,76 @@ def assert_solve_accurate(x, a, b, *, rounded_from_fp64=False):
     else:
         tol = n * cond * _unit_roundoff(x.dtype) * scale
         assert err.max(initial=0.0) <= tol, f"error {err.max():.3g} > bound {tol:.3g}"
+
+
+# -- the compiled INT8 GEMMs (AVX2 gemm16, AMX gemm_amx): shared kernel checks ----------
+
+def _int64_product(a, b):
+    return a.astype(np.int64) @ b.astype(np.int64).T
+
+
+def check_gemm_layouts(gemm, set_threads, rng, m, p, k, layout, threads):
+    """``gemm(a, b, c, beta)`` (``c (+)= a @ b.T``, int8 operands, int32 result) against
+    int64 NumPy with operands stored as rows, as columns (k x rows), strided (every
+    other row and index of larger arrays) or as one slot of the engines' grouped
+    storage; beta 0 and 1; a column-major result."""
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (p, k)).astype(np.int8)
+    if layout == "cols":  # stored k x rows (the operands' column-major slices)
+        a, b = np.asfortranarray(a), np.asfortranarray(b)
+    elif layout == "strided":
+        a = np.repeat(np.repeat(a, 2, axis=0), 2, axis=1)[::2, ::2]
+        b = np.repeat(np.repeat(b, 2, axis=0), 2, axis=1)[::2, ::2]
+    elif layout == "grouped":  # slot 1 of (rows, 3, k) storage; B's as (slots, k, columns)
+        ga = np.zeros((m, 3, k), np.int8)
+        ga[:, 1] = a
+        a = ga[:, 1]
+        gb = np.zeros((3, k, p), np.int8)
+        gb[2] = b.T
+        b = gb[2].T
+    set_threads(threads)
+    c = np.full((m, p), 7, np.int32)
+    gemm(a, b, c, False)
+    np.testing.assert_array_equal(c, _int64_product(a, b))
+    gemm(a, b, c, True)  # beta = 1: accumulates
+    np.testing.assert_array_equal(c, 2 * _int64_product(a, b))
+    ct = np.zeros((p, m), np.int32).T  # a column-major result
+    gemm(a, b, ct, False)
+    np.testing.assert_array_equal(ct, _int64_product(a, b))
+
+
+def check_gemm_extremes(gemm, set_threads, va, vb, rows, cols):
+    """The worst case just below 2**31: k = 2**17 - 1024 products of extremes, mixed
+    signs in one row, on two threads."""
+    k = (1 << 17) - 1024
+    a = np.full((rows, k), va, np.int8)
+    b = np.full((cols, k), vb, np.int8)
+    b[3, ::2] = -vb - 1 if vb < 0 else -vb
+    c = np.zeros((rows, cols), np.int32)
+    set_threads(2)
+    gemm(a, b, c, False)
+    np.testing.assert_array_equal(c, _int64_product(a, b))
+    assert int(np.abs(_int64_product(a, b)).max()) >= 127 * 127 * k
+
+
+def check_gemm_wraps(gemm, rows, cols, ks):
+    """Partial sums past 2**31 wrap in the int32 lanes; a result that fits is exact:
+    +127**2 k, then -127**2 k gives 0, for each k of ``ks``."""
+    for k in ks:
+        a = np.full((rows, 2 * k), 127, np.int8)
+        b = np.full((cols, 2 * k), 127, np.int8)
+        b[:, k:] = -127
+        c = np.ones((rows, cols), np.int32)
+        gemm(a, b, c, False)
+        np.testing.assert_array_equal(c, 0)
+
+
+def check_gemm_arguments(gemm):
+    """Mismatched shapes: ValueError; a result other than int32: TypeError."""
+    import pytest
+
+    a = np.zeros((3, 5), np.int8)
+    with pytest.raises(ValueError, match="memory layout"):
+        gemm(a, np.zeros((4, 6), np.int8), np.zeros((3, 4), np.int32), False)
+    with pytest.raises(TypeError, match="int32|type 'i'"):
+        gemm(a, a, np.zeros((3, 3), np.int64), False)

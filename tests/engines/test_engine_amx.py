@@ -10,6 +10,10 @@ import numpy as np
 import pytest
 from conftest import (
     assert_same_bits_as,
+    check_gemm_arguments,
+    check_gemm_extremes,
+    check_gemm_layouts,
+    check_gemm_wraps,
     cpu_engine_or_skip,
     float32_sgemm,
     matmul_on,
@@ -62,29 +66,7 @@ class TestKernel:
     @pytest.mark.parametrize("layout", ["rows", "cols", "strided", "grouped"])
     @pytest.mark.parametrize("threads", [1, 2])
     def test_shapes_layouts_threads(self, rng, amx, m, p, k, layout, threads):
-        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
-        b = rng.integers(-128, 128, (p, k)).astype(np.int8)
-        if layout == "cols":  # stored k x rows (the operands' column-major slices)
-            a, b = np.asfortranarray(a), np.asfortranarray(b)
-        elif layout == "strided":  # every other row and inner index of larger arrays
-            a = np.repeat(np.repeat(a, 2, axis=0), 2, axis=1)[::2, ::2]
-            b = np.repeat(np.repeat(b, 2, axis=0), 2, axis=1)[::2, ::2]
-        elif layout == "grouped":  # slice 1 of (rows, 3, k) storage, as the engine's
-            ga = np.zeros((m, 3, k), np.int8)
-            ga[:, 1] = a
-            a = ga[:, 1]
-            gb = np.zeros((3, k, p), np.int8)  # B's residues: (slots, k, columns)
-            gb[2] = b.T
-            b = gb[2].T
-        amx.set_threads(threads)
-        c = np.full((m, p), 7, np.int32)
-        amx.gemm_amx(a, b, c, False)
-        np.testing.assert_array_equal(c, _int64(a, b))
-        amx.gemm_amx(a, b, c, True)  # beta = 1: accumulates
-        np.testing.assert_array_equal(c, 2 * _int64(a, b))
-        ct = np.zeros((p, m), np.int32).T  # a column-major result
-        amx.gemm_amx(a, b, ct, False)
-        np.testing.assert_array_equal(ct, _int64(a, b))
+        check_gemm_layouts(amx.gemm_amx, amx.set_threads, rng, m, p, k, layout, threads)
 
     @pytest.mark.parametrize("offset", [0, 16, 1])
     def test_unaligned_operands_and_result(self, rng, amx, offset):
@@ -98,34 +80,14 @@ class TestKernel:
 
     @pytest.mark.parametrize("va, vb", [(-128, -128), (-128, 127), (127, 127), (127, -128)])
     def test_extremes_at_the_longest_inner_dimension(self, amx, va, vb):
-        # the worst case just below 2**31: k = 2**17 - 1024 products of (-128)(-128)
-        k = (1 << 17) - 1024
-        a = np.full((33, k), va, np.int8)
-        b = np.full((17, k), vb, np.int8)
-        b[3, ::2] = -vb - 1 if vb < 0 else -vb  # mixed signs in one row
-        c = np.zeros((33, 17), np.int32)
-        amx.set_threads(2)
-        amx.gemm_amx(a, b, c, False)
-        np.testing.assert_array_equal(c, _int64(a, b))
-        assert int(np.abs(_int64(a, b)).max()) >= 127 * 127 * k
+        check_gemm_extremes(amx.gemm_amx, amx.set_threads, va, vb, 33, 17)
 
     def test_int32_sums_wrap_and_come_back(self, amx):
-        # partial sums past 2**31 wrap (the tiles' int32 lanes); a result that fits is
-        # still exact, in one panel and across panels (k past the packed block)
-        for k in (1 << 16, 1 << 17):
-            a = np.full((32, 2 * k), 127, np.int8)
-            b = np.full((32, 2 * k), 127, np.int8)
-            b[:, k:] = -127  # +127**2 k, then -127**2 k: 0 (a partial sum passes 2**31)
-            c = np.ones((32, 32), np.int32)
-            amx.gemm_amx(a, b, c, False)
-            np.testing.assert_array_equal(c, 0)
+        # in one packed panel and across panels (k past the packed block)
+        check_gemm_wraps(amx.gemm_amx, 32, 32, (1 << 16, 1 << 17))
 
     def test_checks_shapes_and_types(self, amx):
-        a = np.zeros((3, 5), np.int8)
-        with pytest.raises(ValueError, match="memory layout"):
-            amx.gemm_amx(a, np.zeros((4, 6), np.int8), np.zeros((3, 4), np.int32), False)
-        with pytest.raises(TypeError, match="int32|type 'i'"):
-            amx.gemm_amx(a, a, np.zeros((3, 3), np.int64), False)
+        check_gemm_arguments(amx.gemm_amx)
 
     def test_built_at_x86_64_v4_only(self):
         base = kernels._module(1)

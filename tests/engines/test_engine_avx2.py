@@ -10,6 +10,10 @@ import numpy as np
 import pytest
 from conftest import (
     assert_same_bits_as,
+    check_gemm_arguments,
+    check_gemm_extremes,
+    check_gemm_layouts,
+    check_gemm_wraps,
     cpu_engine_or_skip,
     engines_where_they_run,
     float32_sgemm,
@@ -52,65 +56,26 @@ def _run(engine, a, b, **kw):
     return c, prof
 
 
-def _int64(a, b):
-    return a.astype(np.int64) @ b.astype(np.int64).T
-
-
 class TestKernel:
     """``gemm16`` (_csrc/k_gemm16.c) against int64 NumPy."""
 
     @pytest.mark.parametrize("m, p, k", [(1, 1, 1), (6, 16, 2), (7, 17, 3), (5, 15, 33),
                                          (37, 29, 301), (13, 70, 1025), (130, 3, 2049),
                                          (61, 45, 4100)])
-    @pytest.mark.parametrize("layout", ["rows", "cols", "strided"])
+    @pytest.mark.parametrize("layout", ["rows", "cols", "strided", "grouped"])
     @pytest.mark.parametrize("threads", [1, 2])
     def test_shapes_layouts_threads(self, rng, gemm16, m, p, k, layout, threads):
-        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
-        b = rng.integers(-128, 128, (p, k)).astype(np.int8)
-        if layout == "cols":  # stored k x rows (the operands' column-major slices)
-            a, b = np.asfortranarray(a), np.asfortranarray(b)
-        elif layout == "strided":  # every other row and inner index of larger arrays
-            a = np.repeat(np.repeat(a, 2, axis=0), 2, axis=1)[::2, ::2]
-            b = np.repeat(np.repeat(b, 2, axis=0), 2, axis=1)[::2, ::2]
-        gemm16.set_threads(threads)
-        c = np.full((m, p), 7, np.int32)
-        gemm16.gemm16(a, b, c, False)
-        np.testing.assert_array_equal(c, _int64(a, b))
-        gemm16.gemm16(a, b, c, True)  # beta = 1: accumulates
-        np.testing.assert_array_equal(c, 2 * _int64(a, b))
-        ct = np.zeros((p, m), np.int32).T  # a column-major result
-        gemm16.gemm16(a, b, ct, False)
-        np.testing.assert_array_equal(ct, _int64(a, b))
+        check_gemm_layouts(gemm16.gemm16, gemm16.set_threads, rng, m, p, k, layout, threads)
 
     @pytest.mark.parametrize("va, vb", [(-128, -128), (-128, 127), (127, 127), (127, -128)])
     def test_extremes_at_the_longest_inner_dimension(self, gemm16, va, vb):
-        # the worst case just below 2**31: k = 2**17 - 1024 products of (-128)(-128)
-        k = (1 << 17) - 1024
-        a = np.full((7, k), va, np.int8)
-        b = np.full((17, k), vb, np.int8)
-        b[3, ::2] = -vb - 1 if vb < 0 else -vb  # mixed signs in one row
-        c = np.zeros((7, 17), np.int32)
-        gemm16.set_threads(2)
-        gemm16.gemm16(a, b, c, False)
-        np.testing.assert_array_equal(c, _int64(a, b))
-        assert int(np.abs(_int64(a, b)).max()) >= 127 * 127 * k
+        check_gemm_extremes(gemm16.gemm16, gemm16.set_threads, va, vb, 7, 17)
 
     def test_int32_sums_wrap_and_come_back(self, gemm16):
-        # partial sums past 2**31 wrap (vpaddd); a result that fits is still exact
-        k = 1 << 17
-        a = np.full((6, 2 * k), 127, np.int8)
-        b = np.full((16, 2 * k), 127, np.int8)
-        b[:, k:] = -127  # +127**2 k, then -127**2 k: 0 (the partial sum reaches 2**31)
-        c = np.ones((6, 16), np.int32)
-        gemm16.gemm16(a, b, c, False)
-        np.testing.assert_array_equal(c, 0)
+        check_gemm_wraps(gemm16.gemm16, 6, 16, (1 << 17,))
 
     def test_checks_shapes_and_types(self, gemm16):
-        a = np.zeros((3, 5), np.int8)
-        with pytest.raises(ValueError, match="memory layout"):
-            gemm16.gemm16(a, np.zeros((4, 6), np.int8), np.zeros((3, 4), np.int32), False)
-        with pytest.raises(TypeError, match="int32|type 'i'"):
-            gemm16.gemm16(a, a, np.zeros((3, 3), np.int64), False)
+        check_gemm_arguments(gemm16.gemm16)
 
     def test_built_from_x86_64_v3_only(self):
         info = np.zeros(3, np.int64)
