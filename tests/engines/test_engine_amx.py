@@ -89,6 +89,30 @@ class TestKernel:
     def test_checks_shapes_and_types(self, amx):
         check_gemm_arguments(amx.gemm_amx)
 
+    def test_python_threads_and_a_forked_child(self, rng, amx):
+        # tile state is per thread: concurrent calls (GIL released, each with its own
+        # OpenMP team and tile configuration) and a forked child (the permission is
+        # inherited) give the same results
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        a = rng.integers(-128, 128, (8, 96, 700)).astype(np.int8)
+        b = rng.integers(-128, 128, (8, 80, 700)).astype(np.int8)
+
+        def one(t):
+            amx.set_threads(1 + t % 2)
+            c = np.empty((96, 80), np.int32)
+            for _ in range(20):
+                amx.gemm_amx(a[t], b[t], c, False)
+            return np.array_equal(c, _int64(a[t], b[t]))
+
+        with ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(one, range(8)))
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(0 if one(2) else 1)  # one OpenMP thread, as the engine after fork
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
     def test_built_at_x86_64_v4_only(self):
         base = kernels._module(1)
         if base is None:
