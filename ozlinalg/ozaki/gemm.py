@@ -106,40 +106,64 @@ def block_width(meth, kb):
     return params.slice_width(kb) if meth.engine == "int8" else params.fp_slice_width(kb)
 
 
-def emulate_block(plan, a, bt, block_plan=None):
+def emulate_block(plan, a, bt, block_plan=None, kept=None):
     """Emulated ``a @ bt.T`` for one inner block (k <= the engine's limit); ``block_plan``:
-    ``(s, native)`` chosen for the whole product (tiled ``slices="auto"``)."""
+    ``(s, native)`` chosen for the whole product (tiled ``slices="auto"``).
+
+    ``kept``: a dict that carries A's slices from one output tile to the next tile of
+    the same rows (the driver hands the same dict along a row of tiles): with the count
+    fixed for the whole product, they are the same slices, and splitting them once per
+    row of tiles instead of once per tile saves the passes over A (the tiles of a
+    product under ``memory_limit``). They are alive during their tile anyway, so the
+    memory plan's per-tile peak still holds."""
     xp, slices = plan.xp, plan.slices
     m, k = a.shape
     p = bt.shape[0]
     kind = plan.meth.split
     width = block_width(plan.meth, k)
     step, bound = slice_layout(kind, width)
+    fixed = block_plan is None and slices != "auto"  # no estimate: no normalized copies
+    s_fixed = int(slices) if fixed else block_plan[0] if block_plan is not None else None
+    ops_a = kept.get(s_fixed) if kept is not None and s_fixed is not None else None
 
     with plan.timers["split"]:
-        if block_plan is None and slices != "auto":  # no estimate: no normalized copies
-            s = int(slices)
+        if fixed:
+            s = s_fixed
             split_raw = plan.passes.split_raw
-            ops_a = split_raw(kind, a, s, width, "a")
+            if ops_a is None:
+                ops_a = split_raw(kind, a, s, width, "a")
             ops_b = split_raw(kind, bt, s, width, "b")
             plan.counts["slices"].append(s)
             native = None
         else:
-            ops_a, ops_b, s, native = _prepare(plan, a, bt, kind, width, block_plan)
+            ops_a, ops_b, s, native = _prepare(plan, a, bt, kind, width, block_plan, ops_a)
             if ops_a is None:
                 c = xp.empty((m, p), order=plan.order)
                 native_entries(xp, c, a, bt, native)
                 return c
+    if kept is not None and s_fixed is not None:
+        kept.clear()
+        kept[s] = ops_a
 
     return _products(plan, _Layout(step, bound, width, k, s), ops_a, ops_b, native, a, bt)
 
 
-def _prepare(plan, a, bt, kind, width, block_plan):
+def _prepare(plan, a, bt, kind, width, block_plan, ops_a=None):
     """Normalize both operands, choose the count, split: ``((da, sa, ea), (db, sb, eb),
-    s, native)``; the operands None when every entry goes native."""
+    s, native)``; the operands None when every entry goes native. ``ops_a``: A's
+    slices for ``block_plan``'s count, already split (then A is not read)."""
     xp, engine, counts = plan.xp, plan.engine, plan.counts
     m, p = a.shape[0], bt.shape[0]
     normalize = plan.passes.normalize_rows
+    if ops_a is not None:
+        s, native = block_plan
+        if native is not None and bool(native.all()):
+            counts["slices"].append(0)
+            return None, None, 0, native
+        counts["slices"].append(s)
+        xb, eb = normalize(bt)
+        db, sb = split_operand(xp, engine, kind, xb, s, width, "b")
+        return ops_a, (db, sb, eb), s, native
     xa, ea = normalize(a)
     xb, eb = normalize(bt)
     native = None

@@ -292,13 +292,19 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
         plans = _global_plans(plan, aw, bt, tile_list)
     tile_list, plans, (mt, pt) = _product_tiles(plan, plans, tile_list, m, p)
     c = None if len(tile_list) == 1 else xp.empty((m, p), order=order)
+    # A's slices carried along a row of tiles (one inner block: with several, each
+    # block's would be kept at once, more than the memory plan counts)
+    kept, row = ({}, None) if len(tile_list) > 1 and n <= block else (None, None)
     for i0, j0 in tile_list:
         tile = None
         comp = None
+        if kept is not None and i0 != row:
+            kept.clear()
+            row = i0
         for k0 in range(0, n, block):
             part = emulate_block(plan, aw[i0:i0 + mt, k0:k0 + block],
                                  bt[j0:j0 + pt, k0:k0 + block],
-                                 None if plans is None else plans(i0, j0, k0))
+                                 None if plans is None else plans(i0, j0, k0), kept)
             if tile is None:
                 tile = part
                 continue

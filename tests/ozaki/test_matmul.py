@@ -678,6 +678,44 @@ class TestMemory:
         finally:
             tracemalloc.stop()
 
+    @pytest.mark.parametrize("method, s", [("hybrid-ef", "auto"), ("bitmask", 6),
+                                           ("rn", "auto")])
+    @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
+    def test_a_row_of_tiles_splits_a_once(self, method, s, rng, cpu_engine, monkeypatch):
+        # Ozaki I under a limit: the first tile of each row of tiles splits A's rows,
+        # the others take its slices; the same bits as one tile
+        from ozlinalg._matmul import memory_plan
+        from ozlinalg.engines import base
+        from ozlinalg.ozaki import tiling
+
+        monkeypatch.setitem(base._ENGINES, "numpy", cpu_engine)
+        m, k, p = 240, 150, 260
+        a = rng.standard_normal((m, k))
+        b = rng.standard_normal((k, p))
+        want = ozlinalg.matmul(a, b, slices=s, method=method)
+        whole = memory_plan(m, k, p, method, s, "dgemm", 1 << 50, cpu_engine)
+        seen = []
+        real = tiling.emulate_block
+
+        def spy(plan, x, bt, block_plan=None, kept=None):
+            # reused: the tile ran on the slices the last one left (not new ones)
+            count = block_plan[0] if block_plan is not None else int(s)
+            before = None if kept is None else kept.get(count)
+            out = real(plan, x, bt, block_plan, kept)
+            after = None if kept is None else kept.get(count)
+            seen.append((x.__array_interface__["data"][0], before is not None and after is before))
+            return out
+
+        monkeypatch.setattr(tiling, "emulate_block", spy)
+        with ozlinalg.options(memory_limit=whole.need // 4):
+            got = ozlinalg.matmul(a, b, slices=s, method=method)
+        np.testing.assert_array_equal(got, want)
+        rows = {}
+        for start, reused in seen:
+            rows.setdefault(start, []).append(reused)
+        assert len(seen) > len(rows) > 1  # several rows of several tiles
+        assert all(r == [False] + [True] * (len(r) - 1) for r in rows.values())
+
     @pytest.mark.parametrize("method, s, accuracy", CASES)
     # counts below auto's on purpose (this tests memory): AccuracyWarning expected
     @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
