@@ -436,8 +436,20 @@ def assert_solve_accurate(x, a, b, *, rounded_from_fp64=False):
 
 # -- the compiled INT8 GEMMs (AVX2 gemm16, AMX gemm_amx): shared kernel checks ----------
 
-def _int64_product(a, b):
+def int64_product(a, b):
+    """``a @ b.T`` of int8 operands in int64: the exact reference of the INT8 GEMMs."""
     return a.astype(np.int64) @ b.astype(np.int64).T
+
+
+def kernel_or_skip(load, what):
+    """The kernel module ``load()`` gives (:func:`ozlinalg.engines.kernels.load_gemm`,
+    ``load_amx``); skips with its reason where there is none."""
+    import pytest
+
+    mod, reason = load()
+    if mod is None:
+        pytest.skip(f"no {what} here: {reason}")
+    return mod
 
 
 def check_gemm_layouts(gemm, set_threads, rng, m, p, k, layout, threads):
@@ -462,12 +474,12 @@ def check_gemm_layouts(gemm, set_threads, rng, m, p, k, layout, threads):
     set_threads(threads)
     c = np.full((m, p), 7, np.int32)
     gemm(a, b, c, False)
-    np.testing.assert_array_equal(c, _int64_product(a, b))
+    np.testing.assert_array_equal(c, int64_product(a, b))
     gemm(a, b, c, True)  # beta = 1: accumulates
-    np.testing.assert_array_equal(c, 2 * _int64_product(a, b))
+    np.testing.assert_array_equal(c, 2 * int64_product(a, b))
     ct = np.zeros((p, m), np.int32).T  # a column-major result
     gemm(a, b, ct, False)
-    np.testing.assert_array_equal(ct, _int64_product(a, b))
+    np.testing.assert_array_equal(ct, int64_product(a, b))
 
 
 def check_gemm_extremes(gemm, set_threads, va, vb, rows, cols):
@@ -480,8 +492,8 @@ def check_gemm_extremes(gemm, set_threads, va, vb, rows, cols):
     c = np.zeros((rows, cols), np.int32)
     set_threads(2)
     gemm(a, b, c, False)
-    np.testing.assert_array_equal(c, _int64_product(a, b))
-    assert int(np.abs(_int64_product(a, b)).max()) >= 127 * 127 * k
+    np.testing.assert_array_equal(c, int64_product(a, b))
+    assert int(np.abs(int64_product(a, b)).max()) >= 127 * 127 * k
 
 
 def check_gemm_wraps(gemm, rows, cols, ks):

@@ -123,12 +123,13 @@ def emulate_block(plan, a, bt, block_plan=None, kept=None):
     width = block_width(plan.meth, k)
     step, bound = slice_layout(kind, width)
     fixed = block_plan is None and slices != "auto"  # no estimate: no normalized copies
-    s_fixed = int(slices) if fixed else block_plan[0] if block_plan is not None else None
-    ops_a = kept.get(s_fixed) if kept is not None and s_fixed is not None else None
+    # the count before any estimate of this block (None: this block's estimate decides)
+    known = int(slices) if fixed else block_plan[0] if block_plan is not None else None
+    ops_a = kept.get(known) if kept is not None and known is not None else None
 
     with plan.timers["split"]:
         if fixed:
-            s = s_fixed
+            s = known
             split_raw = plan.passes.split_raw
             if ops_a is None:
                 ops_a = split_raw(kind, a, s, width, "a")
@@ -141,7 +142,7 @@ def emulate_block(plan, a, bt, block_plan=None, kept=None):
                 c = xp.empty((m, p), order=plan.order)
                 native_entries(xp, c, a, bt, native)
                 return c
-    if kept is not None and s_fixed is not None:
+    if kept is not None and known is not None:
         kept.clear()
         kept[s] = ops_a
 
@@ -155,21 +156,12 @@ def _prepare(plan, a, bt, kind, width, block_plan, ops_a=None):
     xp, engine, counts = plan.xp, plan.engine, plan.counts
     m, p = a.shape[0], bt.shape[0]
     normalize = plan.passes.normalize_rows
-    if ops_a is not None:
-        s, native = block_plan
-        if native is not None and bool(native.all()):
-            counts["slices"].append(0)
-            return None, None, 0, native
-        counts["slices"].append(s)
-        xb, eb = normalize(bt)
-        db, sb = split_operand(xp, engine, kind, xb, s, width, "b")
-        return ops_a, (db, sb, eb), s, native
-    xa, ea = normalize(a)
+    xa, ea = normalize(a) if ops_a is None else (None, None)
     xb, eb = normalize(bt)
     native = None
     if block_plan is not None:
         s, native = block_plan
-    elif plan.slices == "auto":
+    elif plan.slices == "auto":  # (ops_a comes with a block_plan only)
         s, native = plan_slices(xp, engine, kind, width, xa, xb, a, bt,
                                 plan.opts.max_slices, outputs=m * p)
     else:
@@ -180,11 +172,13 @@ def _prepare(plan, a, bt, kind, width, block_plan, ops_a=None):
         counts["slices"].append(0)
         return None, None, 0, native
     counts["slices"].append(s)
-    da, sa = split_operand(xp, engine, kind, xa, s, width, "a")
-    del xa  # the residual: free it before splitting B
+    if ops_a is None:
+        da, sa = split_operand(xp, engine, kind, xa, s, width, "a")
+        del xa  # the residual: free it before splitting B
+        ops_a = (da, sa, ea)
     db, sb = split_operand(xp, engine, kind, xb, s, width, "b")
     del xb
-    return (da, sa, ea), (db, sb, eb), s, native
+    return ops_a, (db, sb, eb), s, native
 
 
 def group_products(plan, da, db, groups, r, bound, ws):

@@ -16,6 +16,8 @@ from conftest import (
     check_gemm_wraps,
     cpu_engine_or_skip,
     float32_sgemm,
+    int64_product,
+    kernel_or_skip,
     matmul_on,
     python_with_engine_env,
 )
@@ -28,10 +30,7 @@ from ozlinalg.testing import random_matrix
 @pytest.fixture
 def amx():
     """The compiled AMX GEMM's module (skips where the CPU, OS or build lacks it)."""
-    mod, reason = kernels.load_amx()
-    if mod is None:
-        pytest.skip(f"no AMX GEMM here: {reason}")
-    return mod
+    return kernel_or_skip(kernels.load_amx, "AMX GEMM")
 
 
 @pytest.fixture
@@ -43,10 +42,6 @@ def engines(amx):
     if on.amx is None:
         pytest.skip(f"the engine does not run the AMX GEMM: {on.amx_reason}")
     return on, OneDNNEngine(amx=False)
-
-
-def _int64(a, b):
-    return a.astype(np.int64) @ b.astype(np.int64).T
 
 
 def _aligned(shape, dtype, offset=0):
@@ -76,7 +71,7 @@ class TestKernel:
         b[...] = rng.integers(-128, 128, b.shape)
         c = _aligned((m, p), np.int32, 4 * (offset % 16 // 4))
         amx.gemm_amx(a, b, c, False)
-        np.testing.assert_array_equal(c, _int64(a, b))
+        np.testing.assert_array_equal(c, int64_product(a, b))
 
     @pytest.mark.parametrize("va, vb", [(-128, -128), (-128, 127), (127, 127), (127, -128)])
     def test_extremes_at_the_longest_inner_dimension(self, amx, va, vb):
@@ -104,7 +99,7 @@ class TestKernel:
             c = np.empty((96, 80), np.int32)
             for _ in range(20):
                 amx.gemm_amx(a[t], b[t], c, False)
-            return np.array_equal(c, _int64(a[t], b[t]))
+            return np.array_equal(c, int64_product(a[t], b[t]))
 
         with ThreadPoolExecutor(8) as pool:
             assert all(pool.map(one, range(8)))
@@ -188,7 +183,7 @@ class TestEngine:
                 pass
 
             def gemm_amx(self, a, b, c, beta):
-                c[...] = (c if beta else 0) + _int64(a, b)
+                c[...] = (c if beta else 0) + int64_product(a, b)
                 c.reshape(-1)[:1] += 1  # one entry off by one
 
         eng = OneDNNEngine(amx=(Wrong(), "a wrong one"))

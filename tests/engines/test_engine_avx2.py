@@ -17,6 +17,7 @@ from conftest import (
     cpu_engine_or_skip,
     engines_where_they_run,
     float32_sgemm,
+    kernel_or_skip,
     matmul_on,
     python_with_engine_env,
 )
@@ -35,10 +36,7 @@ def avx2():
 @pytest.fixture
 def gemm16():
     """The compiled GEMM's module (skips where it is not built or the CPU lacks AVX2)."""
-    mod, reason = kernels.load_gemm()
-    if mod is None:
-        pytest.skip(f"no compiled AVX2 GEMM here: {reason}")
-    return mod
+    return kernel_or_skip(kernels.load_gemm, "compiled AVX2 GEMM")
 
 
 @pytest.fixture(autouse=True)

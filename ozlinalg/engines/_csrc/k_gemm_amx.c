@@ -81,32 +81,31 @@ tiles_on(void)
     _tile_loadconfig(&c);
 }
 
-/* Strip of 16 rows r0 .. r0 + nr of x (inner indices k0 .. k0 + kc) in VNNI layout:
- * out[q * 64 + j * 4 + e] = x(r0 + j, k0 + 4 q + e), zeros past nr and kc, kq groups. */
+/* Groups q0 .. q1 of the strip of 16 rows r0 .. r0 + nr of x (inner indices k0 .. k0 +
+ * kc) in VNNI layout, element by element: out[q * 64 + j * 4 + e] = x(r0 + j, k0 + 4 q +
+ * e), zeros past nr and kc. */
+static void
+pack_groups(s8mat x, ptrdiff_t r0, ptrdiff_t nr, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t q0,
+            ptrdiff_t q1, int8_t *restrict out)
+{
+    for (ptrdiff_t q = q0; q < q1; q++)
+        for (ptrdiff_t j = 0; j < 16; j++)
+            for (int e = 0; e < 4; e++) {
+                ptrdiff_t kk = 4 * q + e;
+                out[q * 64 + j * 4 + e] =
+                    (j < nr && kk < kc) ? x.p[(r0 + j) * x.rs + (k0 + kk) * x.ks] : 0;
+            }
+}
+
+/* The strip of 16 rows r0 .. r0 + nr of x in VNNI layout, kq groups (pack_groups' layout):
+ * where x's rows are contiguous along k, four bytes of a row are one group. */
 static void
 pack_strip(s8mat x, ptrdiff_t r0, ptrdiff_t nr, ptrdiff_t k0, ptrdiff_t kc, ptrdiff_t kq,
            int8_t *restrict out)
 {
-    ptrdiff_t full = kc / 4;
-    if (x.rs == 1 && nr == 16) {
-        /* rows contiguous along the other axis (x stored k x rows): four k rows of 16
-         * bytes interleave into 16 groups of four */
-        for (ptrdiff_t q = 0; q < full; q++) {
-            const int8_t *s = x.p + (k0 + 4 * q) * x.ks + r0;
-            __m128i v0 = _mm_loadu_si128((const __m128i *)s);
-            __m128i v1 = _mm_loadu_si128((const __m128i *)(s + x.ks));
-            __m128i v2 = _mm_loadu_si128((const __m128i *)(s + 2 * x.ks));
-            __m128i v3 = _mm_loadu_si128((const __m128i *)(s + 3 * x.ks));
-            __m128i t0 = _mm_unpacklo_epi8(v0, v1), t1 = _mm_unpacklo_epi8(v2, v3);
-            __m128i t2 = _mm_unpackhi_epi8(v0, v1), t3 = _mm_unpackhi_epi8(v2, v3);
-            __m128i *o = (__m128i *)(out + q * 64);
-            _mm_storeu_si128(o, _mm_unpacklo_epi16(t0, t1));
-            _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t1));
-            _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t2, t3));
-            _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t2, t3));
-        }
-    } else if (x.ks == 1) {
-        /* rows contiguous along k: four bytes of a row are one group */
+    ptrdiff_t full = 0;
+    if (x.ks == 1) {
+        full = kc / 4;
         for (ptrdiff_t j = 0; j < 16; j++) {
             if (j >= nr) {
                 for (ptrdiff_t q = 0; q < full; q++)
@@ -117,36 +116,26 @@ pack_strip(s8mat x, ptrdiff_t r0, ptrdiff_t nr, ptrdiff_t k0, ptrdiff_t kc, ptrd
             for (ptrdiff_t q = 0; q < full; q++)
                 memcpy(out + q * 64 + j * 4, s + 4 * q, 4);
         }
-    } else {
-        for (ptrdiff_t q = 0; q < full; q++)
-            for (ptrdiff_t j = 0; j < 16; j++)
-                for (int e = 0; e < 4; e++)
-                    out[q * 64 + j * 4 + e] =
-                        j < nr ? x.p[(r0 + j) * x.rs + (k0 + 4 * q + e) * x.ks] : 0;
     }
-    /* the last partial group and the zero groups up to kq */
-    for (ptrdiff_t q = full; q < kq; q++)
-        for (ptrdiff_t j = 0; j < 16; j++)
-            for (int e = 0; e < 4; e++) {
-                ptrdiff_t kk = 4 * q + e;
-                out[q * 64 + j * 4 + e] =
-                    (j < nr && kk < kc) ? x.p[(r0 + j) * x.rs + (k0 + kk) * x.ks] : 0;
-            }
+    pack_groups(x, r0, nr, k0, kc, full, kq, out);
 }
 
 /* Strips g0 .. g0 + ns of the panel whose columns start at r0 (nc columns in all), each
- * stripb bytes. Where x is stored k x rows, the strips of one cache line of a k row
- * (four strips, 64 columns) are packed together, k row by k row: strip by strip, each
- * line would be read four times, a strip's width at a time. */
+ * stripb bytes. Where x is stored k x rows, the whole strips are packed together, k row
+ * by k row: four k rows of 16 bytes interleave into a strip's 16 groups of four, and the
+ * strips of one cache line (64 columns) are read at once; strip by strip, each line
+ * would be read four times, a strip's width at a time. */
 static void
 pack_strips(s8mat x, ptrdiff_t r0, ptrdiff_t nc, ptrdiff_t g0, ptrdiff_t ns, ptrdiff_t k0,
             ptrdiff_t kc, ptrdiff_t kq, ptrdiff_t stripb, int8_t *restrict out)
 {
-    if (x.rs == 1 && (g0 + ns) * 16 <= nc) {
+    ptrdiff_t whole = 0;
+    if (x.rs == 1) {
+        whole = OZ_MAX(0, OZ_MIN(ns, nc / 16 - g0));
         ptrdiff_t full = kc / 4;
-        for (ptrdiff_t q = 0; q < full; q++) {
+        for (ptrdiff_t q = 0; q < full && whole; q++) {
             const int8_t *s = x.p + (k0 + 4 * q) * x.ks + r0 + g0 * 16;
-            for (ptrdiff_t t = 0; t < ns; t++, s += 16) {
+            for (ptrdiff_t t = 0; t < whole; t++, s += 16) {
                 __m128i v0 = _mm_loadu_si128((const __m128i *)s);
                 __m128i v1 = _mm_loadu_si128((const __m128i *)(s + x.ks));
                 __m128i v2 = _mm_loadu_si128((const __m128i *)(s + 2 * x.ks));
@@ -160,20 +149,11 @@ pack_strips(s8mat x, ptrdiff_t r0, ptrdiff_t nc, ptrdiff_t g0, ptrdiff_t ns, ptr
                 _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t2, t3));
             }
         }
-        if (full < kq)  /* the partial and zero groups */
-            for (ptrdiff_t t = 0; t < ns; t++) {
-                int8_t *o = out + (g0 + t) * stripb;
-                for (ptrdiff_t q = full; q < kq; q++)
-                    for (ptrdiff_t j = 0; j < 16; j++)
-                        for (int e = 0; e < 4; e++) {
-                            ptrdiff_t kk = 4 * q + e;
-                            o[q * 64 + j * 4 + e] =
-                                kk < kc ? x.p[(r0 + (g0 + t) * 16 + j) + (k0 + kk) * x.ks] : 0;
-                        }
-            }
-        return;
+        for (ptrdiff_t t = 0; t < whole; t++)  /* the partial and zero groups */
+            pack_groups(x, r0 + (g0 + t) * 16, 16, k0, kc, full, kq,
+                        out + (g0 + t) * stripb);
     }
-    for (ptrdiff_t t = g0; t < g0 + ns; t++)
+    for (ptrdiff_t t = g0 + whole; t < g0 + ns; t++)
         pack_strip(x, r0 + t * 16, OZ_MAX(0, OZ_MIN(16, nc - t * 16)), k0, kc, kq,
                    out + t * stripb);
 }

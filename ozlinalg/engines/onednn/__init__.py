@@ -6,10 +6,10 @@ native DGEMM's rate on the machines this project measured (docs/performance.md).
 It is exact there. Where oneDNN's ISA is AMX the engine multiplies on a compiled
 AMX GEMM of its own instead (``_csrc/k_gemm_amx.c``,
 :func:`ozlinalg.engines.kernels.load_amx`: 1.5x oneDNN's on one core of the AMX
-Xeon measured), under the same self-test. Below VNNI, oneDNN emulates it with ``vpmaddubsw``, which
-saturates to INT16 and is NOT exact for values near -128 / 127; so the engine
-never assumes: a one-time self-test at the extreme values (:func:`.selftest.self_test`)
-decides, and the engine is only used where it passes
+Xeon measured), under the same self-test. Below VNNI, oneDNN emulates it with
+``vpmaddubsw``, which saturates to INT16 and is NOT exact for values near -128 /
+127; so the engine never assumes: a one-time self-test at the extreme values
+(:func:`.selftest.self_test`) decides, and the engine is only used where it passes
 (:func:`ozlinalg.engines.select`). Running out of memory during that test is
 not a verdict: the creation raises MemoryError, nothing is cached, and the next
 call tests again.
