@@ -7,8 +7,8 @@ For each engine and method, one ``(n x n) @ (n x n)`` product runs unlimited and
 under the limit, in the same process, each the best of ``--repeat`` runs after an
 untimed one; the table gives both wall times, their ratio,
 the memory plan's tiles (the count's phase, and the products' once the count is
-known), the engine calls, where the limited run's time went (the
-profile's split / int8 / accumulate), and whether the bits are the same (they must
+known), the engine calls, where the time went (the profile's split / int8 /
+accumulate, unlimited; limited), and whether the bits are the same (they must
 be: tiles never change a result). The limit counts working memory only (the result,
 8 n^2 bytes, comes on top), so 64 MiB at n = 2048 is twice the result.
 """
@@ -60,7 +60,7 @@ def main(argv=None):
           f"load {os.getloadavg()[0]:.1f}")
     print("| engine | method | unlimited [s] | limited [s] | ratio | tiles: count / products "
           "| engine calls "
-          "| limited: split / int8 / acc [s] | same bits |")
+          "| split / int8 / acc [s]: unlimited; limited | same bits |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.engines:
         with ozlinalg.options(engine=name):
@@ -81,7 +81,8 @@ def main(argv=None):
                 print(f"| {eng.name} | {meth} | {t0:.2f} | {t1:.2f} | {t1 / t0:.2f} "
                       f"| {tiles[0]} x {tiles[1]} / {own[0]} x {own[1]} "
                       f"| {r0.engine_calls} -> {r1.engine_calls} "
-                      f"| {r1.time_split:.2f} / {r1.time_int8:.2f} / {r1.time_accumulate:.2f} "
+                      f"| {r0.time_split:.2f} / {r0.time_int8:.2f} / {r0.time_accumulate:.2f}; "
+                      f"{r1.time_split:.2f} / {r1.time_int8:.2f} / {r1.time_accumulate:.2f} "
                       f"| {np.array_equal(c0, c1)} |", flush=True)
     return 0
 

@@ -284,10 +284,11 @@ def crt_residues_fused(x, mult, round_rows, mods, bits, out, xp=None):
     rows, k = x.shape
     nmod = len(mods)
     d, count = digit_plan(bits)
-    if (x.dtype != cp.float64 or out.dtype != cp.int8 or not x.flags.c_contiguous
+    if (x.dtype != cp.float64 or out.dtype != cp.int8
             or out.strides[2:] != (1,) or out.shape != (nmod, rows, k)
             or count > _CRT_MAX_DIGITS):
         return False
+    x = cp.ascontiguousarray(x)  # a tile of an operand's rows (a normalized copy is)
     total = rows * k
     if total == 0:
         return True

@@ -329,6 +329,44 @@ class TestSpecialInputs:
             run(a, a, moduli=0)
 
 
+class TestTiles:
+    """Under a memory limit the residues of each tile are taken from the operands' rows
+    themselves (no normalized copy): the same bits as one tile, in every memory order,
+    rows of subnormals and rows near overflow included."""
+
+    @staticmethod
+    def operands(rng, order):
+        a = random_matrix(rng, 150, 97, 1.0)
+        b = random_matrix(rng, 97, 130, 1.0)
+        a[3] *= 2.0**-1060       # a row of subnormals: its scale 2**1100 is not a float
+        a[5] *= 2.0**1000
+        a[7, ::3] *= 2.0**-900   # a wide exponent range inside one row
+        b[:, 9] *= 2.0**-1070
+        b[:, 2] *= 2.0**1010
+        b[::5, 11] *= 2.0**-1000
+        a[20] = 0.0
+        b[:, 30] = 0.0
+        return (np.asfortranarray(a), np.asfortranarray(b)) if order == "F" else (a, b)
+
+    @pytest.mark.parametrize("order", ["C", "F"])
+    @pytest.mark.parametrize("method", ["crt", "crt-fast"])
+    def test_tiles_give_the_same_bits(self, rng, cpu_engine, monkeypatch, method, order):
+        from ozlinalg._matmul import memory_plan
+        from ozlinalg.engines import base
+
+        monkeypatch.setitem(base._ENGINES, "numpy", cpu_engine)
+        a, b = self.operands(rng, order)
+        with ozlinalg.profile() as prof:
+            want = ozlinalg.matmul(a, b, method=method)
+        least = memory_plan(150, 97, 130, method, "auto", "dgemm", 1 << 50,
+                            cpu_engine).minimum
+        for limit in (least, 2 * least):
+            with ozlinalg.options(memory_limit=limit), ozlinalg.profile() as tiled:
+                got = ozlinalg.matmul(a, b, method=method)
+            assert tiled.calls[-1].engine_calls >= 4 * prof.calls[-1].engine_calls
+            np.testing.assert_array_equal(got, want)
+
+
 class TestModuliKeyword:
     """``moduli=`` names the crt methods' count: the same product as ``slices=``."""
 

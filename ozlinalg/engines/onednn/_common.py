@@ -37,3 +37,11 @@ class KernelPasses:
 def _is_cols(x):
     """True when the columns of the 2-D ``x`` are contiguous and its rows are not."""
     return x.ndim == 2 and x.T.flags.c_contiguous and not x.flags.c_contiguous
+
+
+def _col_lines(x):
+    """True when the 2-D ``x`` is read best a column at a time: :func:`_is_cols`, or a
+    tile of such rows (unit stride down each column, a longer one along a row: B^T's
+    rows ``r0:r1`` of a C-ordered B), which the column-wise kernels take as it is."""
+    return _is_cols(x) or (x.ndim == 2 and x.shape[0] > 1 and x.strides[0] == x.itemsize
+                           and x.strides[1] > x.itemsize)

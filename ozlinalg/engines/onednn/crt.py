@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from ._common import KernelPasses, _is_cols
+from ._common import KernelPasses, _col_lines, _is_cols
 
 __all__ = ["CRTPasses"]
 
@@ -28,7 +28,7 @@ class CRTPasses(KernelPasses):
         mult = np.ascontiguousarray(mult, np.float64)
         rnd = np.ascontiguousarray(round_rows, np.bool_)
         ker = self._k(x.size * len(mods))
-        if _is_cols(x) and (out.strides[1] == 1 or x.shape[0] <= 1):
+        if _col_lines(x) and (out.strides[1] == 1 or x.shape[0] <= 1):
             o, slots = _slot_first(out.transpose(0, 2, 1))
             if o is None:
                 return False
@@ -41,8 +41,7 @@ class CRTPasses(KernelPasses):
             mid = True
             if o is None:
                 return False
-        ker.crt_residues(np.ascontiguousarray(x), mult, rnd, d, pf, inv, coefs, pow2, o, slots,
-                         mid)
+        ker.crt_residues(x, mult, rnd, d, pf, inv, coefs, pow2, o, slots, mid)
         return True
 
     def crt_bound(self, x, out):

@@ -17,7 +17,7 @@ from .._process import BlasThreadLimit, at_fork_child, native_threads
 from .._scratch import ScratchPool, release_after_oom
 from ..base import group_runs
 from ..sgemm import SGEMMEngine
-from ._common import GEMM_PARALLEL_MIN, EngineUnavailable, _is_cols
+from ._common import GEMM_PARALLEL_MIN, EngineUnavailable, _col_lines
 from .accumulate import AccumulatePasses
 from .crt import CRTPasses
 from .estimate import EstimatePasses
@@ -170,7 +170,7 @@ class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accumu
         where :class:`.crt._FusedCRT` reuses the slots of finished products.
         """
         rows, k = x.shape
-        if kind == "fp" or not _is_cols(x):
+        if kind == "fp" or not _col_lines(x):
             return self.empty_slices(s, rows, k, kind, operand)
         full = self.scratch.empty((s, k, rows), np.int8)
         view = full[::-1] if _reversed(kind, operand) else full
@@ -196,13 +196,14 @@ class Int8Engine(NormalizePasses, SplitPasses, EstimatePasses, CRTPasses, Accumu
         (beside the result when there are several tiles), top groups, INT32 result and
         the FP32 estimate per output entry; for Ozaki-II also the bound operand, and one
         int8 residue per output entry and modulus instead of FP64 limbs; W as int32;
-        Ozaki-II's product phase, one operand tile's normalized float64 copy at a time.
+        Ozaki-II's product phase takes its residues from the operands' rows (no
+        normalized copy: only the residues, counted as slices).
         Fitted to the peaks of ``benchmarks/studies/memory_bound.py`` (tests/ozaki/test_matmul.py::
         TestMemory checks them)."""
         if self.kernels is None:
             return None
         return {"input": 12, "output": 32, "product_input": 12, "product_output": 72,
-                "crt_input": 16, "crt_product_input": 8, "crt_output": 32,
+                "crt_input": 16, "crt_product_input": 0, "crt_output": 32,
                 "crt_output_per_modulus": 1, "bounds": 4}
     #: Panel width of the factorizations: at INT8 speed the passes over each trailing
     #: update's output (estimate, one per EF group, scaling) weigh against its

@@ -282,19 +282,58 @@ def _integer_plan(blk, rows, mu, nu):
 def _residues(blk, which, r0, r1, ints, consts, nmod):
     """The residues of the integerized rows r0:r1 of A ("a") or B^T ("b") for the
     first ``nmod`` moduli, in the engine's layout for products: on the GPU they are
-    stored padded once, so no modulus's GEMM copies them."""
-    if (which, r0) in blk.kept and blk.kept[(which, r0)][0].shape[0] == r1 - r0:
-        x = blk.kept[(which, r0)][0]  # one tile: the count's normalized rows
-    else:  # the rows alone (their norms were taken in the count's phase)
-        x = passes_for(blk.engine, blk.xp).normalize_rows(
-            (blk.a if which == "a" else blk.bt)[r0:r1])[0]
-    out = passes_for(blk.engine, blk.xp).slice_storage(x, nmod, "crt", which)
+    stored padded once, so no modulus's GEMM copies them.
+
+    Where the count's phase kept the tile's normalized rows (one tile) they are used;
+    otherwise the residues are taken from the operand's rows themselves, scaled by
+    ``2**-e`` with ``e`` the rows' final exponents (:class:`_Integers`), with no
+    normalized copy (:func:`_scaled_residues`)."""
+    xp, engine = blk.xp, blk.engine
     if which == "a":
-        shift, rnd, bits = ints.mu[r0:r1], ints.ra[r0:r1], ints.bits_a
+        shift, rnd, bits, ef = ints.mu[r0:r1], ints.ra[r0:r1], ints.bits_a, ints.ea[r0:r1]
     else:
-        shift, rnd, bits = ints.nu[r0:r1], ints.rb[r0:r1], ints.bits_b
-    integerize_into(blk.xp, blk.engine, x, shift, rnd, consts.moduli, bits, out)
+        shift, rnd, bits, ef = ints.nu[r0:r1], ints.rb[r0:r1], ints.bits_b, ints.eb[r0:r1]
+    kept = blk.kept.get((which, r0))
+    if kept is not None and kept[0].shape[0] == r1 - r0:
+        x = kept[0]  # one tile: the count's normalized rows
+        out = passes_for(engine, xp).slice_storage(x, nmod, "crt", which)
+        integerize_into(xp, engine, x, shift, rnd, consts.moduli, bits, out)
+        return out
+    rows = (blk.a if which == "a" else blk.bt)[r0:r1]
+    out = passes_for(engine, xp).slice_storage(rows, nmod, "crt", which)
+    _scaled_residues(blk, rows, shift, ef, rnd, consts.moduli, bits, out)
     return out
+
+
+#: Rows of the operand normalized at a time where a row's scale is out of a float's
+#: range (:func:`_scaled_residues`): a bounded copy, within the memory plan's allowance.
+_NORMALIZE_BLOCK_BYTES = 1 << 20
+
+
+def _scaled_residues(blk, rows, shift, ef, rnd, mods, bits, out):
+    """The residues of ``rint|trunc(2**shift x)``, ``x`` the normalized ``rows``, from
+    ``rows`` themselves: ``2**shift x = rows * 2**-ef`` (``ef`` = the rows' exponents less
+    their shifts), one exact scaling where the value is at least a half (the only
+    values that round or truncate to a nonzero integer: they and their normalized
+    ``x`` are normal numbers), so the same residues as the normalized path, without
+    its float64 copy of the tile (a pass over it, and its memory under a limit).
+    Rows whose ``2**-ef`` is not a float (exponents beyond +-1022: rows of subnormals or
+    near overflow) take the normalized path, a block of rows at a time."""
+    xp, engine = blk.xp, blk.engine
+    n, k = rows.shape
+    scale = -ef.astype(xp.int64)
+    if not n or bool(((scale >= -1022) & (scale <= 1023)).all()):
+        mult = xp.ldexp(xp.ones(n), scale.astype(xp.int32))
+        residues = passes_for(engine, xp).crt_residues
+        engine.map_rows(lambda i0, i1: residues(rows[i0:i1], mult[i0:i1], rnd[i0:i1],
+                                                mods, bits, out[:, i0:i1]), n, k)
+        return
+    step = max(1, _NORMALIZE_BLOCK_BYTES // (8 * max(k, 1)))
+    for i0 in range(0, n, step):
+        i1 = min(n, i0 + step)
+        x = passes_for(engine, xp).normalize_rows(rows[i0:i1])[0]
+        integerize_into(xp, engine, x, shift[i0:i1], rnd[i0:i1], mods, bits, out[:, i0:i1])
+        del x
 
 
 def _accumulate(blk, da, db, consts, nmod, tile_shape):
