@@ -369,10 +369,12 @@ def product_plan(m, p, k, s, limit, fam, slice_bytes, model=None, faithful=False
     Ozaki-I (``fam`` "ef", "product", "fp"): the normalized rows, the slices and the
     accumulators of a tile (:func:`plan_bytes`). Ozaki-II: the phases that choose the
     count and the shifts (row vectors, the bound products W, the estimates) are over
-    by then, and what lives is the tile's residues, its accumulators, and one operand
-    tile's normalized rows while its residues are made (``crt_product_input``); W is
-    gone. The driver asks with the count chosen (one per inner block, for the whole
-    product); :func:`plan` with the most ``slices="auto"`` may take.
+    by then, and what lives is the tile's residues, its accumulators, and what an
+    operand tile's rows hold beside their residues while these are made
+    (``crt_product_input``: the generic passes' temporaries; the compiled residue kernel
+    scales the operand's rows itself, with no normalized copy); W is gone. The driver
+    asks with the count chosen (one per inner block, for the whole product);
+    :func:`plan` with the most ``slices="auto"`` may take.
     """
     return next((tiles for tiles in _halvings(m, p)
                  if product_bytes(m, p, k, s, tiles, fam, slice_bytes, model, faithful,
