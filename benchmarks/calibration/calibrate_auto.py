@@ -19,6 +19,7 @@ Usage::
     python benchmarks/calibration/calibrate_auto.py --quick         # n <= 1024
     python benchmarks/calibration/calibrate_auto.py --small         # outputs of 16..1200 entries
     python benchmarks/calibration/calibrate_auto.py --small --engine onednn   # on one NumPy engine
+    python benchmarks/calibration/calibrate_auto.py --case 32 512 32 --phis 4 --seeds 18
 """
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--small", action="store_true", help="the small-output cases, 6 seeds")
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--case", type=int, nargs=3, action="append", metavar=("M", "N", "P"),
+                    help="run this (m x n) @ (n x p) shape instead of the grid (repeatable)")
     ap.add_argument("--phis", type=float, nargs="+", default=[0.5, 1, 2, 3, 4])
     ap.add_argument("--methods", nargs="+", default=["hybrid-ef", "bitmask-ef", "rn", "splitfp"])
     ap.add_argument("--json", default=None, help="write the raw rows here")
@@ -79,6 +82,8 @@ def _run(args):
     cases = [c for c in CASES if not args.quick or c[1] <= 1024]
     if args.small:
         cases, args.seeds = SMALL_CASES, max(args.seeds, 6)
+    if args.case:
+        cases = [tuple(c) for c in args.case]
     under = 0
     rows = []
     print(f"{'m':>4} {'n':>6} {'phi':>4} seed {'rho':>5}  method: needed/auto")
