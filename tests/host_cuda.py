@@ -180,7 +180,9 @@ _SHIM = r"""
 #include <cmath>
 #include <cstdint>
 struct ozl_dim3 { unsigned int x, y, z; };
-static ozl_dim3 blockIdx, blockDim, gridDim, threadIdx;
+// Per host thread: each launch runs its grid on the calling thread, and launches from
+// several threads (dask's threaded scheduler) must not share one set of indices.
+static thread_local ozl_dim3 blockIdx, blockDim, gridDim, threadIdx;
 #define __global__
 #define __device__
 #define __forceinline__ inline
