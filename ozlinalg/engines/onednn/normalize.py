@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import KernelPasses, _is_cols
+from ._common import KernelPasses, _col_lines
 
 __all__ = ["NormalizePasses"]
 
@@ -27,8 +27,7 @@ class NormalizePasses(KernelPasses):
         # stride down a column, not contiguous as a whole) goes the column way too: read
         # as rows it is a strided gather, 20x slower (the tiles of a product under a
         # memory limit)
-        if _is_cols(a) or (rows > 1 and a.strides[0] == a.itemsize
-                           and a.strides[1] > a.itemsize):
+        if _col_lines(a):
             xt = self.scratch.empty((k, rows), np.float64)
             ker.normalize_cols(a.T, xt, e)
             return xt.T, e

@@ -323,10 +323,7 @@ def _scaled_residues(blk, rows, shift, ef, rnd, mods, bits, out):
     n, k = rows.shape
     scale = -ef.astype(xp.int64)
     if not n or bool(((scale >= -1022) & (scale <= 1023)).all()):
-        mult = xp.ldexp(xp.ones(n), scale.astype(xp.int32))
-        residues = passes_for(engine, xp).crt_residues
-        engine.map_rows(lambda i0, i1: residues(rows[i0:i1], mult[i0:i1], rnd[i0:i1],
-                                                mods, bits, out[:, i0:i1]), n, k)
+        integerize_into(xp, engine, rows, scale, rnd, mods, bits, out)
         return
     step = max(1, _NORMALIZE_BLOCK_BYTES // (8 * max(k, 1)))
     for i0 in range(0, n, step):
