@@ -14,6 +14,7 @@ from ._array import array_namespace
 from ._options import get_options, resolve
 from .engines import get_engine
 from .ozaki import params
+from .ozaki.small import small_product
 from .ozaki.tiling import emulated_matmul, product_memory_plan
 
 __all__ = ["matmul", "matmul_ordered", "product", "memory_plan"]
@@ -135,6 +136,14 @@ def product(plan, a, b, order="C"):
     dtypes than float64 / complex128 converted as by :func:`matmul`), the memory
     order of a real 2-D result chosen as in :func:`matmul_ordered`."""
     xp = plan.xp
+    if xp is np and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0] \
+            and a.dtype.char == "d" and b.dtype.char == "d":
+        # the one-call small path first, as emulated_matmul's own first step: the
+        # blocked routines' many small updates, without its set-up
+        c = small_product(np, a, b, plan.method, plan.slices, plan.options, plan.min_shift,
+                          order=order, engine=plan.engine)
+        if c is not None:
+            return c
     if a.dtype.char not in "dD":
         a = _as_float64(xp, a, "a")
     if b.dtype.char not in "dD":

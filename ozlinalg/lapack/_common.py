@@ -432,11 +432,15 @@ def swap_rows(xp, a, piv, offset, cols, engine=None):
         # one gather of every row by a Python list: index arrays of the moved rows
         # alone cost more to build than a small block takes to copy
         order = list(range(blk.shape[0]))
+        moved = False
         for i, p in enumerate(piv.tolist() if isinstance(piv, np.ndarray) else
                               [int(v) for v in piv]):
-            i, p = i + offset, p + offset
-            order[i], order[p] = order[p], order[i]
-        blk[...] = blk.take(np.array(order), axis=0)
+            if p != i:
+                i, p = i + offset, p + offset
+                order[i], order[p] = order[p], order[i]
+                moved = True
+        if moved:
+            blk[...] = blk.take(np.array(order), axis=0)
         return
     # (OpenBLAS's laswp runs on all its threads whatever the size: a small block is
     # gathered instead)

@@ -20,6 +20,7 @@ every order and shape they take), with none of its set-up.
 """
 from __future__ import annotations
 
+from .._profile import active_profiles
 from ._common import flops_getrf, flops_trsm, native_getrf, native_trsm_left, swap_rows
 
 __all__ = ["getrf_one_level", "getrs_one_level", "one_level"]
@@ -50,10 +51,12 @@ def getrf_one_level(run, lu, nb, piv):
     lu[s:, s:] = f
     piv[s:] = p + s
     swap_rows(xp, lu, p, s, slice(0, s), engine=engine)
-    # the native work as the recursion records it (one entry per native call)
-    run.native(flops_getrf(m, s), "getrf panel")
-    run.native(flops_trsm(s, n - s), "trsm diagonal block")
-    run.native(flops_getrf(m - s, n - s), "getrf panel")
+    # the native work as the recursion records it (one entry per native call), where a
+    # profile records it (the counts cost more than a small panel)
+    if active_profiles():
+        run.native(flops_getrf(m, s), "getrf panel")
+        run.native(flops_trsm(s, n - s), "trsm diagonal block")
+        run.native(flops_getrf(m - s, n - s), "getrf panel")
     return info or (info2 + s if info2 else 0)
 
 
@@ -71,8 +74,9 @@ def getrs_one_level(run, lu, x, nb):
     bottom[...] = native_trsm_left(xp, d22, bottom, False, False, engine=engine)
     top -= run.gemm(lu[:s, s:], bottom, like=x)
     top[...] = native_trsm_left(xp, d11, top, False, False, engine=engine)
-    n, k = lu.shape[0], x.shape[1]
-    for order in (s, n - s, n - s, s):
-        run.native(flops_trsm(order, k), "trsm diagonal block")
+    if active_profiles():
+        n, k = lu.shape[0], x.shape[1]
+        for order in (s, n - s, n - s, s):
+            run.native(flops_trsm(order, k), "trsm diagonal block")
     return x
 
