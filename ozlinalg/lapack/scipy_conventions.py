@@ -69,12 +69,20 @@ def lapack_dtype(*arrays):
     return np.dtype(_BY_SCORE.get(best, np.float64))
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
 def common_dtype(*arrays):
     """The dtype ``scipy.linalg.solve`` casts both operands to
     (``_ensure_dtype_cdsz``): float64 for integer / bool inputs, else their
     common float or complex type at single (<= 32 bits) or double precision."""
+    for a in arrays:  # the common case, all float64, without np.result_type
+        if a.dtype is not _FLOAT64:
+            break
+    else:
+        return _FLOAT64
     dt = np.result_type(*[a.dtype for a in arrays])
-    if dt == np.float64:  # the common case, without np.finfo
+    if dt == np.float64:  # without np.finfo
         return dt
     if dt.kind not in "fc":
         return np.dtype(np.float64)
