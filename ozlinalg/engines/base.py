@@ -51,7 +51,8 @@ Ozaki layer, which this layer must not import: so the pairing is done there.)
   them): ``normalize_rows``, ``split_rows``, ``split_raw`` (normalize and split in
   one pass), ``empty_slices_like`` (storage in the operand's memory order),
   ``abs_max``, ``abs_max_both``, ``abs_min_nonzero``, ``fixed_sums``, ``digit_sums``,
-  ``bound_r_min``, ``crt_residues``, ``crt_bound``, ``crt_accumulator``, ``scale_outer``,
+  ``bound_r_min``, ``crt_residues``, ``crt_bound``, ``row_stats`` (the Ozaki-II count
+  phase's statistics of raw rows), ``crt_accumulator``, ``scale_outer``,
   ``axpy_outer``, and the faithful mode's ``axpy_twosum``, ``finish_twosum``, ``certify_ef`` /
   ``certify_crt`` (:mod:`ozlinalg.ozaki.faithful`).
 * Estimates, which need only rigorous bounds, not the generic bits
@@ -125,7 +126,7 @@ class Engine:
     approx_squares = scaled_estimate = classify_estimate = kept_below = None
     digit_sums = fixed_sums = bound_r_min = None
     #: crt's residues, bound and accumulation
-    crt_residues = crt_bound = crt_bound_shifts = crt_accumulator = None
+    crt_residues = crt_bound = row_stats = crt_bound_shifts = crt_accumulator = None
     #: accumulation and the faithful mode's compensated sums and certificates
     scale_outer = finish_ef = finish_twosum = axpy_twosum = axpy_outer = None
     certify_ef = certify_crt = None

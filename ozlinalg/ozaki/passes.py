@@ -39,7 +39,7 @@ __all__ = ["FUSED", "GENERIC_NAMES", "Passes", "generic", "passes_for"]
 #: The bit-identical passes an engine may offer, by the name of its method.
 FUSED = ("normalize_rows", "split_rows", "split_raw", "empty_slices_like", "abs_max",
          "abs_max_both", "abs_min_nonzero",
-         "fixed_sums", "digit_sums", "bound_r_min", "crt_residues", "crt_bound",
+         "fixed_sums", "digit_sums", "bound_r_min", "crt_residues", "crt_bound", "row_stats",
          "crt_accumulator", "scale_outer", "axpy_outer", "axpy_twosum", "finish_twosum",
          "certify_ef", "certify_crt")
 
@@ -77,6 +77,9 @@ class Passes:
     crt_residues: Callable
     #: ``(x, out)``: ``out = -ceil(128 |x|)``
     crt_bound: Callable
+    #: ``(a, out)``: ``(exps, fixed sums of squares, digit sums)`` of the normalized rows
+    #: of ``a``, with no normalized copy; where ``out`` is given, ``crt_bound`` into it
+    row_stats: Callable
     #: ``(consts, faithful=False)``: an accumulator of the residue products
     crt_accumulator: Callable
     #: ``(acc, fa, fb)``: ``acc *= fa[:, None]; acc *= fb[None, :]``
@@ -109,7 +112,8 @@ GENERIC_NAMES = ("normalize_rows", "split_rows", "slice_storage", "split_operand
                  "crt_accumulator", "square_estimate", "abs_max", "abs_max_both",
                  "abs_min_nonzero",
                  "fixed_sums", "digit_sums",
-                 "bound_r_min", "crt_residues", "crt_bound", "scale_outer", "axpy_outer",
+                 "bound_r_min", "crt_residues", "crt_bound", "row_stats", "scale_outer",
+                 "axpy_outer",
                  "axpy_twosum", "finish_twosum", "certify")
 _GENERIC: dict = {}
 
@@ -204,6 +208,7 @@ def _build(engine, xp):
         bound_r_min=_or(own["bound_r_min"], part(g["bound_r_min"], xp)),
         crt_residues=_or(own["crt_residues"], part(g["crt_residues"], xp)),
         crt_bound=_or(own["crt_bound"], part(g["crt_bound"], xp)),
+        row_stats=_or(own["row_stats"], part(g["row_stats"], xp, engine)),
         crt_accumulator=crt_accumulator,
         scale_outer=_or(own["scale_outer"], g["scale_outer"]),
         axpy_outer=_or(own["axpy_outer"], part(g["axpy_outer"], xp)),

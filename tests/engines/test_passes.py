@@ -132,6 +132,16 @@ def _cases(name, engine, rng, shape, order):
     elif name == "crt_bound":
         x = _normalized(rng, shape, order)
         yield (x, passes.slice_storage(x, 1, "crt", "a")[0]), (1,)
+    elif name == "row_stats":
+        a = _matrix(rng, shape, order)
+        yield (a, None), ()
+        for operand in ("a", "b"):
+            yield (a, passes.slice_storage(a, 1, "crt", operand)[0]), (1,)
+        big = _matrix(rng, (rows + 2, k + 3), order)
+        yield (big[1:-1, 2:-1], None), ()  # a block of a larger matrix
+        # rows r0:r1 of B^T for a C-ordered B: unit stride down each column only
+        tile = _matrix(rng, (k, rows + 2), "C").T[1:-1]
+        yield (tile, passes.slice_storage(tile, 1, "crt", "b")[0]), (1,)
     elif name == "crt_accumulator":
         return  # an object: compared by test_crt_accumulator
     elif name == "scale_outer":

@@ -7,6 +7,7 @@
  * write out of bounds.
  */
 #include "kcrt.h"
+#include "kfixed.h"
 
 /* An index into an axis of length n as NumPy takes it, or -1 when out of range. */
 static inline ptrdiff_t
@@ -475,5 +476,181 @@ k_crt_bound(ozval *v, int nt)
         else
             bound_run(x + i * x0, x1, out + i * o0, o1, k);
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------
+ * The count phase's statistics of raw rows (ozlinalg.ozaki.crt.block), with no
+ * normalized copy: each row's exponent (normalize_rows'), the fixed-point sum of its
+ * normalized squares (fixed_row_sums'), and where asked the accurate scaling's bound
+ * operand (crt_bound's -ceil(128 |x|)) and its digit sums (abs_row_sums'). The same
+ * steps on the same values as those passes, so the same bits. */
+
+/* sum |d[j]| of an int8 run (exact). */
+OZ_INLINE int64_t
+abs_i8_sum(const int8_t *d, ptrdiff_t s, ptrdiff_t n)
+{
+    int64_t acc = 0;
+    for (ptrdiff_t j = 0; j < n; j++) {
+        int v = d[j * s];
+        acc += v < 0 ? -v : v;
+    }
+    return acc;
+}
+
+/* One row: its maximum and factors as normalize_row, the normalized row into x (a
+ * per-thread buffer of k), then the sums and the bound from it. */
+OZ_INLINE void
+stats_row(const double *a, ptrdiff_t s1, ptrdiff_t k, double *restrict x, int32_t *exp_out,
+          double *fsq_out, int8_t *bnd, ptrdiff_t bs, double *dsum_out)
+{
+    double m = 0.0, f1, f2;
+    if (s1 == 1) {
+        m = oz_row_absmax(a, k);
+    } else {
+        for (ptrdiff_t j = 0; j < k; j++) {
+            double v = fabs(a[j * s1]);
+            if (v > m)
+                m = v;
+        }
+    }
+    *exp_out = oz_row_factors(m, &f1, &f2);
+    for (ptrdiff_t j = 0; j < k; j++)
+        x[j] = (a[j * s1] * f1) * f2;
+    *fsq_out = (double)(int64_t)fixed_row(x, 1, k, 1) * 0x1p-40;
+    if (bnd != NULL) {
+        if (bs == 1) {
+            bound_run(x, 1, bnd, 1, k);
+            *dsum_out = (double)abs_i8_sum(bnd, 1, k);
+        } else {
+            bound_run(x, 1, bnd, bs, k);
+            *dsum_out = (double)abs_i8_sum(bnd, bs, k);
+        }
+    }
+}
+
+int
+k_row_stats(ozval *v, int nt)
+{
+    const double *a = OZ_D(0);
+    int32_t *exps = OZ_I32(1);
+    double *fsq = OZ_D(2), *dsum = OZ_D(4);
+    int8_t *bnd = OZ_I8(3);
+    ptrdiff_t rows = OZ_N(0, 0), k = OZ_N(0, 1), a0 = OZ_S(0, 0), a1 = OZ_S(0, 1);
+    ptrdiff_t e0 = OZ_S(1, 0), f0 = OZ_S(2, 0), b0 = OZ_S(3, 0), b1 = OZ_S(3, 1);
+    ptrdiff_t d0 = OZ_S(4, 0);
+    int want = OZ_N(3, 0) > 0;
+    int fail = 0;
+    if (OZ_N(1, 0) < rows || OZ_N(2, 0) < rows ||
+        (want && (OZ_N(3, 0) < rows || OZ_N(3, 1) < k || OZ_N(4, 0) < rows)))
+        return OZK_BADLAYOUT;
+    OZ_PARALLEL(nt)
+    {
+        double *x = malloc(sizeof(double) * (size_t)OZ_MAX(k, 1));
+        if (x == NULL)
+            OZ_FAIL(fail);
+        OZ_FOR
+        for (ptrdiff_t i = 0; i < rows; i++) {
+            if (x == NULL)
+                continue;
+            int8_t *bi = want ? bnd + i * b0 : NULL;
+            double *di = want ? dsum + i * d0 : NULL;
+            if (a1 == 1)
+                stats_row(a + i * a0, 1, k, x, exps + i * e0, fsq + i * f0, bi, b1, di);
+            else
+                stats_row(a + i * a0, a1, k, x, exps + i * e0, fsq + i * f0, bi, b1, di);
+        }
+        free(x);
+    }
+    return fail ? OZK_NOMEM : 0;
+}
+
+/* Columns per block of row_stats_cols (its buffers: a block's normalized run, sums). */
+#define STATS_COLS 256
+
+/* row_stats of at.T (at: k x n, rows contiguous along n: the rows of B^T are B's
+ * columns): the columns' maxima first (normalize_cols' factors), then column blocks in
+ * parallel, each walked down at's rows: the run of the block normalized into a buffer,
+ * its bound written, and the per-column sums taken as fixed_col_sums (fixed_fast, and
+ * fixed_unit again for a block where that does not apply; integer sums, so the same
+ * values as fixed_row's) and abs_col_sums do. boundt: k x n, the bound's transpose. */
+int
+k_row_stats_cols(ozval *v, int nt)
+{
+    const double *at = OZ_D(0);
+    int32_t *exps = OZ_I32(1);
+    double *fsq = OZ_D(2), *dsum = OZ_D(4);
+    int8_t *bnd = OZ_I8(3);
+    ptrdiff_t k = OZ_N(0, 0), n = OZ_N(0, 1), a0 = OZ_S(0, 0), a1 = OZ_S(0, 1);
+    ptrdiff_t e0 = OZ_S(1, 0), f0 = OZ_S(2, 0), b0 = OZ_S(3, 0), b1 = OZ_S(3, 1);
+    ptrdiff_t d0 = OZ_S(4, 0);
+    int want = OZ_N(3, 0) > 0;
+    int fail = 0;
+    if (OZ_N(1, 0) < n || OZ_N(2, 0) < n ||
+        (want && (OZ_N(3, 0) < k || OZ_N(3, 1) < n || OZ_N(4, 0) < n)))
+        return OZK_BADLAYOUT;
+    double *buf = malloc(sizeof(double) * (size_t)OZ_MAX(3 * n, 1));
+    if (buf == NULL)
+        return OZK_NOMEM;
+    double *mx = buf, *f1 = buf + n, *f2 = buf + 2 * n;
+    if (oz_col_absmax(at, k, n, a0, a1, mx, nt) != 0) {
+        free(buf);
+        return OZK_NOMEM;
+    }
+    for (ptrdiff_t j = 0; j < n; j++)
+        exps[j * e0] = oz_row_factors(mx[j], f1 + j, f2 + j);
+    ptrdiff_t nb = (n + STATS_COLS - 1) / STATS_COLS;
+    OZ_PARALLEL_FOR(nt)
+    for (ptrdiff_t b = 0; b < nb; b++) {
+        ptrdiff_t j0 = b * STATS_COLS, w = OZ_MIN(n, j0 + STATS_COLS) - j0;
+        double x[STATS_COLS];
+        uint64_t acc[STATS_COLS], bad[STATS_COLS], any = 0;
+        int64_t ds[STATS_COLS];
+        for (ptrdiff_t j = 0; j < w; j++) {
+            acc[j] = 0;
+            bad[j] = 0;
+            ds[j] = 0;
+        }
+        for (ptrdiff_t r = 0; r < k; r++) {
+            const double *row = at + r * a0 + j0 * a1;
+            for (ptrdiff_t j = 0; j < w; j++)
+                x[j] = (row[j * a1] * f1[j0 + j]) * f2[j0 + j];
+            for (ptrdiff_t j = 0; j < w; j++)
+                acc[j] += fixed_fast(x[j], 1, bad + j);
+            if (want && b1 == 1) {
+                int8_t *o = bnd + r * b0 + j0;
+                bound_run(x, 1, o, 1, w);
+                for (ptrdiff_t j = 0; j < w; j++) {
+                    int d = o[j];
+                    ds[j] += d < 0 ? -d : d;
+                }
+            } else if (want) {
+                int8_t *o = bnd + r * b0 + j0 * b1;
+                bound_run(x, 1, o, b1, w);
+                for (ptrdiff_t j = 0; j < w; j++) {
+                    int d = o[j * b1];
+                    ds[j] += d < 0 ? -d : d;
+                }
+            }
+        }
+        for (ptrdiff_t j = 0; j < w; j++)
+            any |= bad[j];
+        if (OZ_FIXED_BAD(any)) { /* a value fixed_fast does not cover: fixed_unit's sums */
+            for (ptrdiff_t j = 0; j < w; j++)
+                acc[j] = 0;
+            for (ptrdiff_t r = 0; r < k; r++) {
+                const double *row = at + r * a0 + j0 * a1;
+                for (ptrdiff_t j = 0; j < w; j++)
+                    acc[j] += fixed_unit((row[j * a1] * f1[j0 + j]) * f2[j0 + j], 1);
+            }
+        }
+        for (ptrdiff_t j = 0; j < w; j++) {
+            fsq[(j0 + j) * f0] = (double)(int64_t)acc[j] * 0x1p-40;
+            if (want)
+                dsum[(j0 + j) * d0] = (double)ds[j];
+        }
+    }
+    free(buf);
+    (void)fail;
     return 0;
 }

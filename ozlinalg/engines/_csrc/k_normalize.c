@@ -43,10 +43,14 @@ normalize_row(const double *a, ptrdiff_t s1, ptrdiff_t k, double *x, ptrdiff_t x
               int want, int32_t *exp_out, double *ss_out)
 {
     double m = 0.0, f1, f2;
-    for (ptrdiff_t j = 0; j < k; j++) {
-        double v = fabs(a[j * s1]);
-        if (v > m)
-            m = v;
+    if (s1 == 1) {
+        m = oz_row_absmax(a, k);
+    } else {
+        for (ptrdiff_t j = 0; j < k; j++) {
+            double v = fabs(a[j * s1]);
+            if (v > m)
+                m = v;
+        }
     }
     *exp_out = oz_row_factors(m, &f1, &f2);
     if (want) {

@@ -37,6 +37,8 @@ digits_any(double *v, ptrdiff_t n, int s, double unit, int8_t *out, ptrdiff_t o0
 OZ_INLINE double
 row_absmax(const double *x, ptrdiff_t s1, ptrdiff_t k)
 {
+    if (s1 == 1)
+        return oz_row_absmax(x, k);
     double m = 0.0;
     for (ptrdiff_t j = 0; j < k; j++) {
         double a = fabs(x[j * s1]);

@@ -71,6 +71,36 @@ oz_v_max(oz_vd a, oz_vd b)
     return (oz_vd)((m & (oz_vl)a) | (~m & (oz_vl)b));
 }
 
+/* max |row[j]| of a unit-stride row of k, NaN passed over: the value of the scalar loop
+ * "if (|x| > m) m = |x|" from m = 0 (which the compiler leaves scalar, one compare's
+ * latency an element), in independent lanes (a maximum does not depend on the order). */
+OZ_INLINE double
+oz_row_absmax(const double *row, ptrdiff_t k)
+{
+    double top = 0.0;
+    ptrdiff_t j = 0;
+    if (k >= 4 * OZ_VL) {
+        oz_vd b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+        for (; j + 4 * OZ_VL <= k; j += 4 * OZ_VL) {
+            b0 = oz_v_max(oz_v_abs(oz_v_load(row + j)), b0);
+            b1 = oz_v_max(oz_v_abs(oz_v_load(row + j + OZ_VL)), b1);
+            b2 = oz_v_max(oz_v_abs(oz_v_load(row + j + 2 * OZ_VL)), b2);
+            b3 = oz_v_max(oz_v_abs(oz_v_load(row + j + 3 * OZ_VL)), b3);
+        }
+        b0 = oz_v_max(b1, b0);
+        b2 = oz_v_max(b3, b2);
+        b0 = oz_v_max(b2, b0);
+        for (int lane = 0; lane < OZ_VL; lane++)
+            top = b0[lane] > top ? b0[lane] : top;
+    }
+    for (; j < k; j++) {
+        double a = fabs(row[j]);
+        if (a > top)
+            top = a;
+    }
+    return top;
+}
+
 /* (a > 0 && a < b) ? a : b per lane */
 OZ_INLINE oz_vd
 oz_v_min_pos(oz_vd a, oz_vd b)

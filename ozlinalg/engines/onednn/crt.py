@@ -13,7 +13,7 @@ __all__ = ["CRTPasses"]
 
 
 class CRTPasses(KernelPasses):
-    """``crt_residues``, ``crt_bound``, ``bound_r_min``, ``crt_bound_shifts``,
+    """``crt_residues``, ``crt_bound``, ``row_stats``, ``bound_r_min``, ``crt_bound_shifts``,
     ``crt_accumulator``: the generic bits."""
 
     def crt_residues(self, x, mult, round_rows, mods, bits, out):
@@ -54,6 +54,25 @@ class CRTPasses(KernelPasses):
         else:
             ker.crt_bound(np.ascontiguousarray(x), out)
         return True
+
+    def row_stats(self, a, out):
+        """``ozlinalg.ozaki.crt.shifts.row_stats_generic`` in one pass over the raw rows
+        ``a`` (two for column-contiguous rows: their maxima first), with no normalized
+        copy; None: generic."""
+        ker = self.kernels
+        if ker is None or a.dtype != np.float64 or a.ndim != 2 or (
+                out is not None and (out.dtype != np.int8 or out.shape != a.shape)):
+            return None
+        rows, k = a.shape
+        e = np.empty(rows, np.int32)
+        fsq = np.empty(rows)
+        dsum = np.empty(rows if out is not None else 0)
+        bound = out if out is not None else np.empty((0, 0), np.int8)
+        if _col_lines(a):
+            self._k(a.size).row_stats_cols(a.T, e, fsq, bound.T, dsum)
+        else:
+            self._k(a.size).row_stats(a, e, fsq, bound, dsum)
+        return e, fsq, (dsum if out is not None else None)
 
     def bound_r_min(self, w, ca, cb, num, inv_k):
         """``ozlinalg.ozaki.counts.moduli._bound_r_min`` in one pass; None: generic."""

@@ -62,7 +62,7 @@ from ..split import normalize_rows
 
 __all__ = ["EST_ABS", "EST_REL", "CountPlan", "ModuliRule", "Operands", "SliceRule",
            "abs_sum_upper", "dec_log2", "estimate", "moduli_table", "robust_floor",
-           "slice_table", "sq_norm_upper"]
+           "slice_table", "sq_norm_from_sums", "sq_norm_upper"]
 
 #: Relative error bound of every engine's magnitude estimate (see module doc).
 EST_REL = 2.0**-4
@@ -262,7 +262,15 @@ def sq_norm_upper(xp, x, engine=None):
     ``sqrt`` of the fixed-point sum of the squares, times ``1 + 2**-30``."""
     if x.shape[1] == 0:
         return xp.zeros(x.shape[0])
-    return xp.sqrt(_fixed_sums(xp, x, True, engine) * (1.0 + 2.0**-50)) * (1.0 + 2.0**-30)
+    return sq_norm_from_sums(xp, _fixed_sums(xp, x, True, engine), x.shape[1])
+
+
+def sq_norm_from_sums(xp, fsq, k):
+    """:func:`sq_norm_upper` from the rows' fixed-point sums of squares ``fsq`` (rows of
+    ``k`` entries; an engine's ``row_stats`` takes them from the raw rows)."""
+    if k == 0:
+        return xp.zeros(fsq.shape[0])
+    return xp.sqrt(fsq * (1.0 + 2.0**-50)) * (1.0 + 2.0**-30)
 
 
 def robust_floor(xp, h, v, div=1):

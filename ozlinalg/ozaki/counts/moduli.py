@@ -106,9 +106,9 @@ def decide_auto(blk, rows, bounds, cap, from_bounds):
         counts["bound_decided"] = counts.get("bound_decided", 0) + 1
         return n_idx, {}, plan
     for i0, i1 in blk.rtiles:
-        xa = blk.operand("a", i0, i1)[0]
+        xa = blk.normalized("a", i0, i1)
         for j0, j1 in blk.ctiles:
-            xb = blk.operand("b", j0, j1)[0]
+            xb = blk.normalized("b", j0, j1)
             q, scale = estimate(xp, engine, xa, xb)
             plan.add_tile((i0, j0), i0, j0, q, scale, engine=engine,
                           num=(ia[i0:i1], nb[j0:j1], na[i0:i1], ib[j0:j1]))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from .. import faithful
-from ..counts.estimate import abs_sum_upper, sq_norm_upper
+from ..counts.estimate import abs_sum_upper, sq_norm_from_sums, sq_norm_upper
 from ..counts.moduli import check_fixed, decide_auto
 from ..native import native_entries, native_mask
 from ..passes import passes_for
@@ -57,6 +57,7 @@ class _Block:
     rtiles: list
     ctiles: list
     kept: dict = field(default_factory=dict)
+    bounds: dict = field(default_factory=dict)
     spaces: dict = field(default_factory=dict)
 
     @property
@@ -75,21 +76,71 @@ class _Block:
     def single(self):
         return len(self.rtiles) == 1 and len(self.ctiles) == 1
 
+    @property
+    def from_stats(self):
+        """The rows' statistics are taken from the operands themselves (the engine's
+        compiled ``row_stats``: no normalized copy), with the accurate scaling's bound
+        operand: its count is decided from W, and the products' residues come from the
+        rows too. The fast scaling's estimates and faithful mode's absolute sums read
+        the normalized rows, which are then kept instead, as on engines without the
+        pass."""
+        return (self.scaling == "accurate" and not self.faith
+                and getattr(self.engine, "row_stats", None) is not None)
+
+    def rows(self, which, r0, r1):
+        return (self.a if which == "a" else self.bt)[r0:r1]
+
     def operand(self, which, r0, r1):
-        """``(x, e, norms, abs_sums)``: normalized rows r0:r1 of A ("a") or B^T ("b")."""
+        """``(x, e, norms, abs_sums)`` of rows r0:r1 of A ("a") or B^T ("b"): ``x`` their
+        normalized copy (None where :attr:`from_stats`: :meth:`normalized` makes it),
+        ``e`` their exponents."""
         key = (which, r0)
         if key not in self.kept:
             xp, engine = self.xp, self.engine
-            x, e = passes_for(engine, xp).normalize_rows(
-                (self.a if which == "a" else self.bt)[r0:r1])
             # the row norms from fixed-point sums, the same floats on every engine (the
             # shifts depend on them)
-            val = (x, e, sq_norm_upper(xp, x, engine),
-                   abs_sum_upper(xp, x, engine) if self.faith else None)
+            if self.from_stats:
+                e, fsq, bound = self._stats(which, r0, r1, self.single)
+                if bound is not None:  # one tile: for the bound GEMM
+                    self.bounds[key] = bound
+                val = (None, e, sq_norm_from_sums(xp, fsq, self.k), None)
+            else:
+                x, e = passes_for(engine, xp).normalize_rows(self.rows(which, r0, r1))
+                val = (x, e, sq_norm_upper(xp, x, engine),
+                       abs_sum_upper(xp, x, engine) if self.faith else None)
             if not self.single:
                 return val
             self.kept[key] = val
         return self.kept[key]
+
+    def _stats(self, which, r0, r1, bound):
+        """``(e, fsq, bound)`` of rows r0:r1 (``row_stats``); ``bound``: also the bound
+        operand, ``(storage (1, rows, k), digit sums)``, else None."""
+        rows = self.rows(which, r0, r1)
+        passes = passes_for(self.engine, self.xp)
+        out = passes.slice_storage(rows, 1, "crt", which) if bound else None
+        e, fsq, dsum = passes.row_stats(rows, None if out is None else out[0])
+        return e, fsq, (None if out is None else (out, dsum))
+
+    def normalized(self, which, r0, r1):
+        """The normalized rows r0:r1 (the estimates' operands)."""
+        x = self.operand(which, r0, r1)[0]
+        if x is None:
+            x = passes_for(self.engine, self.xp).normalize_rows(self.rows(which, r0, r1))[0]
+        return x
+
+    def bound_operand(self, which, r0, r1, sums):
+        """``(bound operand (1, rows, k), its digit sums or None)`` of rows r0:r1 (the
+        digit sums where ``sums``): :meth:`operand`'s where it kept them (once), else
+        made here."""
+        got = self.bounds.pop((which, r0), None)
+        if got is None and self.from_stats:
+            got = self._stats(which, r0, r1, True)[2]
+        if got is None:
+            x = self.operand(which, r0, r1)[0]
+            out = bound_operand(self.xp, self.engine, x, which)
+            got = (out, faithful.digit_sums(self.xp, self.engine, out)[0] if sums else None)
+        return got
 
     def workspace(self, mm, pp):
         """The engine's workspace for (mm, pp) tiles, one per shape for every product of
@@ -173,17 +224,19 @@ def _bound_gemms(blk, ca, cb, first=False, own=False):
     """W tile by tile (one bound GEMM each); the first pass also takes the digit sums;
     ``own``: each tile in a buffer of its own (kept by the engine's summary), else in
     the block's shared workspace (valid until the next)."""
-    xp, engine, timers, counts = blk.xp, blk.engine, blk.timers, blk.counts
+    engine, timers, counts = blk.engine, blk.timers, blk.counts
     for i0, i1 in blk.rtiles:
         with _timer(timers, "split"):
-            ba = bound_operand(xp, engine, blk.operand("a", i0, i1)[0], "a")
-            if first and blk.moduli == "auto":
-                ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
+            sums = first and blk.moduli == "auto"
+            ba, da = blk.bound_operand("a", i0, i1, sums)
+            if sums:
+                ca[i0:i1] = da
         for j0, j1 in blk.ctiles:
             with _timer(timers, "split"):
-                bb = bound_operand(xp, engine, blk.operand("b", j0, j1)[0], "b")
-                if first and blk.moduli == "auto" and i0 == 0:
-                    cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
+                sums = first and blk.moduli == "auto" and i0 == 0
+                bb, db = blk.bound_operand("b", j0, j1, sums)
+                if sums:
+                    cb[j0:j1] = db
             with _timer(timers, "int8"):
                 ws = (engine.workspace(i1 - i0, j1 - j0) if own
                       else blk.workspace(i1 - i0, j1 - j0))
@@ -194,7 +247,7 @@ def _bound_gemms(blk, ca, cb, first=False, own=False):
             counts["engine_calls"] += calls
             yield i0, i1, j0, j1, w
             del w
-        del ba
+        del ba, da
 
 
 def _bound_products(blk, keep_bounds):
@@ -232,13 +285,9 @@ def _bound_products(blk, keep_bounds):
             del tile
     elif blk.moduli == "auto":
         for i0, i1 in blk.rtiles:
-            ba = bound_operand(xp, engine, blk.operand("a", i0, i1)[0], "a")
-            ca[i0:i1] = faithful.digit_sums(xp, engine, ba)[0]
-            del ba
+            ca[i0:i1] = blk.bound_operand("a", i0, i1, True)[1]
         for j0, j1 in blk.ctiles:
-            bb = bound_operand(xp, engine, blk.operand("b", j0, j1)[0], "b")
-            cb[j0:j1] = faithful.digit_sums(xp, engine, bb)[0]
-            del bb
+            cb[j0:j1] = blk.bound_operand("b", j0, j1, True)[1]
     bounds.tiles = RecomputedBounds(partial(_bound_gemms, blk, ca, cb))
     if planner is not None:
         planner.stream(bounds.tiles)
@@ -294,7 +343,7 @@ def _residues(blk, which, r0, r1, ints, consts, nmod):
     else:
         shift, rnd, bits, ef = ints.nu[r0:r1], ints.rb[r0:r1], ints.bits_b, ints.eb[r0:r1]
     kept = blk.kept.get((which, r0))
-    if kept is not None and kept[0].shape[0] == r1 - r0:
+    if kept is not None and kept[0] is not None and kept[0].shape[0] == r1 - r0:
         x = kept[0]  # one tile: the count's normalized rows
         out = passes_for(engine, xp).slice_storage(x, nmod, "crt", which)
         integerize_into(xp, engine, x, shift, rnd, consts.moduli, bits, out)
@@ -375,6 +424,7 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
     with _timer(timers, "split"):
         rows = _row_vectors(blk)
     bounds = _bound_products(blk, keep_bounds)
+    blk.bounds.clear()  # (the bound GEMMs took them)
 
     natives = {}
     with _timer(timers, "split"):

@@ -78,6 +78,23 @@ def bound_generic(xp, x, out):
     out[...] = -xp.ceil(xp.abs(x) * 128.0)
 
 
+@generic("row_stats")
+def row_stats_generic(xp, engine, a, out):
+    """``(exps, fsq, dsum)`` of the raw rows ``a``: the exponents of ``normalize_rows``,
+    the fixed-point sums of the normalized rows' squares (``fixed_sums``) and, where
+    ``out`` (int8, ``a``'s shape) is given, the bound operand ``out = -ceil(128 |x|)``
+    (``crt_bound``) and its digit sums (``digit_sums``; None without ``out``): the
+    generic form of an engine's ``row_stats``, which takes them with no normalized
+    copy of ``a``."""
+    passes = passes_for(engine, xp)
+    x, e = passes.normalize_rows(a)
+    fsq = passes.fixed_sums(x, True) if x.shape[1] else xp.zeros(x.shape[0])
+    if out is None:
+        return e, fsq, None
+    passes.crt_bound(x, out)
+    return e, fsq, passes.digit_sums(out[None])[0]
+
+
 def integerize_into(xp, engine, x, shift, round_rows, mods, bits, out):
     """Residues of ``A' = rint|trunc(2**shift x)`` for every modulus into ``out``."""
     rows, k = x.shape
