@@ -504,17 +504,8 @@ OZ_INLINE void
 stats_row(const double *a, ptrdiff_t s1, ptrdiff_t k, double *restrict x, int32_t *exp_out,
           double *fsq_out, int8_t *bnd, ptrdiff_t bs, double *dsum_out)
 {
-    double m = 0.0, f1, f2;
-    if (s1 == 1) {
-        m = oz_row_absmax(a, k);
-    } else {
-        for (ptrdiff_t j = 0; j < k; j++) {
-            double v = fabs(a[j * s1]);
-            if (v > m)
-                m = v;
-        }
-    }
-    *exp_out = oz_row_factors(m, &f1, &f2);
+    double f1, f2;
+    *exp_out = oz_row_factors(oz_line_absmax(a, s1, k), &f1, &f2);
     for (ptrdiff_t j = 0; j < k; j++)
         x[j] = (a[j * s1] * f1) * f2;
     *fsq_out = (double)(int64_t)fixed_row(x, 1, k, 1) * 0x1p-40;
@@ -585,20 +576,13 @@ k_row_stats_cols(ozval *v, int nt)
     ptrdiff_t e0 = OZ_S(1, 0), f0 = OZ_S(2, 0), b0 = OZ_S(3, 0), b1 = OZ_S(3, 1);
     ptrdiff_t d0 = OZ_S(4, 0);
     int want = OZ_N(3, 0) > 0;
-    int fail = 0;
     if (OZ_N(1, 0) < n || OZ_N(2, 0) < n ||
         (want && (OZ_N(3, 0) < k || OZ_N(3, 1) < n || OZ_N(4, 0) < n)))
         return OZK_BADLAYOUT;
-    double *buf = malloc(sizeof(double) * (size_t)OZ_MAX(3 * n, 1));
+    double *buf = oz_col_factors(at, k, n, a0, a1, exps, e0, NULL, nt);
     if (buf == NULL)
         return OZK_NOMEM;
-    double *mx = buf, *f1 = buf + n, *f2 = buf + 2 * n;
-    if (oz_col_absmax(at, k, n, a0, a1, mx, nt) != 0) {
-        free(buf);
-        return OZK_NOMEM;
-    }
-    for (ptrdiff_t j = 0; j < n; j++)
-        exps[j * e0] = oz_row_factors(mx[j], f1 + j, f2 + j);
+    const double *f1 = buf + n, *f2 = buf + 2 * n;
     ptrdiff_t nb = (n + STATS_COLS - 1) / STATS_COLS;
     OZ_PARALLEL_FOR(nt)
     for (ptrdiff_t b = 0; b < nb; b++) {
@@ -651,6 +635,5 @@ k_row_stats_cols(ozval *v, int nt)
         }
     }
     free(buf);
-    (void)fail;
     return 0;
 }

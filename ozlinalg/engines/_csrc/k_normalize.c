@@ -42,17 +42,8 @@ OZ_INLINE void
 normalize_row(const double *a, ptrdiff_t s1, ptrdiff_t k, double *x, ptrdiff_t xs1, double *sq,
               int want, int32_t *exp_out, double *ss_out)
 {
-    double m = 0.0, f1, f2;
-    if (s1 == 1) {
-        m = oz_row_absmax(a, k);
-    } else {
-        for (ptrdiff_t j = 0; j < k; j++) {
-            double v = fabs(a[j * s1]);
-            if (v > m)
-                m = v;
-        }
-    }
-    *exp_out = oz_row_factors(m, &f1, &f2);
+    double f1, f2;
+    *exp_out = oz_row_factors(oz_line_absmax(a, s1, k), &f1, &f2);
     if (want) {
         for (ptrdiff_t j = 0; j < k; j++) {
             double v = (a[j * s1] * f1) * f2;
@@ -96,26 +87,6 @@ k_normalize_rows(ozval *v, int nt)
     return fail ? OZK_NOMEM : 0;
 }
 
-/* Factors of the columns of at (k x n): f1, f2 and exps per column; NULL on failure. */
-static double *
-col_factors(const double *at, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_t s1,
-            int32_t *exps, ptrdiff_t e0, double **mx_out, int nt)
-{
-    double *buf = malloc(sizeof(double) * (size_t)OZ_MAX(3 * n, 1));
-    if (buf == NULL)
-        return NULL;
-    double *mx = buf, *f1 = buf + n, *f2 = buf + 2 * n;
-    if (oz_col_absmax(at, k, n, s0, s1, mx, nt) != 0) {
-        free(buf);
-        return NULL;
-    }
-    for (ptrdiff_t j = 0; j < n; j++)
-        exps[j * e0] = oz_row_factors(mx[j], f1 + j, f2 + j);
-    if (mx_out)
-        *mx_out = mx;
-    return buf;
-}
-
 OZ_INLINE void
 scale_run(const double *src, ptrdiff_t s1, const double *f1, const double *f2, double *dst,
           ptrdiff_t n)
@@ -133,7 +104,7 @@ k_normalize_cols(ozval *v, int nt)
     ptrdiff_t x0 = OZ_S(1, 0);
     if (OZ_S(1, 1) != 1)
         return OZK_BADLAYOUT;
-    double *buf = col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
+    double *buf = oz_col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
     if (buf == NULL)
         return OZK_NOMEM;
     const double *f1 = buf + n, *f2 = buf + 2 * n;
@@ -159,7 +130,7 @@ k_normalize_cols_sumsq(ozval *v, int nt)
     int fail = 0;
     if (OZ_S(1, 1) != 1 || nb < 1)
         return OZK_BADLAYOUT;
-    double *buf = col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
+    double *buf = oz_col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
     if (buf == NULL)
         return OZK_NOMEM;
     const double *f1 = buf + n, *f2 = buf + 2 * n;

@@ -34,20 +34,6 @@ digits_any(double *v, ptrdiff_t n, int s, double unit, int8_t *out, ptrdiff_t o0
     }
 }
 
-OZ_INLINE double
-row_absmax(const double *x, ptrdiff_t s1, ptrdiff_t k)
-{
-    if (s1 == 1)
-        return oz_row_absmax(x, k);
-    double m = 0.0;
-    for (ptrdiff_t j = 0; j < k; j++) {
-        double a = fabs(x[j * s1]);
-        if (a > m)
-            m = a;
-    }
-    return m;
-}
-
 OZ_INLINE void
 scaled_row(const double *restrict x, ptrdiff_t s1, ptrdiff_t k, double f, double *restrict v)
 {
@@ -82,7 +68,7 @@ split_rows_common(ozval *v, int nt, int trunc_)
             if (trunc_) {
                 f = unit;
             } else {
-                double b = oz_grid(x1 == 1 ? row_absmax(xi, 1, k) : row_absmax(xi, x1, k), width);
+                double b = oz_grid(oz_line_absmax(xi, x1, k), width);
                 base[i * b0] = b;
                 f = 1.0 / b;
             }
@@ -206,7 +192,7 @@ k_split_hybrid_raw(ozval *v, int nt)
                 continue;
             const double *ai = a + i * a0;
             double f1, f2;
-            double m = a1 == 1 ? row_absmax(ai, 1, k) : row_absmax(ai, a1, k);
+            double m = oz_line_absmax(ai, a1, k);
             exps[i * e0] = oz_row_factors(m, &f1, &f2);
             double b = oz_grid((m * f1) * f2, width);  /* the normalized maximum, exactly */
             base[i * b0] = b;
@@ -231,7 +217,7 @@ rn_row(double *x, ptrdiff_t s1, ptrdiff_t k, int s, int width, int8_t *out, ptrd
 {
     const double c = 0.75 * 9007199254740992.0;  /* 0.75 * 2**53 */
     for (int t = 0; t < s; t++) {
-        double mu = oz_grid(row_absmax(x, s1, k), width);
+        double mu = oz_grid(oz_line_absmax(x, s1, k), width);
         mus[t * m0] = mu;
         double sigma = c * mu, inv = 1.0 / mu;
         int8_t *o = out + t * o0;

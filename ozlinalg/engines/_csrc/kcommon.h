@@ -101,6 +101,22 @@ oz_row_absmax(const double *row, ptrdiff_t k)
     return top;
 }
 
+/* max |row[j * s1]| over j < k, NaN passed over: oz_row_absmax where the row is
+ * contiguous, the scalar loop otherwise. */
+OZ_INLINE double
+oz_line_absmax(const double *row, ptrdiff_t s1, ptrdiff_t k)
+{
+    if (s1 == 1)
+        return oz_row_absmax(row, k);
+    double m = 0.0;
+    for (ptrdiff_t j = 0; j < k; j++) {
+        double a = fabs(row[j * s1]);
+        if (a > m)
+            m = a;
+    }
+    return m;
+}
+
 /* (a > 0 && a < b) ? a : b per lane */
 OZ_INLINE oz_vd
 oz_v_min_pos(oz_vd a, oz_vd b)
@@ -173,6 +189,26 @@ oz_col_absmax(const double *xt, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_
                 out[j] = part[b * n + j];
     free(part);
     return 0;
+}
+
+/* Factors of the columns of at (k x n): f1, f2 and exps per column; NULL on failure. */
+static inline double *
+oz_col_factors(const double *at, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_t s1,
+               int32_t *exps, ptrdiff_t e0, double **mx_out, int nt)
+{
+    double *buf = malloc(sizeof(double) * (size_t)OZ_MAX(3 * n, 1));
+    if (buf == NULL)
+        return NULL;
+    double *mx = buf, *f1 = buf + n, *f2 = buf + 2 * n;
+    if (oz_col_absmax(at, k, n, s0, s1, mx, nt) != 0) {
+        free(buf);
+        return NULL;
+    }
+    for (ptrdiff_t j = 0; j < n; j++)
+        exps[j * e0] = oz_row_factors(mx[j], f1 + j, f2 + j);
+    if (mx_out)
+        *mx_out = mx;
+    return buf;
 }
 
 #endif
