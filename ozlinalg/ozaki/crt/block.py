@@ -88,6 +88,7 @@ class _Block:
                 and getattr(self.engine, "row_stats", None) is not None)
 
     def rows(self, which, r0, r1):
+        """Rows r0:r1 of A ("a") or B^T ("b") as the caller gave them."""
         return (self.a if which == "a" else self.bt)[r0:r1]
 
     def operand(self, which, r0, r1):
