@@ -136,8 +136,9 @@ def product(plan, a, b, order="C"):
     dtypes than float64 / complex128 converted as by :func:`matmul`), the memory
     order of a real 2-D result chosen as in :func:`matmul_ordered`."""
     xp = plan.xp
-    if xp is np and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0] \
-            and a.dtype.char == "d" and b.dtype.char == "d":
+    tried = (xp is np and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]
+             and a.dtype.char == "d" and b.dtype.char == "d")
+    if tried:
         # the one-call small path first, as emulated_matmul's own first step: the
         # blocked routines' many small updates, without its set-up
         c = small_product(np, a, b, plan.method, plan.slices, plan.options, plan.min_shift,
@@ -149,7 +150,7 @@ def product(plan, a, b, order="C"):
     if b.dtype.char not in "dD":
         b = _as_float64(xp, b, "b")
     return emulated_matmul(xp, a, b, plan.method, plan.slices, plan.options,
-                           plan.min_shift, order=order, engine=plan.engine)
+                           plan.min_shift, order=order, engine=plan.engine, small=not tried)
 
 
 def memory_plan(m, n, p, method=None, slices=None, accuracy=None, limit=None, engine=None):

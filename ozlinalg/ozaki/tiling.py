@@ -50,7 +50,8 @@ MEMORY_MODEL = memory.MEMORY_MODEL
 working_bytes = memory.working_bytes
 
 
-def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=None):
+def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=None,
+                    small=True):
     """``a @ b`` through the emulation, for validated float64 / complex128 operands of at
     least one dimension with NumPy's matmul shape rules (see :func:`ozlinalg.matmul`).
 
@@ -58,7 +59,9 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
     "auto"; ``opts``: the options value of the call; ``min_shift``: the balancing's
     threshold (:func:`ozlinalg.ozaki.balance.min_shift_for`; None: no balancing);
     ``order``: memory order of a real 2-D result; ``engine``: the engine (None: the one
-    ``opts.engine`` names for ``xp``, fetched only where a product needs it).
+    ``opts.engine`` names for ``xp``, fetched only where a product needs it);
+    ``small``: False where the caller has just tried the one-call small path on these
+    2-D real operands (:func:`ozlinalg._matmul.product`), which then is not run again.
     """
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
@@ -71,8 +74,9 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
     if engine is None and min_shift is not None:
         engine = get_engine(xp, opts.engine)
 
-    def real_2d(x, y, order="C"):
-        c = small_product(xp, x, y, meth, slices, opts, min_shift, order=order, engine=engine)
+    def real_2d(x, y, order="C", small=True):
+        c = (small_product(xp, x, y, meth, slices, opts, min_shift, order=order, engine=engine)
+             if small else None)
         if c is not None:
             return c
         held, tops = 0, None
@@ -98,7 +102,7 @@ def emulated_matmul(xp, a, b, meth, slices, opts, min_shift, order="C", engine=N
     if a.ndim == 2 and b.ndim == 2 and not is_complex:
         # the one-call small path comes first in real_2d, before any other set-up: the
         # blocked routines make many small products
-        return real_2d(a, b, order)
+        return real_2d(a, b, order, small)
     if a2.ndim == 2 and b2.ndim == 2:
         c = product_2d(a2, b2)
     else:

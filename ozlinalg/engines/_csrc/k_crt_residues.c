@@ -486,18 +486,6 @@ k_crt_bound(ozval *v, int nt)
  * operand (crt_bound's -ceil(128 |x|)) and its digit sums (abs_row_sums'). The same
  * steps on the same values as those passes, so the same bits. */
 
-/* sum |d[j]| of an int8 run (exact). */
-OZ_INLINE int64_t
-abs_i8_sum(const int8_t *d, ptrdiff_t s, ptrdiff_t n)
-{
-    int64_t acc = 0;
-    for (ptrdiff_t j = 0; j < n; j++) {
-        int v = d[j * s];
-        acc += v < 0 ? -v : v;
-    }
-    return acc;
-}
-
 /* One row: its maximum and factors as normalize_row, the normalized row into x (a
  * per-thread buffer of k), then the sums and the bound from it. */
 OZ_INLINE void
@@ -512,10 +500,10 @@ stats_row(const double *a, ptrdiff_t s1, ptrdiff_t k, double *restrict x, int32_
     if (bnd != NULL) {
         if (bs == 1) {
             bound_run(x, 1, bnd, 1, k);
-            *dsum_out = (double)abs_i8_sum(bnd, 1, k);
+            *dsum_out = (double)abs_digit_sum(bnd, 1, k);
         } else {
             bound_run(x, 1, bnd, bs, k);
-            *dsum_out = (double)abs_i8_sum(bnd, bs, k);
+            *dsum_out = (double)abs_digit_sum(bnd, bs, k);
         }
     }
 }
@@ -554,6 +542,18 @@ k_row_stats(ozval *v, int nt)
         free(x);
     }
     return fail ? OZK_NOMEM : 0;
+}
+
+/* The bound of a run of w normalized entries into o (stride os), and |bound| added to
+ * the columns' digit sums ds. */
+OZ_INLINE void
+bound_sums_run(const double *x, int8_t *o, ptrdiff_t os, ptrdiff_t w, int64_t *ds)
+{
+    bound_run(x, 1, o, os, w);
+    for (ptrdiff_t j = 0; j < w; j++) {
+        int d = o[j * os];
+        ds[j] += d < 0 ? -d : d;
+    }
 }
 
 /* Columns per block of row_stats_cols (its buffers: a block's normalized run, sums). */
@@ -601,20 +601,12 @@ k_row_stats_cols(ozval *v, int nt)
                 x[j] = (row[j * a1] * f1[j0 + j]) * f2[j0 + j];
             for (ptrdiff_t j = 0; j < w; j++)
                 acc[j] += fixed_fast(x[j], 1, bad + j);
-            if (want && b1 == 1) {
-                int8_t *o = bnd + r * b0 + j0;
-                bound_run(x, 1, o, 1, w);
-                for (ptrdiff_t j = 0; j < w; j++) {
-                    int d = o[j];
-                    ds[j] += d < 0 ? -d : d;
-                }
-            } else if (want) {
+            if (want) {
                 int8_t *o = bnd + r * b0 + j0 * b1;
-                bound_run(x, 1, o, b1, w);
-                for (ptrdiff_t j = 0; j < w; j++) {
-                    int d = o[j * b1];
-                    ds[j] += d < 0 ? -d : d;
-                }
+                if (b1 == 1)
+                    bound_sums_run(x, o, 1, w, ds);
+                else
+                    bound_sums_run(x, o, b1, w, ds);
             }
         }
         for (ptrdiff_t j = 0; j < w; j++)

@@ -156,26 +156,7 @@ k_finish_twosum(ozval *v, int nt)
     return 0;
 }
 
-/* ---- exact sums of |digits| ---------------------------------------------------------- */
-
-/* Digits summed in int32 before the int64 total: 2**16 of them stay below 2**23. */
-#define OZ_DIGIT_RUN 65536
-
-OZ_INLINE int64_t
-abs_digit_sum(const int8_t *d, ptrdiff_t s1, ptrdiff_t k)
-{
-    int64_t total = 0;
-    for (ptrdiff_t j0 = 0; j0 < k; j0 += OZ_DIGIT_RUN) {
-        ptrdiff_t j1 = OZ_MIN(k, j0 + OZ_DIGIT_RUN);
-        int32_t part = 0;
-        for (ptrdiff_t j = j0; j < j1; j++) {
-            int32_t x = d[j * s1];
-            part += x >= 0 ? x : -x;
-        }
-        total += part;
-    }
-    return total;
-}
+/* ---- exact sums of |digits|: abs_digit_sum (kfixed.h) ---- */
 
 int
 k_abs_row_sums(ozval *v, int nt)

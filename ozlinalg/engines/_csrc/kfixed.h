@@ -1,6 +1,7 @@
-/* Exact fixed-point sums (ozlinalg.ozaki.counts.estimate._fixed_sum): the integer steps
- * shared by the faithful mode's sums (k_faithful.c) and the Ozaki-II count phase's row
- * statistics (k_crt_residues.c). */
+/* Exact sums: the fixed-point sums (ozlinalg.ozaki.counts.estimate._fixed_sum) and the
+ * sums of |digits| (ozlinalg.ozaki.faithful.digit_sums), shared by the faithful mode's
+ * passes (k_faithful.c) and the Ozaki-II count phase's row statistics
+ * (k_crt_residues.c). */
 #ifndef OZK_KFIXED_H
 #define OZK_KFIXED_H
 #include "kcommon.h"
@@ -76,6 +77,26 @@ fixed_row(const double *x, ptrdiff_t s1, ptrdiff_t k, int square)
     }
 #endif
     return acc;
+}
+
+/* Digits summed in int32 before the int64 total: 2**16 of them stay below 2**23. */
+#define OZ_DIGIT_RUN 65536
+
+/* sum |d[j * s1]| over j < k (exact). */
+OZ_INLINE int64_t
+abs_digit_sum(const int8_t *d, ptrdiff_t s1, ptrdiff_t k)
+{
+    int64_t total = 0;
+    for (ptrdiff_t j0 = 0; j0 < k; j0 += OZ_DIGIT_RUN) {
+        ptrdiff_t j1 = OZ_MIN(k, j0 + OZ_DIGIT_RUN);
+        int32_t part = 0;
+        for (ptrdiff_t j = j0; j < j1; j++) {
+            int32_t x = d[j * s1];
+            part += x >= 0 ? x : -x;
+        }
+        total += part;
+    }
+    return total;
 }
 
 #endif
