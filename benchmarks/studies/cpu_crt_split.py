@@ -71,14 +71,18 @@ def instrument(eng, into):
         raise SystemExit("no compiled kernels here (not built, or OZLINALG_FUSED=0)")
     for name in dir(ker):
         fn = getattr(ker, name)
-        # gemm16 / gemm_amx: the AVX2 / AMX INT8 GEMMs, timed within int_matmul_sum below
+        # gemm16 / gemm_amx(_mod): the AVX2 / AMX INT8 GEMMs, timed within
+        # int_matmul_sum / int_matmul_mod below
         if (not name.startswith("_") and callable(fn)
                 and name not in ("set_threads", "threads", "cpu_level", "openmp", "gemm16",
-                                 "gemm_amx", "amx_info")):
+                                 "gemm_amx", "gemm_amx_mod", "amx_info")):
             setattr(ker, name, _Timed(name, fn, into))
     cls = type(eng)
-    for name, label in (("int_matmul_sum", "INT8 GEMMs"), ("_bf16_scaled", "BF16 GEMM")):
-        method = getattr(cls, name)
+    for name, label in (("int_matmul_sum", "INT8 GEMMs"), ("_bf16_scaled", "BF16 GEMM"),
+                        ("int_matmul_mod", "INT8 GEMMs reduced mod p")):
+        method = getattr(cls, name, None)
+        if method is None:
+            continue
         setattr(cls, name, (lambda m, lab: lambda self, *a, **k: _Timed(
             lab, lambda *a2, **k2: m(self, *a2, **k2), into)(*a, **k))(method, label))
 

@@ -21,6 +21,7 @@ from conftest import (
     matmul_on,
     python_with_engine_env,
 )
+from numpy.lib.stride_tricks import as_strided
 
 import ozlinalg
 from ozlinalg.engines import kernels
@@ -124,6 +125,123 @@ class TestKernel:
                              np.zeros((1, 1), np.int32), False)
 
 
+def _residues(c, p):
+    """The symmetric residues of the integers ``c`` mod ``p`` (int8), in int64 NumPy."""
+    h = p // 2
+    return ((np.asarray(c, np.int64) + h) % p - h).astype(np.int8)
+
+
+def _operands(rng, m, p, k, layout):
+    """int8 ``a`` (m x k) and ``b`` (p x k) stored as rows, columns, strided or as slots
+    of the engines' grouped storage (check_gemm_layouts' layouts)."""
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (p, k)).astype(np.int8)
+    if layout == "cols":
+        return np.asfortranarray(a), np.asfortranarray(b)
+    if layout == "strided":
+        return (np.repeat(np.repeat(a, 2, axis=0), 2, axis=1)[::2, ::2],
+                np.repeat(np.repeat(b, 2, axis=0), 2, axis=1)[::2, ::2])
+    if layout == "grouped":
+        ga = np.zeros((m, 3, k), np.int8)
+        ga[:, 1] = a
+        gb = np.zeros((3, k, p), np.int8)
+        gb[2] = b.T
+        return ga[:, 1], gb[2].T
+    return a, b
+
+
+class TestModKernel:
+    """``gemm_amx_mod`` (the product reduced mod p from the tiles) against int64 NumPy."""
+
+    @pytest.mark.parametrize("m, p, k", [(1, 1, 1), (32, 32, 64), (31, 33, 63), (33, 31, 65),
+                                         (70, 45, 4096), (130, 17, 2049), (5, 600, 300),
+                                         (97, 64, 2048 + 64), (40, 2100, 128)])
+    @pytest.mark.parametrize("layout", ["rows", "cols", "strided", "grouped"])
+    @pytest.mark.parametrize("threads", [1, 2])
+    def test_shapes_layouts_threads(self, rng, amx, m, p, k, layout, threads):
+        a, b = _operands(rng, m, p, k, layout)
+        amx.set_threads(threads)
+        want = int64_product(a, b)
+        for mod in (256, 255, 197, 3, 1):
+            out = np.full((m, p), 99, np.int8)
+            amx.gemm_amx_mod(a, b, out, float(mod), mod & (mod - 1) == 0)
+            np.testing.assert_array_equal(out, _residues(want, mod), err_msg=f"p = {mod}")
+        out = np.zeros((p, m), np.int8).T  # a column-major result
+        amx.gemm_amx_mod(a, b, out, 251.0, False)
+        np.testing.assert_array_equal(out, _residues(want, 251))
+
+    @pytest.mark.parametrize("va, vb", [(-128, -128), (-128, 127), (127, 127)])
+    def test_extremes_at_the_longest_inner_dimension(self, amx, va, vb):
+        k = 4096
+        a = np.full((33, k), va, np.int8)
+        b = np.full((17, k), vb, np.int8)
+        b[3, ::2] = -vb - 1 if vb < 0 else -vb
+        out = np.empty((33, 17), np.int8)
+        amx.set_threads(2)
+        amx.gemm_amx_mod(a, b, out, 255.0, False)
+        np.testing.assert_array_equal(out, _residues(int64_product(a, b), 255))
+
+    @pytest.mark.parametrize("m, k, threads", [(2048, 2048, 1), (300, 517, 2), (64, 64, 2),
+                                               (1, 40, 1)])
+    def test_into_the_memory_of_b(self, rng, amx, m, k, threads):
+        # B stored k x p (a slot of the Ozaki-II residues); the result written over it,
+        # column j on B's row j, as the engine lets it (m <= k)
+        p = 1100 if m < 2048 else 2048
+        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+        slot = rng.integers(-128, 128, (k, p)).astype(np.int8)
+        want = _residues(int64_product(a, slot.T.copy()), 233)
+        out = slot[:m]
+        amx.set_threads(threads)
+        amx.gemm_amx_mod(a, slot.T, out, 233.0, False)
+        np.testing.assert_array_equal(out, want)
+
+    def test_empty_sums_and_refusals(self, amx):
+        out = np.full((3, 4), 5, np.int8)
+        amx.gemm_amx_mod(np.zeros((3, 0), np.int8), np.zeros((4, 0), np.int8), out, 7.0,
+                         False)
+        np.testing.assert_array_equal(out, 0)
+        with pytest.raises(NotImplementedError):  # past the one panel
+            amx.gemm_amx_mod(np.zeros((2, 4097), np.int8), np.zeros((2, 4097), np.int8),
+                             np.zeros((2, 2), np.int8), 7.0, False)
+        with pytest.raises(ValueError):
+            amx.gemm_amx_mod(np.zeros((2, 8), np.int8), np.zeros((3, 8), np.int8),
+                             np.zeros((2, 2), np.int8), 7.0, False)
+
+    def test_engine_uses_it_where_it_applies(self, rng, engines):
+        on, _ = engines
+        m, p, k = 50, 70, 90
+        a = on.empty_slices(2, m, k, "crt", "a")
+        b = on.empty_slices_like(np.empty((k, p)).T, 2, "crt", "b")
+        a[...] = rng.integers(-128, 128, a.shape)
+        b[...] = rng.integers(-128, 128, b.shape)
+        want = _residues(int64_product(a[1], b[1]), 199)
+        out = np.empty((m, p), np.int8)
+        assert on.int_matmul_mod(a, b, 1, 199, out)
+        np.testing.assert_array_equal(out, want)
+        # over B's own slot, column j on its row j (m <= k): allowed
+        over_b = as_strided(b[1], (m, p), (p, 1))
+        assert on.int_matmul_mod(a, b, 1, 199, over_b)
+        np.testing.assert_array_equal(over_b, want)
+        # not for a modulus the residue route does not take, an int32 result, a result
+        # on B laid any other way or on A, nor past the kernel's inner dimension
+        assert not on.int_matmul_mod(a, b, 1, 200, out)
+        assert not on.int_matmul_mod(a, b, 1, 199, np.empty((m, p), np.int32))
+        assert not on.int_matmul_mod(a, b, 0, 199, as_strided(b[0], (m, p), (1, k)))
+        assert not on.int_matmul_mod(a, b, 1, 199, as_strided(a[1], (m, p), (a.strides[1], 1)))
+        long_a = on.empty_slices(1, 2, 4097, "crt", "a")
+        long_b = on.empty_slices(1, 2, 4097, "crt", "b")
+        assert not on.int_matmul_mod(long_a, long_b, 0, 199, np.empty((2, 2), np.int8))
+
+    def test_built_at_x86_64_v4_only(self):
+        for level in (1, 3):
+            mod = kernels._module(level)
+            if mod is None:
+                continue
+            with pytest.raises(NotImplementedError, match="gemm_amx_mod is not built"):
+                mod.gemm_amx_mod(np.zeros((1, 1), np.int8), np.zeros((1, 1), np.int8),
+                                 np.zeros((1, 1), np.int8), 3.0, False)
+
+
 # counts below auto's on purpose (this tests the engines' bits): AccuracyWarning expected
 @pytest.mark.filterwarnings("ignore::ozlinalg.AccuracyWarning")
 class TestSameBits:
@@ -133,7 +251,10 @@ class TestSameBits:
     @pytest.mark.parametrize("method", ["bitmask", "rn", "bitmask-ef", "hybrid-ef", "crt",
                                         "crt-fast"])
     @pytest.mark.parametrize("accuracy", ["dgemm", "faithful"])
-    @pytest.mark.parametrize("shape, orders", [((45, 2100, 37), "CF"), ((70, 301, 33), "FC")])
+    # Ozaki II's products reduced in the AMX kernel: into B's slots (70 <= 301, B in C
+    # order), into memory of their own (300 > 64 rows), and not (B in Fortran order)
+    @pytest.mark.parametrize("shape, orders", [((45, 2100, 37), "CF"), ((70, 301, 33), "FC"),
+                                               ((300, 64, 50), "CC")])
     def test_methods_shapes_orders(self, rng, engines, method, accuracy, shape, orders):
         on, off = engines
         assert_same_bits_as([float32_sgemm(), off], on, rng, method, accuracy, shape, orders)

@@ -10,25 +10,6 @@
 /* ---------------------------------------------------------------------------------
  * The INT32 products reduced mod p (symmetric, int8). */
 
-OZ_INLINE void
-reduce_run(const int32_t *restrict prod, ptrdiff_t ps, double pf, int pow2, int8_t *restrict out,
-           ptrdiff_t os, ptrdiff_t n)
-{
-    double inv = 1.0 / pf;
-    double h = 0.5 * pf;
-    if (pow2) {
-        for (ptrdiff_t j = 0; j < n; j++) {
-            double a = (double)prod[j * ps];
-            out[j * os] = to_i8(xfma(-floor((a + h) * inv), pf, a));
-        }
-    } else {
-        for (ptrdiff_t j = 0; j < n; j++) {
-            double a = (double)prod[j * ps];
-            out[j * os] = to_i8(xfma(-rint(a * inv), pf, a));
-        }
-    }
-}
-
 int
 k_crt_reduce(ozval *v, int nt)
 {

@@ -26,6 +26,13 @@
  * core: (KC, NC) = (1024, 1024) and (2048, 512) within 2 % of each other, A in tile
  * order or read in place; (2048, 2048) and (512, 256) 1.5-1.8x slower.
  *
+ * gemm_amx_mod (Ozaki II's products): the product reduced mod p into int8 residues as it
+ * goes. All of k is one panel (up to X_KMOD; the B panel kept at 1 MiB), so the sums
+ * never go to memory; each 32 x 32 block is stored from the tiles into one of two
+ * per-thread buffers, and reduced a row per step of the next block's inner loop (the
+ * vector units convert and reduce while tdpbssd multiplies: reduced after the block
+ * instead, it took as long as the separate crt_reduce pass it replaced).
+ *
  * Threads: the B panel is packed by all threads, then (blocks of 32 rows) x (groups of
  * strip pairs) are shared out statically; each entry of c is written by one thread.
  * Every thread loads the tile configuration at the start of its region and releases
@@ -37,6 +44,7 @@
  * this GEMM only where it was granted. Built into the x86-64-v4 build where the
  * compiler knows AMX (GCC 11 and up); elsewhere the kernel reports OZK_UNIMPLEMENTED.
  */
+#include "kcrt.h"
 #include "kgemm.h"
 
 #if defined(__AVX512F__) && defined(__x86_64__) && defined(__linux__) && \
@@ -56,6 +64,8 @@
 #define X_NR 32    /* columns of c per register block (two B strips) */
 #define X_KC 1024  /* inner indices per packed panel (multiple of 64) */
 #define X_NC 1024  /* columns of B per packed panel (multiple of 32): 1 MiB at X_KC */
+/* gemm_amx_mod takes all of k in one panel (no partial sums in memory) up to this */
+#define X_KMOD 4096
 
 #define ARCH_GET_XCOMP_PERM 0x1022
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -230,19 +240,92 @@ block_32x32(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t nq, i
     _tile_stored(3, (char *)c + 16 * cs + 64, cs);
 }
 
+/* gemm_amx_mod's output: c's entries reduced mod pf (symmetric, int8) into o. */
+typedef struct {
+    int8_t *o;
+    ptrdiff_t o0, o1;
+    double pf;
+    int pow2;
+} mod_out;
+
+/* A finished 32 x 32 block (ct, row stride X_NR) whose mr x nr corner is still to be
+ * reduced into o, a row at a time; rows done so far: next. */
+typedef struct {
+    const int32_t *ct;
+    int8_t *o;
+    ptrdiff_t mr, nr, next;
+} pending;
+
+OZ_INLINE void
+reduce_rows(pending *pd, const mod_out *red, ptrdiff_t upto)
+{
+    for (; pd->next < OZ_MIN(upto, pd->mr); pd->next++) {
+        const int32_t *row = pd->ct + pd->next * X_NR;
+        int8_t *o = pd->o + pd->next * red->o0;
+        if (red->o1 == 1)
+            reduce_run(row, 1, red->pf, red->pow2, o, 1, pd->nr);
+        else
+            reduce_run(row, 1, red->pf, red->pow2, o, red->o1, pd->nr);
+    }
+}
+
+/* block_32x32 into ct (no c to load), reducing the previous block's rows (pd) one per
+ * step of the inner loop meanwhile: the vector units work on them while the tiles
+ * multiply, instead of after. */
+static void
+block_32x32_red(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t nq, int32_t *ct,
+                pending *pd, const mod_out *red)
+{
+    const int8_t *b1 = b0 + strip;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (ptrdiff_t q = 0; q < nq; q++) {
+        const int8_t *a = ap + q * X_MR * 64;
+        _tile_loadd(4, a, 64);
+        _tile_loadd(6, b0 + 1024 * q, 64);
+        _tile_dpbssd(0, 4, 6);
+        _tile_loadd(7, b1 + 1024 * q, 64);
+        _tile_dpbssd(1, 4, 7);
+        _tile_loadd(5, a + 1024, 64);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+        if (pd->ct != NULL)
+            reduce_rows(pd, red, pd->next + 1);
+    }
+    if (pd->ct != NULL)
+        reduce_rows(pd, red, X_MR);
+    _tile_stored(0, ct, X_NR * 4);
+    _tile_stored(1, ct + 16, X_NR * 4);
+    _tile_stored(2, ct + 16 * X_NR, X_NR * 4);
+    _tile_stored(3, ct + 16 * X_NR + 16, X_NR * 4);
+}
+
+/* c (+)= a @ b.T, or where red: (a @ b.T) mod p into red->o, all of k in one panel
+ * (k <= X_KMOD; g->c unused). */
 static int
-gemm_amx(const gemm_args *g, int nt)
+gemm_amx(const gemm_args *g, int nt, const mod_out *red)
 {
     ptrdiff_t m = g->m, p = g->p, k = g->k;
-    if (gemm_trivial(g))
+    if (red == NULL && gemm_trivial(g))
         return 0;
+    if (red != NULL && (m <= 0 || p <= 0 || k <= 0)) {
+        for (ptrdiff_t i = 0; i < m && p > 0; i++)  /* an empty sum: residue 0 */
+            for (ptrdiff_t j = 0; j < p; j++)
+                red->o[i * red->o0 + j * red->o1] = 0;
+        return 0;
+    }
     if (nt < 1)
         nt = 1;
-    ptrdiff_t kc_max = OZ_MIN(X_KC, (k + 63) / 64 * 64);
-    ptrdiff_t nc_max = OZ_MIN(X_NC, (p + X_NR - 1) / X_NR * X_NR);
+    ptrdiff_t kc_max = OZ_MIN(red ? X_KMOD : X_KC, (k + 63) / 64 * 64);
+    /* the B panel stays at 1 MiB (L2) whatever its depth */
+    ptrdiff_t nc_cap = red ? OZ_MAX(X_NR, X_KC * X_NC / OZ_MAX(kc_max, 64) / X_NR * X_NR) : X_NC;
+    ptrdiff_t nc_max = OZ_MIN(nc_cap, (p + X_NR - 1) / X_NR * X_NR);
     ptrdiff_t nblk = (m + X_MR - 1) / X_MR;
     /* per thread: a packed A block (X_MR x kc_max) and a c block (X_MR x X_NR int32) */
-    size_t abytes = (size_t)X_MR * kc_max, tbytes = X_MR * X_NR * 4;
+    /* two c blocks where red: one multiplied into while the other is reduced */
+    size_t abytes = (size_t)X_MR * kc_max, tbytes = X_MR * X_NR * 4 * (red ? 2 : 1);
     size_t per = (abytes + tbytes + 63) / 64 * 64;
     int8_t *bpack = aligned_alloc(64, (size_t)kc_max * nc_max);
     int8_t *work = aligned_alloc(64, (size_t)nt * per);
@@ -268,7 +351,7 @@ gemm_amx(const gemm_args *g, int nt)
             for (ptrdiff_t k0 = 0; k0 < k; k0 += kc_max) {
                 ptrdiff_t kc = OZ_MIN(kc_max, k - k0);
                 ptrdiff_t nq = (kc + 63) / 64, kq = nq * 16, stripb = kq * 64;
-                int add = g->beta || k0 > 0;
+                int add = !red && (g->beta || k0 > 0);
                 OZ_FOR
                 for (ptrdiff_t s = 0; s < 2 * npair; s += 4)
                     pack_strips(g->b, j0, nc, s, OZ_MIN(4, 2 * npair - s), k0, kc, kq, stripb,
@@ -279,9 +362,17 @@ gemm_amx(const gemm_args *g, int nt)
                     ptrdiff_t i0 = ib * X_MR, mr = OZ_MIN(X_MR, m - i0);
                     ptrdiff_t s0 = gr * npair / ngrp, s1 = (gr + 1) * npair / ngrp;
                     pack_tiles(g->a, i0, mr, k0, kc, nq, ap);
+                    pending pd = {NULL, NULL, 0, 0, 0};
                     for (ptrdiff_t s = s0; s < s1; s++) {
                         ptrdiff_t jj = j0 + 32 * s, nr = OZ_MIN(X_NR, p - jj);
                         const int8_t *b0 = bpack + 2 * s * stripb;
+                        if (red) {
+                            int32_t *cur = ct + ((s - s0) & 1) * X_MR * X_NR;
+                            block_32x32_red(ap, b0, stripb, nq, cur, &pd, red);
+                            pending nx = {cur, red->o + i0 * red->o0 + jj * red->o1, mr, nr, 0};
+                            pd = nx;
+                            continue;
+                        }
                         int32_t *c = g->c + i0 * g->cs0 + jj * g->cs1;
                         if (mr == X_MR && nr == X_NR && g->cs1 == 1) {
                             block_32x32(ap, b0, stripb, nq, c, g->cs0 * 4, add);
@@ -297,6 +388,8 @@ gemm_amx(const gemm_args *g, int nt)
                                 *o = add ? (int32_t)((uint32_t)*o + (uint32_t)t) : t;
                             }
                     }
+                    if (pd.ct != NULL)  /* the item's last block */
+                        reduce_rows(&pd, red, X_MR);
                 }
             }
         }
@@ -339,7 +432,29 @@ k_gemm_amx(ozval *v, int nt)
         return OZK_BADLAYOUT;
     if (amx_state != 0)
         return OZK_UNIMPLEMENTED;
-    return gemm_amx(&g, nt);
+    return gemm_amx(&g, nt, NULL);
+}
+
+/* out = (a @ b.T) mod pf, symmetric, int8 (pow2: pf a power of two), the product's
+ * int32 sums reduced from the tiles as each 32 x 32 block ends: no int32 product in
+ * memory and no pass over one. The caller keeps |a @ b.T| below 2**31 (the sums wrap as
+ * gemm_amx's). out may share memory with b where its column j lies only on b's row j
+ * (the Ozaki-II residues written into the dead slot of B's residues, b stored k x p and
+ * out m x p on the same rows, m <= k): every panel of b's rows is packed whole before
+ * any entry of out in those columns is written, and not read again. OZK_UNIMPLEMENTED
+ * past X_KMOD inner indices or without AMX. */
+int
+k_gemm_amx_mod(ozval *v, int nt)
+{
+    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), p = OZ_N(1, 0);
+    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p)
+        return OZK_BADLAYOUT;
+    if (amx_state != 0 || k > X_KMOD)
+        return OZK_UNIMPLEMENTED;
+    gemm_args g = {{OZ_I8(0), OZ_S(0, 0), OZ_S(0, 1)}, {OZ_I8(1), OZ_S(1, 0), OZ_S(1, 1)},
+                   NULL, m, p, k, 0, 0, 0};
+    mod_out red = {OZ_I8(2), OZ_S(2, 0), OZ_S(2, 1), v[3].d, v[4].i != 0};
+    return gemm_amx(&g, nt, &red);
 }
 
 int
@@ -360,6 +475,14 @@ k_amx_info(ozval *v, int nt)
 
 int
 k_gemm_amx(ozval *v, int nt)
+{
+    (void)v;
+    (void)nt;
+    return OZK_UNIMPLEMENTED;
+}
+
+int
+k_gemm_amx_mod(ozval *v, int nt)
 {
     (void)v;
     (void)nt;

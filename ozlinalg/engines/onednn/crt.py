@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ._common import KernelPasses, _col_lines, _is_cols
 
@@ -113,22 +114,39 @@ class _FusedCRT:
     def recycle(self, b):
         """Let the residues live in the memory of ``b`` (the products' right operand,
         slices ``(s, p, k)``), whose slot t is dead once product t is taken: with the
-        slots in order in one C-contiguous block and m <= k, the residues of products
-        0..t fit in slots 0..t, and the combine's input needs no memory of its own
-        (240 MB at n = 4096, 15 moduli)."""
+        slots in order in one C-contiguous block and m <= k, the residues of product t
+        fit at the start of slot t, and the combine's input needs no memory of its own
+        (240 MB at n = 4096, 15 moduli). Where B is stored k x p per slot, row i of
+        residue t lies on B's inner index i, so column j of the residues lies on row j
+        of B's slot t: the fused GEMM (``int_matmul_mod``) may write them while it
+        reads that slot."""
         self.spare = b
 
     def _storage(self, shape):
-        """int8 ``(nmod,) + shape``, in the spare operand's memory where it fits."""
+        """int8 ``(nmod,) + shape``, at the start of each slot of the spare operand where
+        it fits."""
         b, self.spare = self.spare, None
         nmod = len(self.consts.moduli)
+        m, p = shape
         if b is not None and b.dtype == np.int8 and b.shape[0] == nmod and \
-                shape[0] <= b.shape[2] and shape[1] == b.shape[1]:
+                m <= b.shape[2] and p == b.shape[1]:
             for view in (b.transpose(0, 2, 1), b):
                 o, slots = _slot_first(view)
-                if o is not None and slots.size and slots[0] == 0:
-                    return o.reshape(-1)[:nmod * shape[0] * shape[1]].reshape((nmod,) + shape)
+                if o is not None and np.array_equal(slots, np.arange(nmod)):
+                    return as_strided(o, (nmod, m, p), (o.strides[0], p, 1))
         return np.empty((nmod,) + shape, np.int8)
+
+    def product(self, t, a, b):
+        """Product t of the slices ``a``, ``b`` reduced mod p_t straight into its
+        residues by the engine's fused GEMM (``int_matmul_mod``): True, or False where
+        the engine has none or it does not apply (the caller multiplies and
+        ``add``s)."""
+        fused = getattr(self.engine, "int_matmul_mod", None)
+        if fused is None:
+            return False
+        if self.res is None:
+            self.res = self._storage((a.shape[1], b.shape[1]))
+        return bool(fused(a, b, t, int(self.consts.moduli[t]), self.res[t]))
 
     def add(self, t, prod):
         consts = self.consts

@@ -38,6 +38,10 @@ _ISA_AMX = 0xFEF
 #: Largest magnitude an INT32 run may reach.
 INT32_EXACT = (1 << 31) - 1
 
+#: Most inner indices of ``gemm_amx_mod`` (the kernel's one panel; X_KMOD in
+#: ``_csrc/k_gemm_amx.c``).
+AMX_MOD_MAX_K = 4096
+
 ENV_FUSED = kernels.ENV_FUSED
 
 
@@ -410,6 +414,33 @@ class OneDNNEngine(Int8Engine):
                               self.threads if 2 * m * p * k >= GEMM_PARALLEL_MIN else 1)
         self.launches += 1
 
+    def int_matmul_mod(self, a, b, t, p, out):
+        """``out = (a[t] @ b[t].T) mod p`` (symmetric residues, int8) in one fused AMX
+        kernel, the INT32 sums reduced from the tiles (no INT32 product in memory, no
+        pass over one); False where it does not apply (no AMX GEMM, over
+        :data:`AMX_MOD_MAX_K` inner indices, a sum that could pass INT32, a modulus the
+        residue kernels do not take, or ``out`` sharing memory other than as the kernel
+        allows): the caller multiplies and reduces instead. ``out`` may lie on ``b[t]``'s
+        own memory where its column j is row j of ``b[t]`` (Ozaki II's residues in the
+        dead slot of B's, :class:`.crt._FusedCRT`)."""
+        if self.amx is None or not hasattr(self.amx, "gemm_amx_mod"):
+            return False
+        _, m, k = a.shape
+        pp = b.shape[1]
+        if (k > AMX_MOD_MAX_K or k * 128 * 128 > INT32_EXACT or not 1 <= p <= 256
+                or not (p % 2 or p & (p - 1) == 0) or out.dtype != np.int8
+                or out.shape != (m, pp) or b.shape[2] != k):
+            return False
+        x = run_view(self._layout(a), t, 0, k)
+        y = run_view(self._layout(b), t, 0, k)
+        if np.may_share_memory(out, x) or (np.may_share_memory(out, y)
+                                           and not _column_on_row(out, y)):
+            return False
+        self.amx.set_threads(self.threads if 2 * m * pp * k >= GEMM_PARALLEL_MIN else 1)
+        self.amx.gemm_amx_mod(x, y, out, float(p), p & (p - 1) == 0)
+        self.launches += 1
+        return True
+
     def _run_gemm(self, la, i, lb, j, k0, k1, out, colmajor, beta):
         if self.amx is not None:
             self._compiled_gemm(self.amx, "gemm_amx", GEMM_PARALLEL_MIN, la, i, lb, j, k0, k1,
@@ -430,6 +461,15 @@ def _reversed(kind, operand):
     """Whether an operand's slices are stored in reverse order: B's slices for the EF
     groups (``A_i B_{g-i}`` adjacent); Ozaki II pairs residues of one modulus only."""
     return operand == "b" and kind != "crt"
+
+
+def _column_on_row(out, y):
+    """Whether ``out`` (m x p) lies on ``y`` (p x k) with column j of ``out`` on row j of
+    ``y``, ``m <= k``: the one sharing ``gemm_amx_mod`` allows."""
+    m = out.shape[0]
+    k = y.shape[1]
+    return (m <= k and out.ctypes.data == y.ctypes.data and out.strides[1] == y.strides[0]
+            and out.strides[0] == y.strides[1])
 
 
 def run_view(lay, i, k0, k1):

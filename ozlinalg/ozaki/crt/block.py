@@ -391,11 +391,19 @@ def _accumulate(blk, da, db, consts, nmod, tile_shape):
     acc = passes_for(engine, xp).crt_accumulator(consts, bool(blk.faith))
     if hasattr(acc, "recycle"):  # db[t] is dead after product t: room for its result
         acc.recycle(db)
+    fused = getattr(acc, "product", None)
     for t in range(nmod):
         with _timer(timers, "int8"):
-            prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128,
-                                                ws=blk.workspace(*tile_shape))
+            # the engine's GEMM that reduces as it goes, where it has one
+            done = fused is not None and fused(t, da, db)
+            if not done:
+                prod, calls = engine.int_matmul_sum(da, db, [(t, t)], 128, 128,
+                                                    ws=blk.workspace(*tile_shape))
         counts["int8_gemms"] += 1
+        if done:
+            counts["engine_calls"] += 1
+            counts["passes"] += 1
+            continue
         counts["engine_calls"] += calls
         with _timer(timers, "acc"):
             acc.add(t, prod)
