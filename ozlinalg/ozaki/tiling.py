@@ -283,7 +283,7 @@ def _tiled_product(plan, aw, bt, row_max=(None, None), keep_bounds=True):
                           profile_counts=counts, timers=timers, tiles=plan.tiles,
                           accuracy=opts.accuracy,
                           check=opts.accuracy != "faithful" and opts.count_check,
-                          keep_bounds=keep_bounds, retile=plan.retile)
+                          keep_bounds=keep_bounds, retile=plan.retile, row_max=row_max)
         return xp.asfortranarray(c) if order == "F" else c
     tile_list = [(i0, j0) for i0 in range(0, m, mt) for j0 in range(0, p, pt)]
     if opts.accuracy == "faithful":

@@ -142,6 +142,9 @@ def _cases(name, engine, rng, shape, order):
         # rows r0:r1 of B^T for a C-ordered B: unit stride down each column only
         tile = _matrix(rng, (k, rows + 2), "C").T[1:-1]
         yield (tile, passes.slice_storage(tile, 1, "crt", "b")[0]), (1,)
+        if k:  # the rows' maxima given (as the product's Inf / NaN check reads them)
+            yield (a, passes.slice_storage(a, 1, "crt", "b")[0], np.abs(a).max(axis=1)), (1,)
+            yield (tile, None, np.abs(tile).max(axis=1)), ()
     elif name == "crt_accumulator":
         return  # an object: compared by test_crt_accumulator
     elif name == "scale_outer":

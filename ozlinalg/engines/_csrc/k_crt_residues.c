@@ -429,15 +429,15 @@ k_bound_r_min(ozval *v, int nt)
                 bound_row(&a, w + i * w0, 1, i, p, 1, 1, 1, buf);
             else if (p > 0)
                 bound_row(&a, w + i * w0, w1, i, p, a.cb0, a.nb0, a.ib0, buf);
-            /* the first column of the smallest bound (NaN never taken) */
-            double best = INFINITY;
+            /* the first column of the smallest bound (NaN never taken): the minimum in
+             * vector lanes (x < m ? x : m is minpd's own rule, NaN passed over), then
+             * its first column; none below Inf leaves column 0, as a scan's first
+             * strict improvement would */
+            double best = oz_min_skip_nan(buf, p);
             ptrdiff_t arg = 0;
-            for (ptrdiff_t j = 0; j < p; j++) {
-                if (buf[j] < best) {
-                    best = buf[j];
-                    arg = j;
-                }
-            }
+            if (best < INFINITY)
+                while (buf[arg] != best)
+                    arg++;
             rmin[i * r0] = best;
             rarg[i * g0] = arg;
         }
@@ -579,7 +579,9 @@ k_row_stats_cols(ozval *v, int nt)
     if (OZ_N(1, 0) < n || OZ_N(2, 0) < n ||
         (want && (OZ_N(3, 0) < k || OZ_N(3, 1) < n || OZ_N(4, 0) < n)))
         return OZK_BADLAYOUT;
-    double *buf = oz_col_factors(at, k, n, a0, a1, exps, e0, NULL, nt);
+    /* the columns' maxima where the caller has them (one pass over at fewer) */
+    const double *top = OZ_N(5, 0) >= n ? OZ_D(5) : NULL;
+    double *buf = oz_col_factors(at, k, n, a0, a1, exps, e0, NULL, top, OZ_S(5, 0), nt);
     if (buf == NULL)
         return OZK_NOMEM;
     const double *f1 = buf + n, *f2 = buf + 2 * n;

@@ -104,7 +104,7 @@ k_normalize_cols(ozval *v, int nt)
     ptrdiff_t x0 = OZ_S(1, 0);
     if (OZ_S(1, 1) != 1)
         return OZK_BADLAYOUT;
-    double *buf = oz_col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
+    double *buf = oz_col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, NULL, 0, nt);
     if (buf == NULL)
         return OZK_NOMEM;
     const double *f1 = buf + n, *f2 = buf + 2 * n;
@@ -130,7 +130,7 @@ k_normalize_cols_sumsq(ozval *v, int nt)
     int fail = 0;
     if (OZ_S(1, 1) != 1 || nb < 1)
         return OZK_BADLAYOUT;
-    double *buf = oz_col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, nt);
+    double *buf = oz_col_factors(at, k, n, a0, a1, OZ_I32(2), OZ_S(2, 0), NULL, NULL, 0, nt);
     if (buf == NULL)
         return OZK_NOMEM;
     const double *f1 = buf + n, *f2 = buf + 2 * n;

@@ -191,16 +191,43 @@ oz_col_absmax(const double *xt, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_
     return 0;
 }
 
-/* Factors of the columns of at (k x n): f1, f2 and exps per column; NULL on failure. */
+/* min(x[0 .. n), Inf), NaN passed over: x < m ? x : m (minpd's rule) in eight
+ * independent lanes (one chain would wait on each compare), any order giving the same
+ * minimum. */
+OZ_INLINE double
+oz_min_skip_nan(const double *restrict x, ptrdiff_t n)
+{
+    double m[8];
+    for (int l = 0; l < 8; l++)
+        m[l] = INFINITY;
+    ptrdiff_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            m[l] = x[j + l] < m[l] ? x[j + l] : m[l];
+    double best = INFINITY;
+    for (int l = 0; l < 8; l++)
+        best = m[l] < best ? m[l] : best;
+    for (; j < n; j++)
+        best = x[j] < best ? x[j] : best;
+    return best;
+}
+
+/* Factors of the columns of at (k x n): f1, f2 and exps per column; NULL on failure.
+ * top (stride t0): the columns' maxima of |at| where the caller has them, else NULL:
+ * read here. */
 static inline double *
 oz_col_factors(const double *at, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_t s1,
-               int32_t *exps, ptrdiff_t e0, double **mx_out, int nt)
+               int32_t *exps, ptrdiff_t e0, double **mx_out, const double *top,
+               ptrdiff_t t0, int nt)
 {
     double *buf = malloc(sizeof(double) * (size_t)OZ_MAX(3 * n, 1));
     if (buf == NULL)
         return NULL;
     double *mx = buf, *f1 = buf + n, *f2 = buf + 2 * n;
-    if (oz_col_absmax(at, k, n, s0, s1, mx, nt) != 0) {
+    if (top != NULL)
+        for (ptrdiff_t j = 0; j < n; j++)
+            mx[j] = top[j * t0];
+    else if (oz_col_absmax(at, k, n, s0, s1, mx, nt) != 0) {
         free(buf);
         return NULL;
     }

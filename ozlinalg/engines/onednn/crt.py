@@ -56,10 +56,10 @@ class CRTPasses(KernelPasses):
             ker.crt_bound(np.ascontiguousarray(x), out)
         return True
 
-    def row_stats(self, a, out):
+    def row_stats(self, a, out, top=None):
         """``ozlinalg.ozaki.crt.shifts.row_stats_generic`` in one pass over the raw rows
-        ``a`` (two for column-contiguous rows: their maxima first), with no normalized
-        copy; None: generic."""
+        ``a`` (two for column-contiguous rows: their maxima first, unless ``top`` gives
+        them), with no normalized copy; None: generic."""
         ker = self.kernels
         if ker is None or a.dtype != np.float64 or a.ndim != 2 or (
                 out is not None and (out.dtype != np.int8 or out.shape != a.shape)):
@@ -70,7 +70,9 @@ class CRTPasses(KernelPasses):
         dsum = np.empty(rows if out is not None else 0)
         bound = out if out is not None else np.empty((0, 0), np.int8)
         if _col_lines(a):
-            self._k(a.size).row_stats_cols(a.T, e, fsq, bound.T, dsum)
+            top = (np.empty(0) if top is None or top.shape != (rows,)
+                   else np.ascontiguousarray(top, np.float64))
+            self._k(a.size).row_stats_cols(a.T, e, fsq, bound.T, dsum, top)
         else:
             self._k(a.size).row_stats(a, e, fsq, bound, dsum)
         return e, fsq, (dsum if out is not None else None)

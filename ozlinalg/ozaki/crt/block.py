@@ -59,6 +59,9 @@ class _Block:
     kept: dict = field(default_factory=dict)
     bounds: dict = field(default_factory=dict)
     spaces: dict = field(default_factory=dict)
+    #: the maxima of |A|'s and |B^T|'s rows over the whole inner block, where the
+    #: caller has them (``row_stats`` then need not read them again), else None
+    row_max: tuple = (None, None)
 
     @property
     def m(self):
@@ -120,7 +123,9 @@ class _Block:
         rows = self.rows(which, r0, r1)
         passes = passes_for(self.engine, self.xp)
         out = passes.slice_storage(rows, 1, "crt", which) if bound else None
-        e, fsq, dsum = passes.row_stats(rows, None if out is None else out[0])
+        top = self.row_max[0 if which == "a" else 1]
+        e, fsq, dsum = passes.row_stats(rows, None if out is None else out[0],
+                                        None if top is None else top[r0:r1])
         return e, fsq, (None if out is None else (out, dsum))
 
     def normalized(self, which, r0, r1):
@@ -413,7 +418,8 @@ def _accumulate(blk, da, db, consts, nmod, tile_shape):
 
 
 def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, tiles=None,
-               out=None, faith=False, verdicts=None, keep_bounds=True, retile=None):
+               out=None, faith=False, verdicts=None, keep_bounds=True, retile=None,
+               row_max=None):
     """One inner block over all output tiles; returns the block's product, or adds it
     to ``out`` (a previous block's result) tile by tile. Faithful mode (``faith``
     "certify" or "bound"): returns ``(c, certified)`` or ``(c, bound)`` (final units),
@@ -423,13 +429,15 @@ def crt_block(xp, engine, a, bt, moduli, scaling, max_moduli, counts, timers, ti
     ``keep_bounds`` (accurate scaling): W kept for the whole output while the plan is
     made (False: recomputed per pass, :class:`.shifts.RecomputedBounds`; the memory plan's
     choice). ``retile``: the product phase's tiles for the count chosen
-    (:func:`.product.crt_matmul_2d`)."""
+    (:func:`.product.crt_matmul_2d`). ``row_max``: ``(A's, B^T's)`` row maxima of
+    ``|x|`` over this block's inner indices, or None."""
     m, k = a.shape
     p = bt.shape[0]
     mt, pt = tiles or (m, p)
     blk = _Block(xp, engine, a, bt, moduli, scaling, counts, timers, faith,
                  [(i0, min(m, i0 + mt)) for i0 in range(0, m, mt)],
-                 [(j0, min(p, j0 + pt)) for j0 in range(0, p, pt)])
+                 [(j0, min(p, j0 + pt)) for j0 in range(0, p, pt)],
+                 row_max=row_max or (None, None))
     with _timer(timers, "split"):
         rows = _row_vectors(blk)
     bounds = _bound_products(blk, keep_bounds)

@@ -14,7 +14,7 @@ __all__ = ["CRT_INNER_BLOCK", "crt_matmul_2d"]
 
 def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_moduli=20,
                   profile_counts=None, timers=None, tiles=None, accuracy="dgemm",
-                  recompute=True, check=False, keep_bounds=True, retile=None):
+                  recompute=True, check=False, keep_bounds=True, retile=None, row_max=None):
     """``a @ b`` for finite float64 2-D arrays by Ozaki scheme II.
 
     Parameters
@@ -68,6 +68,10 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
         memory plan's :func:`ozlinalg.ozaki.memory.product_plan`: W and the count's
         passes are over by then), or None; without it (or None) the products take
         ``tiles``. Same result.
+    row_max : (array, array), optional
+        The maxima of ``|a|``'s rows and ``|b|``'s columns (finite), where the caller
+        has them: the count's statistics then need not read them again (one inner
+        block only). Same result.
 
     Returns
     -------
@@ -123,11 +127,13 @@ def crt_matmul_2d(xp, engine, a, b, moduli="auto", scaling="accurate", max_modul
             counts["uncertified"] = tuple(to_numpy(v) for v in xp.nonzero(~ok))
         return c
     verdicts = [] if check and moduli != "auto" else None
+    whole = (row_max if nblocks == 1 and row_max is not None
+             and all(v is not None for v in row_max) else None)
     for k0 in range(0, n, step):
         k1 = min(n, k0 + step)
         part = crt_block(xp, engine, a[:, k0:k1], bt[:, k0:k1], moduli, scaling,
                           max_moduli, counts, timers, tiles, c, verdicts=verdicts,
-                          keep_bounds=keep_bounds, retile=retile)
+                          keep_bounds=keep_bounds, retile=retile, row_max=whole)
         if c is None:
             c = part
     if verdicts:

@@ -79,13 +79,15 @@ def bound_generic(xp, x, out):
 
 
 @generic("row_stats")
-def row_stats_generic(xp, engine, a, out):
+def row_stats_generic(xp, engine, a, out, top=None):
     """``(exps, fsq, dsum)`` of the raw rows ``a``: the exponents of ``normalize_rows``,
     the fixed-point sums of the normalized rows' squares (``fixed_sums``) and, where
     ``out`` (int8, ``a``'s shape) is given, the bound operand ``out = -ceil(128 |x|)``
     (``crt_bound``) and its digit sums (``digit_sums``; None without ``out``): the
     generic form of an engine's ``row_stats``, which takes them with no normalized
-    copy of ``a``."""
+    copy of ``a``. ``top``: the rows' maxima of ``|a|`` where the caller has them
+    (finite rows), which an engine may take instead of reading them again; the
+    values do not depend on it."""
     passes = passes_for(engine, xp)
     x, e = passes.normalize_rows(a)
     fsq = passes.fixed_sums(x, True) if x.shape[1] else xp.zeros(x.shape[0])
