@@ -205,41 +205,6 @@ pack_tiles(s8mat x, ptrdiff_t r0, ptrdiff_t mr, ptrdiff_t k0, ptrdiff_t kc, ptrd
     }
 }
 
-/* The 32 x 32 block of ap (tile order, nq groups) times the strips b0 and b0 + strip,
- * into c (row stride cs bytes), loaded first where add. */
-static void
-block_32x32(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t nq, int32_t *c,
-            ptrdiff_t cs, int add)
-{
-    const int8_t *b1 = b0 + strip;
-    if (add) {
-        _tile_loadd(0, c, cs);
-        _tile_loadd(1, c + 16, cs);
-        _tile_loadd(2, (const char *)c + 16 * cs, cs);
-        _tile_loadd(3, (const char *)c + 16 * cs + 64, cs);
-    } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-    for (ptrdiff_t q = 0; q < nq; q++) {
-        const int8_t *a = ap + q * X_MR * 64;
-        _tile_loadd(4, a, 64);
-        _tile_loadd(6, b0 + 1024 * q, 64);
-        _tile_dpbssd(0, 4, 6);
-        _tile_loadd(7, b1 + 1024 * q, 64);
-        _tile_dpbssd(1, 4, 7);
-        _tile_loadd(5, a + 1024, 64);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-    }
-    _tile_stored(0, c, cs);
-    _tile_stored(1, c + 16, cs);
-    _tile_stored(2, (char *)c + 16 * cs, cs);
-    _tile_stored(3, (char *)c + 16 * cs + 64, cs);
-}
-
 /* gemm_amx_mod's output: c's entries reduced mod pf (symmetric, int8) into o. */
 typedef struct {
     int8_t *o;
@@ -269,18 +234,27 @@ reduce_rows(pending *pd, const mod_out *red, ptrdiff_t upto)
     }
 }
 
-/* block_32x32 into ct (no c to load), reducing the previous block's rows (pd) one per
- * step of the inner loop meanwhile: the vector units work on them while the tiles
- * multiply, instead of after. */
-static void
-block_32x32_red(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t nq, int32_t *ct,
-                pending *pd, const mod_out *red)
+/* The 32 x 32 block of ap (tile order, nq groups) times the strips b0 and b0 + strip,
+ * into c (row stride cs bytes), loaded first where add. Where pd holds a finished block
+ * (gemm_amx_mod), its rows are reduced one per step of the inner loop meanwhile: the
+ * vector units work on them while the tiles multiply, instead of after. */
+OZ_INLINE void
+block_32x32(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t nq, int32_t *c,
+            ptrdiff_t cs, int add, pending *pd, const mod_out *red)
 {
     const int8_t *b1 = b0 + strip;
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    int reducing = pd != NULL && pd->ct != NULL;
+    if (add) {
+        _tile_loadd(0, c, cs);
+        _tile_loadd(1, c + 16, cs);
+        _tile_loadd(2, (const char *)c + 16 * cs, cs);
+        _tile_loadd(3, (const char *)c + 16 * cs + 64, cs);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
     for (ptrdiff_t q = 0; q < nq; q++) {
         const int8_t *a = ap + q * X_MR * 64;
         _tile_loadd(4, a, 64);
@@ -291,15 +265,15 @@ block_32x32_red(const int8_t *ap, const int8_t *b0, ptrdiff_t strip, ptrdiff_t n
         _tile_loadd(5, a + 1024, 64);
         _tile_dpbssd(2, 5, 6);
         _tile_dpbssd(3, 5, 7);
-        if (pd->ct != NULL)
+        if (reducing)
             reduce_rows(pd, red, pd->next + 1);
     }
-    if (pd->ct != NULL)
+    if (reducing)
         reduce_rows(pd, red, X_MR);
-    _tile_stored(0, ct, X_NR * 4);
-    _tile_stored(1, ct + 16, X_NR * 4);
-    _tile_stored(2, ct + 16 * X_NR, X_NR * 4);
-    _tile_stored(3, ct + 16 * X_NR + 16, X_NR * 4);
+    _tile_stored(0, c, cs);
+    _tile_stored(1, c + 16, cs);
+    _tile_stored(2, (char *)c + 16 * cs, cs);
+    _tile_stored(3, (char *)c + 16 * cs + 64, cs);
 }
 
 /* c (+)= a @ b.T, or where red: (a @ b.T) mod p into red->o, all of k in one panel
@@ -368,18 +342,18 @@ gemm_amx(const gemm_args *g, int nt, const mod_out *red)
                         const int8_t *b0 = bpack + 2 * s * stripb;
                         if (red) {
                             int32_t *cur = ct + ((s - s0) & 1) * X_MR * X_NR;
-                            block_32x32_red(ap, b0, stripb, nq, cur, &pd, red);
+                            block_32x32(ap, b0, stripb, nq, cur, X_NR * 4, 0, &pd, red);
                             pending nx = {cur, red->o + i0 * red->o0 + jj * red->o1, mr, nr, 0};
                             pd = nx;
                             continue;
                         }
                         int32_t *c = g->c + i0 * g->cs0 + jj * g->cs1;
                         if (mr == X_MR && nr == X_NR && g->cs1 == 1) {
-                            block_32x32(ap, b0, stripb, nq, c, g->cs0 * 4, add);
+                            block_32x32(ap, b0, stripb, nq, c, g->cs0 * 4, add, NULL, NULL);
                             continue;
                         }
                         /* an edge block or a strided c: the whole block into ct */
-                        block_32x32(ap, b0, stripb, nq, ct, X_NR * 4, 0);
+                        block_32x32(ap, b0, stripb, nq, ct, X_NR * 4, 0, NULL, NULL);
                         for (ptrdiff_t r = 0; r < mr; r++)
                             for (ptrdiff_t j = 0; j < nr; j++) {
                                 int32_t *o = c + r * g->cs0 + j * g->cs1;
