@@ -232,6 +232,29 @@ class TestModKernel:
         long_b = on.empty_slices(1, 2, 4097, "crt", "b")
         assert not on.int_matmul_mod(long_a, long_b, 0, 199, np.empty((2, 2), np.int8))
 
+    def test_python_threads_and_a_forked_child(self, rng, amx):
+        # as gemm_amx's: each call configures its own threads' tiles; the pending block
+        # and its two buffers are per thread too
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        a = rng.integers(-128, 128, (8, 96, 700)).astype(np.int8)
+        b = rng.integers(-128, 128, (8, 80, 700)).astype(np.int8)
+
+        def one(t):
+            amx.set_threads(1 + t % 2)
+            out = np.empty((96, 80), np.int8)
+            for _ in range(20):
+                amx.gemm_amx_mod(a[t], b[t], out, 241.0, False)
+            return np.array_equal(out, _residues(int64_product(a[t], b[t]), 241))
+
+        with ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(one, range(8)))
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(0 if one(2) else 1)  # one OpenMP thread, as the engine after fork
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
     def test_built_at_x86_64_v4_only(self):
         for level in (1, 3):
             mod = kernels._module(level)
