@@ -53,6 +53,29 @@ def _aligned(shape, dtype, offset=0):
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
+def _threads_and_fork(rng, amx, product, reference):
+    """``product(a, b)`` of one kernel against ``reference(a, b)``, 20 calls in each of
+    eight Python threads at once (one or two OpenMP threads each), then in a forked
+    child (one OpenMP thread there, as the engine runs after fork)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = rng.integers(-128, 128, (8, 96, 700)).astype(np.int8)
+    b = rng.integers(-128, 128, (8, 80, 700)).astype(np.int8)
+
+    def one(t):
+        amx.set_threads(1 + t % 2)
+        want = reference(a[t], b[t])
+        return all(np.array_equal(product(a[t], b[t]), want) for _ in range(20))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(one, range(8)))
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os._exit(0 if one(2) else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 class TestKernel:
     """``gemm_amx`` against int64 NumPy."""
 
@@ -89,25 +112,12 @@ class TestKernel:
         # tile state is per thread: concurrent calls (GIL released, each with its own
         # OpenMP team and tile configuration) and a forked child (the permission is
         # inherited) give the same results
-        import os
-        from concurrent.futures import ThreadPoolExecutor
+        def product(a, b):
+            c = np.empty((a.shape[0], b.shape[0]), np.int32)
+            amx.gemm_amx(a, b, c, False)
+            return c
 
-        a = rng.integers(-128, 128, (8, 96, 700)).astype(np.int8)
-        b = rng.integers(-128, 128, (8, 80, 700)).astype(np.int8)
-
-        def one(t):
-            amx.set_threads(1 + t % 2)
-            c = np.empty((96, 80), np.int32)
-            for _ in range(20):
-                amx.gemm_amx(a[t], b[t], c, False)
-            return np.array_equal(c, int64_product(a[t], b[t]))
-
-        with ThreadPoolExecutor(8) as pool:
-            assert all(pool.map(one, range(8)))
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            os._exit(0 if one(2) else 1)  # one OpenMP thread, as the engine after fork
-        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        _threads_and_fork(rng, amx, product, int64_product)
 
     def test_built_at_x86_64_v4_only(self):
         base = kernels._module(1)
@@ -235,25 +245,12 @@ class TestModKernel:
     def test_python_threads_and_a_forked_child(self, rng, amx):
         # as gemm_amx's: each call configures its own threads' tiles; the pending block
         # and its two buffers are per thread too
-        import os
-        from concurrent.futures import ThreadPoolExecutor
+        def product(a, b):
+            out = np.empty((a.shape[0], b.shape[0]), np.int8)
+            amx.gemm_amx_mod(a, b, out, 241.0, False)
+            return out
 
-        a = rng.integers(-128, 128, (8, 96, 700)).astype(np.int8)
-        b = rng.integers(-128, 128, (8, 80, 700)).astype(np.int8)
-
-        def one(t):
-            amx.set_threads(1 + t % 2)
-            out = np.empty((96, 80), np.int8)
-            for _ in range(20):
-                amx.gemm_amx_mod(a[t], b[t], out, 241.0, False)
-            return np.array_equal(out, _residues(int64_product(a[t], b[t]), 241))
-
-        with ThreadPoolExecutor(8) as pool:
-            assert all(pool.map(one, range(8)))
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            os._exit(0 if one(2) else 1)  # one OpenMP thread, as the engine after fork
-        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        _threads_and_fork(rng, amx, product, lambda a, b: _residues(int64_product(a, b), 241))
 
     def test_built_at_x86_64_v4_only(self):
         for level in (1, 3):

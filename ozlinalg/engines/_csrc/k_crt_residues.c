@@ -508,21 +508,38 @@ stats_row(const double *a, ptrdiff_t s1, ptrdiff_t k, double *restrict x, int32_
     }
 }
 
+/* The arguments both row_stats kernels take (a, exps, fsq, bound, dsum): per line of a
+ * (lines of them: a's rows, or its columns for row_stats_cols) an exponent, a sum and a
+ * digit sum; the bound, where wanted (non-empty), a's shape. */
+typedef struct {
+    const double *a;
+    int32_t *exps;
+    double *fsq, *dsum;
+    int8_t *bnd;
+    ptrdiff_t a0, a1, e0, f0, b0, b1, d0;
+    int want;
+} stats_args;
+
+static int
+stats_read(ozval *v, ptrdiff_t lines, stats_args *s)
+{
+    stats_args r = {OZ_D(0), OZ_I32(1), OZ_D(2), OZ_D(4), OZ_I8(3), OZ_S(0, 0), OZ_S(0, 1),
+                    OZ_S(1, 0), OZ_S(2, 0), OZ_S(3, 0), OZ_S(3, 1), OZ_S(4, 0), OZ_N(3, 0) > 0};
+    if (OZ_N(1, 0) < lines || OZ_N(2, 0) < lines ||
+        (r.want && (OZ_N(3, 0) < OZ_N(0, 0) || OZ_N(3, 1) < OZ_N(0, 1) || OZ_N(4, 0) < lines)))
+        return OZK_BADLAYOUT;
+    *s = r;
+    return 0;
+}
+
 int
 k_row_stats(ozval *v, int nt)
 {
-    const double *a = OZ_D(0);
-    int32_t *exps = OZ_I32(1);
-    double *fsq = OZ_D(2), *dsum = OZ_D(4);
-    int8_t *bnd = OZ_I8(3);
-    ptrdiff_t rows = OZ_N(0, 0), k = OZ_N(0, 1), a0 = OZ_S(0, 0), a1 = OZ_S(0, 1);
-    ptrdiff_t e0 = OZ_S(1, 0), f0 = OZ_S(2, 0), b0 = OZ_S(3, 0), b1 = OZ_S(3, 1);
-    ptrdiff_t d0 = OZ_S(4, 0);
-    int want = OZ_N(3, 0) > 0;
-    int fail = 0;
-    if (OZ_N(1, 0) < rows || OZ_N(2, 0) < rows ||
-        (want && (OZ_N(3, 0) < rows || OZ_N(3, 1) < k || OZ_N(4, 0) < rows)))
+    ptrdiff_t rows = OZ_N(0, 0), k = OZ_N(0, 1);
+    stats_args s;
+    if (stats_read(v, rows, &s))
         return OZK_BADLAYOUT;
+    int fail = 0;
     OZ_PARALLEL(nt)
     {
         double *x = malloc(sizeof(double) * (size_t)OZ_MAX(k, 1));
@@ -532,12 +549,15 @@ k_row_stats(ozval *v, int nt)
         for (ptrdiff_t i = 0; i < rows; i++) {
             if (x == NULL)
                 continue;
-            int8_t *bi = want ? bnd + i * b0 : NULL;
-            double *di = want ? dsum + i * d0 : NULL;
-            if (a1 == 1)
-                stats_row(a + i * a0, 1, k, x, exps + i * e0, fsq + i * f0, bi, b1, di);
+            int8_t *bi = s.want ? s.bnd + i * s.b0 : NULL;
+            double *di = s.want ? s.dsum + i * s.d0 : NULL;
+            const double *ai = s.a + i * s.a0;
+            int32_t *ei = s.exps + i * s.e0;
+            double *fi = s.fsq + i * s.f0;
+            if (s.a1 == 1)
+                stats_row(ai, 1, k, x, ei, fi, bi, s.b1, di);
             else
-                stats_row(a + i * a0, a1, k, x, exps + i * e0, fsq + i * f0, bi, b1, di);
+                stats_row(ai, s.a1, k, x, ei, fi, bi, s.b1, di);
         }
         free(x);
     }
@@ -568,20 +588,13 @@ bound_sums_run(const double *x, int8_t *o, ptrdiff_t os, ptrdiff_t w, int64_t *d
 int
 k_row_stats_cols(ozval *v, int nt)
 {
-    const double *at = OZ_D(0);
-    int32_t *exps = OZ_I32(1);
-    double *fsq = OZ_D(2), *dsum = OZ_D(4);
-    int8_t *bnd = OZ_I8(3);
-    ptrdiff_t k = OZ_N(0, 0), n = OZ_N(0, 1), a0 = OZ_S(0, 0), a1 = OZ_S(0, 1);
-    ptrdiff_t e0 = OZ_S(1, 0), f0 = OZ_S(2, 0), b0 = OZ_S(3, 0), b1 = OZ_S(3, 1);
-    ptrdiff_t d0 = OZ_S(4, 0);
-    int want = OZ_N(3, 0) > 0;
-    if (OZ_N(1, 0) < n || OZ_N(2, 0) < n ||
-        (want && (OZ_N(3, 0) < k || OZ_N(3, 1) < n || OZ_N(4, 0) < n)))
+    ptrdiff_t k = OZ_N(0, 0), n = OZ_N(0, 1);
+    stats_args s;
+    if (stats_read(v, n, &s))
         return OZK_BADLAYOUT;
     /* the columns' maxima where the caller has them (one pass over at fewer) */
     const double *top = OZ_N(5, 0) >= n ? OZ_D(5) : NULL;
-    double *buf = oz_col_factors(at, k, n, a0, a1, exps, e0, NULL, top, OZ_S(5, 0), nt);
+    double *buf = oz_col_factors(s.a, k, n, s.a0, s.a1, s.exps, s.e0, NULL, top, OZ_S(5, 0), nt);
     if (buf == NULL)
         return OZK_NOMEM;
     const double *f1 = buf + n, *f2 = buf + 2 * n;
@@ -598,17 +611,17 @@ k_row_stats_cols(ozval *v, int nt)
             ds[j] = 0;
         }
         for (ptrdiff_t r = 0; r < k; r++) {
-            const double *row = at + r * a0 + j0 * a1;
+            const double *row = s.a + r * s.a0 + j0 * s.a1;
             for (ptrdiff_t j = 0; j < w; j++)
-                x[j] = (row[j * a1] * f1[j0 + j]) * f2[j0 + j];
+                x[j] = (row[j * s.a1] * f1[j0 + j]) * f2[j0 + j];
             for (ptrdiff_t j = 0; j < w; j++)
                 acc[j] += fixed_fast(x[j], 1, bad + j);
-            if (want) {
-                int8_t *o = bnd + r * b0 + j0 * b1;
-                if (b1 == 1)
+            if (s.want) {
+                int8_t *o = s.bnd + r * s.b0 + j0 * s.b1;
+                if (s.b1 == 1)
                     bound_sums_run(x, o, 1, w, ds);
                 else
-                    bound_sums_run(x, o, b1, w, ds);
+                    bound_sums_run(x, o, s.b1, w, ds);
             }
         }
         for (ptrdiff_t j = 0; j < w; j++)
@@ -617,15 +630,15 @@ k_row_stats_cols(ozval *v, int nt)
             for (ptrdiff_t j = 0; j < w; j++)
                 acc[j] = 0;
             for (ptrdiff_t r = 0; r < k; r++) {
-                const double *row = at + r * a0 + j0 * a1;
+                const double *row = s.a + r * s.a0 + j0 * s.a1;
                 for (ptrdiff_t j = 0; j < w; j++)
-                    acc[j] += fixed_unit((row[j * a1] * f1[j0 + j]) * f2[j0 + j], 1);
+                    acc[j] += fixed_unit((row[j * s.a1] * f1[j0 + j]) * f2[j0 + j], 1);
             }
         }
         for (ptrdiff_t j = 0; j < w; j++) {
-            fsq[(j0 + j) * f0] = (double)(int64_t)acc[j] * 0x1p-40;
-            if (want)
-                dsum[(j0 + j) * d0] = (double)ds[j];
+            s.fsq[(j0 + j) * s.f0] = (double)(int64_t)acc[j] * 0x1p-40;
+            if (s.want)
+                s.dsum[(j0 + j) * s.d0] = (double)ds[j];
         }
     }
     free(buf);

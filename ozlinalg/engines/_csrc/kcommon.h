@@ -191,22 +191,37 @@ oz_col_absmax(const double *xt, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff_
     return 0;
 }
 
-/* min(x[0 .. n), Inf), NaN passed over: x < m ? x : m (minpd's rule) in eight
- * independent lanes (one chain would wait on each compare), any order giving the same
- * minimum. */
+/* a < b ? a : b per lane (NaN in a: b, as the scalar expression) */
+OZ_INLINE oz_vd
+oz_v_min(oz_vd a, oz_vd b)
+{
+    oz_vl m = a < b;
+    return (oz_vd)((m & (oz_vl)a) | (~m & (oz_vl)b));
+}
+
+/* min(x[0 .. n), Inf), NaN passed over: the value of the scalar loop "m = x < m ? x :
+ * m" from m = Inf (one compare's latency an element) in independent lanes, as
+ * oz_row_absmax takes its maximum (a minimum does not depend on the order). */
 OZ_INLINE double
 oz_min_skip_nan(const double *restrict x, ptrdiff_t n)
 {
-    double m[8];
-    for (int l = 0; l < 8; l++)
-        m[l] = INFINITY;
-    ptrdiff_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++)
-            m[l] = x[j + l] < m[l] ? x[j + l] : m[l];
     double best = INFINITY;
-    for (int l = 0; l < 8; l++)
-        best = m[l] < best ? m[l] : best;
+    ptrdiff_t j = 0;
+    if (n >= 4 * OZ_VL) {
+        oz_vd inf = (oz_vd){0} + INFINITY;
+        oz_vd b0 = inf, b1 = inf, b2 = inf, b3 = inf;
+        for (; j + 4 * OZ_VL <= n; j += 4 * OZ_VL) {
+            b0 = oz_v_min(oz_v_load(x + j), b0);
+            b1 = oz_v_min(oz_v_load(x + j + OZ_VL), b1);
+            b2 = oz_v_min(oz_v_load(x + j + 2 * OZ_VL), b2);
+            b3 = oz_v_min(oz_v_load(x + j + 3 * OZ_VL), b3);
+        }
+        b0 = oz_v_min(b1, b0);
+        b2 = oz_v_min(b3, b2);
+        b0 = oz_v_min(b2, b0);
+        for (int lane = 0; lane < OZ_VL; lane++)
+            best = b0[lane] < best ? b0[lane] : best;
+    }
     for (; j < n; j++)
         best = x[j] < best ? x[j] : best;
     return best;

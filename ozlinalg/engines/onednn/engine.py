@@ -19,7 +19,7 @@ from ..base import group_runs
 from ..sgemm import SGEMMEngine
 from ._common import GEMM_PARALLEL_MIN, EngineUnavailable, _col_lines
 from .accumulate import AccumulatePasses
-from .crt import CRTPasses
+from .crt import CRTPasses, _reducible
 from .estimate import EstimatePasses
 from .faithful import FaithfulPasses
 from .normalize import NormalizePasses
@@ -427,8 +427,8 @@ class OneDNNEngine(Int8Engine):
             return False
         _, m, k = a.shape
         pp = b.shape[1]
-        if (k > AMX_MOD_MAX_K or k * 128 * 128 > INT32_EXACT or not 1 <= p <= 256
-                or not (p % 2 or p & (p - 1) == 0) or out.dtype != np.int8
+        if (k > AMX_MOD_MAX_K or k * 128 * 128 > INT32_EXACT or not _reducible(p)
+                or out.dtype != np.int8
                 or out.shape != (m, pp) or b.shape[2] != k):
             return False
         x = run_view(self._layout(a), t, 0, k)
