@@ -98,6 +98,13 @@ def calls():
     rhs_tall = rng.standard_normal((170, 2))
     out["linalg/lstsq"] = lambda: oz.lstsq(tall, rhs_tall)[0]
     out["ozlinalg.solve"] = lambda: ozlinalg.solve(g, rhs)
+    small_rng = np.random.default_rng(8)  # a stream of its own: the inputs above and below
+    for k in (8, 33, 100):  # stay as they were (one-level LU in one compiled call each)
+        gk, bk = small_rng.standard_normal((k, k)), small_rng.standard_normal((k, 2))
+        out[f"ozlinalg.solve/{k}"] = lambda gk=gk, bk=bk: ozlinalg.solve(gk, bk)
+        out[f"linalg/lu_factor/{k}"] = lambda gk=gk: oz.lu_factor(gk)
+        out[f"linalg/lu_solve/{k}"] = lambda gk=gk, bk=bk: oz.lu_solve(oz.lu_factor(gk),
+                                                                        bk[:, 0])
     gc = g + 1j * rng.standard_normal(g.shape)
     out["linalg/lu_factor-complex"] = lambda: oz.lu_factor(gc)
     out["linalg/solve-float32"] = lambda: oz.solve(g.astype(np.float32), rhs.astype(np.float32))

@@ -17,11 +17,36 @@ These functions run the same steps in the same order on the same primitives (LAP
 ``swap_rows``, the update through the routine's ``Runner.gemm``), so the results are
 the recursion's bit for bit (tests/linalg/test_lu_one_level.py compares them on
 every order and shape they take), with none of its set-up.
+
+Where every update takes the one-call small-product path
+(:func:`~ozlinalg.ozaki.small.small_args`), a square factorization and its solve run
+as one compiled call each (``k_lu_small.c``): the same LAPACK and BLAS routines, on
+packed copies of their blocks as SciPy's wrappers pass them, and the same product
+kernel, in the same order, so the same bits (the tests compare both ways). At n = 8
+the Python steps took 39 us (factor) and 38 us (solve) on an AMX Xeon core, the
+compiled calls about a tenth of it. A call the kernel declines part way (Inf / NaN in
+an update, a fixed slice count below auto's, which warns) starts again on the
+Python steps. Native blocks of :data:`~ozlinalg.lapack._common.NATIVE_LIMIT_FROM`
+entries and more run on the Python steps, under the engine's BLAS thread limit
+(the kernel calls LAPACK as it finds it).
 """
 from __future__ import annotations
 
+import ctypes
+import functools
+
+import numpy as np
+
 from .._profile import active_profiles
-from ._common import flops_getrf, flops_trsm, native_getrf, native_trsm_left, swap_rows
+from ..ozaki.small import small_args
+from ._common import (
+    NATIVE_LIMIT_FROM,
+    flops_getrf,
+    flops_trsm,
+    native_getrf,
+    native_trsm_left,
+    swap_rows,
+)
 
 __all__ = ["getrf_one_level", "getrs_one_level", "one_level"]
 
@@ -32,11 +57,103 @@ def one_level(m, n, nb):
     return m >= n and nb < n <= 2 * nb
 
 
+@functools.cache
+def _scipy_routines():
+    """The addresses of LAPACK ``dgetrf`` and BLAS ``dtrsm`` that SciPy exports
+    (``scipy.linalg.cython_lapack`` / ``cython_blas``: the library its wrappers call),
+    or None where they cannot be read."""
+    try:
+        from scipy.linalg import cython_blas, cython_lapack
+
+        # prototypes of our own: ctypes.pythonapi's functions are shared with the process
+        name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+            ("PyCapsule_GetName", ctypes.pythonapi))
+        pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+        caps = (cython_lapack.__pyx_capi__["dgetrf"], cython_blas.__pyx_capi__["dtrsm"])
+        got = tuple(pointer(c, name(c)) for c in caps)
+    except (ImportError, AttributeError, KeyError, ValueError, OSError):
+        return None
+    return got if all(got) else None
+
+
+def _compiled(run, x, *products):
+    """``(kernels, routines, kind, fixed count, min_shift, [(width, thresholds)] per
+    product)`` where the compiled one-level steps apply to a real ``x``: NumPy, emulated,
+    no profile recording the products one by one, every ``(m, n, p)`` product on the
+    small path with one engine's kernels. Else None."""
+    if run.xp is not np or not run.emulate or x.dtype.char != "d" or active_profiles():
+        return None
+    plan = run.plan
+    ker = getattr(plan.engine, "kernels", None)
+    if ker is None or not hasattr(ker, "lu_one_level_factor"):
+        return None
+    routines = _scipy_routines()
+    if routines is None:
+        return None
+    meth, opts, per = plan.method, plan.options, []
+    for m, n, p in products:
+        got = small_args(np, m, n, p, meth, plan.slices, opts, plan.engine)
+        if got is None:
+            return None
+        per.append((got[1], got[3]))
+        fixed = got[2]
+    shift = 0 if plan.min_shift is None else int(plan.min_shift)
+    return ker, routines, int(meth.split == "bitmask"), fixed, shift, per
+
+
+def _factor_compiled(run, lu, nb, piv):
+    """:func:`getrf_one_level` in one compiled call: its info, or None where the kernel
+    does not apply or declined (``lu`` and ``piv`` then hold what they held)."""
+    m, n = lu.shape
+    r = n - nb
+    small = m == n and m * nb < NATIVE_LIMIT_FROM
+    got = _compiled(run, lu, (r, nb, r)) if small else None
+    if got is None:
+        return None
+    ker, (getrf, trsm), kind, fixed, shift, [(width, thr)] = got
+    saved = lu.copy(order="K")
+    info = np.zeros(2, np.int64)
+    ker.lu_one_level_factor(lu, piv, nb, kind, width, fixed, thr, shift, getrf, trsm, info)
+    if info[1]:
+        lu[...] = saved
+        return None
+    return int(info[0])
+
+
+_NO_INTERCHANGES = np.empty(0, np.int32)
+
+
+def _solve_compiled(run, lu, x, nb, piv):
+    """:func:`getrs_one_level` (after ``piv``'s interchanges, if any) in one compiled
+    call: True, or False where the kernel does not apply or declined (``x`` then
+    unchanged)."""
+    n, k = lu.shape[0], x.shape[1]
+    r = n - nb
+    small = (nb * k < NATIVE_LIMIT_FROM and lu.dtype.char == "d"
+             and piv.dtype == np.int32 and piv.flags.c_contiguous)
+    got = _compiled(run, x, (r, nb, k), (nb, r, k)) if small else None
+    if got is None:
+        return False
+    ker, (_, trsm), kind, fixed, shift, [(w_low, t_low), (w_up, t_up)] = got
+    saved = x.copy(order="K")
+    info = np.zeros(2, np.int64)
+    ker.lu_one_level_solve(lu, piv, x, nb, kind, w_low, w_up, fixed, t_low, t_up, shift,
+                           trsm, info)
+    if info[1]:
+        x[...] = saved
+        return False
+    return True
+
+
 def getrf_one_level(run, lu, nb, piv):
     """Factor ``lu`` (``m x n``, :func:`one_level`) in place, writing LAPACK's 0-based
     interchanges into ``piv``; returns LAPACK's info (1-based index of the first
     exactly zero pivot, or 0). The recursion's ``factor(0, n)``: the split is at
     ``nb`` (a multiple of ``nb`` and at least ``nb``)."""
+    info = _factor_compiled(run, lu, nb, piv)
+    if info is not None:
+        return info
     xp, engine = run.xp, run.engine
     m, n = lu.shape
     s = nb
@@ -60,11 +177,16 @@ def getrf_one_level(run, lu, nb, piv):
     return info or (info2 + s if info2 else 0)
 
 
-def getrs_one_level(run, lu, x, nb):
-    """Overwrite the 2-D ``x`` (its rows already interchanged) with ``U^{-1} L^{-1} x``
-    for the factors ``lu`` of order ``n`` (``nb < n <= 2 nb``): the recursive
-    triangular solves of :func:`~ozlinalg.lapack.trsm` at leaf order ``nb``."""
+def getrs_one_level(run, lu, x, nb, piv=None):
+    """Overwrite the 2-D ``x`` with ``U^{-1} L^{-1} x`` for the factors ``lu`` of order
+    ``n`` (``nb < n <= 2 nb``): the recursive triangular solves of
+    :func:`~ozlinalg.lapack.trsm` at leaf order ``nb``. ``piv``: LAPACK's 0-based
+    interchanges, applied to ``x``'s rows first (None: applied already)."""
+    if _solve_compiled(run, lu, x, nb, _NO_INTERCHANGES if piv is None else piv):
+        return x
     xp, engine = run.xp, run.engine
+    if piv is not None:
+        swap_rows(xp, x, piv, 0, slice(None))
     s = nb
     top, bottom = x[:s], x[s:]
     d11, d22 = lu[:s, :s], lu[s:, s:]  # diagonal blocks: L's below, U's above

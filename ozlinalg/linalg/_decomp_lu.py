@@ -8,7 +8,7 @@ import numpy as np
 from .. import lapack
 from .._options import resolve
 from ..lapack import Runner, first_zero_diagonal, work_dtype
-from ..lapack._common import swap_rows, work_copy
+from ..lapack._common import work_copy
 from ..lapack.lu_one_level import getrf_one_level, getrs_one_level, one_level
 from ..lapack.scipy_conventions import (
     as_array,
@@ -76,10 +76,9 @@ def _getrs(plan, lu_, piv, b, trans=0, overwrite_b=False, own=False):
     nb = _one_level_panel(plan, lu_.shape[0]) if own and not trans and b.size else None
     if nb is not None:
         x = work_copy(np, b, overwrite_b, work_dtype(lu_, b))
-        x2 = x[:, None] if x.ndim == 1 else x
-        swap_rows(np, x2, piv, 0, slice(None))
         with quiet():
-            getrs_one_level(Runner(plan.inside), lu_, x2, nb)
+            getrs_one_level(Runner(plan.inside), lu_, x[:, None] if x.ndim == 1 else x, nb,
+                            piv)
         return x
     with quiet():
         return lapack.getrs(lu_, piv, b, trans=trans, overwrite_b=overwrite_b,

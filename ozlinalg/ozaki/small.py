@@ -28,7 +28,7 @@ from . import params
 from .counts.adequacy import count_warning
 from .counts.slices import slice_thresholds
 
-__all__ = ["SMALL_OPERANDS", "SMALL_WORK", "small_product"]
+__all__ = ["SMALL_OPERANDS", "SMALL_WORK", "small_args", "small_product"]
 
 #: Products of at most this many multiply-adds (m n p) take the one-call path ...
 SMALL_WORK = 1 << 21
@@ -43,15 +43,14 @@ def _thresholds(split, width, max_slices, outputs):
     return t
 
 
-def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=None):
-    """``a @ b`` (2-D float64 NumPy arrays, validated) by the engine's one-call path, or
-    None where it does not apply or declines (then the caller runs the driver).
-    ``engine``: the call's engine (None: the one ``opts.engine`` names)."""
+def small_args(xp, m, n, p, meth, slices, opts, engine=None):
+    """Whether an ``(m x n) @ (n x p)`` product takes the one-call path, and how:
+    ``(engine, width, fixed count or 0, thresholds)``, or None where it does not apply
+    (then the driver runs). ``engine``: the call's engine (None: the one
+    ``opts.engine`` names)."""
     if (xp is not np or not meth.groupwise or meth.engine != "int8"
             or meth.split not in ("hybrid", "bitmask") or opts.accuracy != "dgemm"):
         return None
-    m, n = a.shape
-    p = b.shape[1]
     if m == 0 or n == 0 or p == 0 or m * n * p > SMALL_WORK or (m + p) * n > SMALL_OPERANDS:
         return None
     if min(m, n, p) < opts.min_size:
@@ -64,11 +63,25 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=Non
         return None
     if engine is None:
         engine = get_engine(xp, opts.engine)
-    hook = engine.small_product
-    if hook is None:
+    if engine.small_product is None:
         return None
     width = params.slice_width(n)
-    thr = _thresholds(meth.split, width, cap, m * p)
+    return (engine, width, 0 if slices == "auto" else int(slices),
+            _thresholds(meth.split, width, cap, m * p))
+
+
+def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=None):
+    """``a @ b`` (2-D float64 NumPy arrays, validated) by the engine's one-call path, or
+    None where it does not apply or declines (then the caller runs the driver).
+    ``engine``: the call's engine (None: the one ``opts.engine`` names)."""
+    m, n = a.shape
+    p = b.shape[1]
+    got = small_args(xp, m, n, p, meth, slices, opts, engine)
+    if got is None:
+        return None
+    engine, width, _, thr = got
+    cap = opts.max_slices if slices == "auto" else max(opts.max_slices, int(slices))
+    hook = engine.small_product
     prof = bool(active_profiles())
     t0 = time.perf_counter() if prof else 0.0
     times = [0.0, 0.0, 0.0] if prof else None

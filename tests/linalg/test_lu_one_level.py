@@ -242,3 +242,195 @@ class TestSwapRows:
             for i, p in enumerate(piv.tolist()):
                 ref[[i + offset, p + offset], 2:6] = ref[[p + offset, i + offset], 2:6]
             np.testing.assert_array_equal(got, ref)
+
+
+LU_ONE_LEVEL = importlib.import_module("ozlinalg.lapack.lu_one_level")
+
+#: orders whose compiled steps run (every native block below NATIVE_LIMIT_FROM entries)
+COMPILED_ORDERS = [n for n in ORDERS if n < 255]
+
+
+class TestCompiledSteps:
+    """The compiled one-level LU and solve (``k_lu_small.c``) against the Python steps
+    they replace: the same bits, pivots and info; a call the kernel declines runs the
+    Python steps on the caller's data as it was."""
+
+    @staticmethod
+    def _spied(monkeypatch):
+        """Spies on the compiled calls: lists of their results (None / False: not run)."""
+        got = {"factor": [], "solve": []}
+        for key, name in (("factor", "_factor_compiled"), ("solve", "_solve_compiled")):
+            real = getattr(LU_ONE_LEVEL, name)
+
+            def spy(*args, real=real, key=key):
+                out = real(*args)
+                got[key].append(out)
+                return out
+
+            monkeypatch.setattr(LU_ONE_LEVEL, name, spy)
+        return got
+
+    @staticmethod
+    def _python(monkeypatch, fn):
+        with monkeypatch.context() as mp:
+            mp.setattr(LU_ONE_LEVEL, "_compiled", lambda *args: None)
+            return fn()
+
+    @pytest.mark.parametrize("n", COMPILED_ORDERS)
+    def test_factor_and_solve_same_bits(self, monkeypatch, n):
+        nb = (n + 1) // 2
+        rng = np.random.default_rng(300 + n)
+        ran = self._spied(monkeypatch)
+        for kind in ("random", "scaled", "singular"):
+            for order in "CF":
+                a = np.asarray(_matrix(rng, (n, n), np.float64, kind), order=order)
+                keep = a.copy()
+
+                def factor(a=a):
+                    return getrf(a, block_size=nb, min_size=0, warn=False)
+
+                lu, piv = factor()
+                # (a zero column of U12 is a structural zero the small path leaves to the
+                # driver: at even orders the singular matrices run the Python steps)
+                assert ran["factor"][-1] is not None or kind == "singular" and n % 2 == 0
+                ref_lu, ref_piv = self._python(monkeypatch, factor)
+                assert lu.tobytes() == ref_lu.tobytes(), (kind, order)
+                np.testing.assert_array_equal(piv, ref_piv)
+                np.testing.assert_array_equal(a, keep)
+                if kind == "singular":
+                    continue
+                for bshape in ((n,), (n, 1), (n, 3)):
+                    b = np.asarray(rng.standard_normal(bshape), order=order)
+                    bkeep = b.copy()
+
+                    def solve(b=b, lu=lu, piv=piv):
+                        return getrs(lu, piv, b, block_size=nb, min_size=0)
+
+                    x = solve()
+                    assert ran["solve"][-1] is True, "the compiled solve did not run"
+                    ref = self._python(monkeypatch, solve)
+                    assert x.tobytes() == ref.tobytes(), (kind, order, bshape)
+                    np.testing.assert_array_equal(b, bkeep)
+                    # factors in C order (a caller's): the kernel reads any strides
+                    x = solve(lu=np.ascontiguousarray(lu))
+                    assert ran["solve"][-1] is True
+                    assert x.tobytes() == ref.tobytes(), (kind, order, bshape, "C")
+
+    @pytest.mark.parametrize("n", [2, 8, 9, 33, 100])
+    def test_front_door_same_bits_and_info(self, monkeypatch, n):
+        """``_getrf`` / ``_getrs(own=True)`` (the interchanges of ``b`` in the kernel)."""
+        from ozlinalg._options import resolve
+
+        plan = resolve(np)
+        rng = np.random.default_rng(400 + n)
+        ran = self._spied(monkeypatch)
+        for kind in ("random", "scaled", "singular"):
+            a = _matrix(rng, (n, n), np.float64, kind)
+            got = DECOMP_LU._getrf(plan, a)
+            assert ran["factor"][-1] is not None or kind == "singular" and n % 2 == 0
+            ref = self._python(monkeypatch, lambda a=a: DECOMP_LU._getrf(plan, a))
+            assert got[0].tobytes() == ref[0].tobytes()
+            np.testing.assert_array_equal(got[1], ref[1])
+            assert got[2] == ref[2] and (got[2] > 0) == (kind == "singular")
+            if got[2]:
+                continue
+            for b in (rng.standard_normal(n), rng.standard_normal((n, 4))):
+                x = DECOMP_LU._getrs(plan, got[0], got[1], b, own=True)
+                assert ran["solve"][-1] is True
+                want = self._python(monkeypatch, lambda b=b, lu=got[0], piv=got[1]:
+                                    DECOMP_LU._getrs(plan, lu, piv, b, own=True))
+                assert x.tobytes() == want.tobytes()
+
+    def test_solve_matches_scipy(self):
+        """The whole call by name, against SciPy's LU solve in float64 and the exact
+        solution: the emulated solve is as accurate as LAPACK's (both backward stable)."""
+        import scipy.linalg
+
+        from ozlinalg.testing import exact_solve
+
+        rng = np.random.default_rng(7)
+        for n in (3, 8, 20):
+            a = rng.standard_normal((n, n)) + n * np.eye(n)
+            b = rng.standard_normal(n)
+            x = ozlinalg.solve(a, b)
+            exact = exact_solve(a, b)
+            err = np.abs(x - exact).max() / np.abs(exact).max()
+            ref = np.abs(scipy.linalg.solve(a, b) - exact).max() / np.abs(exact).max()
+            assert err <= max(4 * ref, 8 * n * np.finfo(float).eps), (n, err, ref)
+
+    def test_declined_update_runs_the_python_steps(self, monkeypatch):
+        """A NaN reaches an update: the kernel stops, the caller's data is as it was,
+        and the Python steps give the result."""
+        rng = np.random.default_rng(8)
+        a = rng.standard_normal((12, 12))
+        a[9, 2] = np.nan
+        ran = self._spied(monkeypatch)
+        lu, piv = getrf(a, block_size=6, min_size=0, warn=False,
+                         check_finite=False)
+        assert ran["factor"] == [None]
+        ref_lu, ref_piv = self._python(
+            monkeypatch, lambda: getrf(a, block_size=6, min_size=0, warn=False,
+                         check_finite=False))
+        assert lu.tobytes() == ref_lu.tobytes()
+        np.testing.assert_array_equal(piv, ref_piv)
+        good, _ = getrf(rng.standard_normal((12, 12)), block_size=6, min_size=0)
+        b = rng.standard_normal(12)
+        b[0] = np.inf
+        x = getrs(good, piv, b, block_size=6, min_size=0, check_finite=False)
+        assert ran["solve"][-1] is False
+        ref = self._python(monkeypatch, lambda: getrs(good, piv, b, block_size=6, min_size=0,
+                                                      check_finite=False))
+        assert x.tobytes() == ref.tobytes()
+
+    def test_fixed_count_below_auto_warns_as_the_python_steps(self, monkeypatch):
+        rng = np.random.default_rng(9)
+        a = _matrix(rng, (16, 16), np.float64, "scaled")
+        ran = self._spied(monkeypatch)
+
+        def factor():
+            with ozlinalg.options(slices=2), pytest.warns(ozlinalg.AccuracyWarning) as rec:
+                out = getrf(a, block_size=8, min_size=0, warn=False)
+            return out, [str(w.message) for w in rec]
+
+        (lu, piv), msgs = factor()
+        assert ran["factor"] == [None]  # declined: the Python steps warn
+        (ref_lu, ref_piv), ref_msgs = self._python(monkeypatch, factor)
+        assert lu.tobytes() == ref_lu.tobytes() and msgs == ref_msgs
+
+    def test_not_taken(self, monkeypatch):
+        """A profile records the products one by one; complex factors; wide native
+        blocks (they run under the engine's BLAS thread limit)."""
+        rng = np.random.default_rng(10)
+        ran = self._spied(monkeypatch)
+        with ozlinalg.profile() as prof:
+            getrf(rng.standard_normal((8, 8)), block_size=4, min_size=0)
+        assert ran["factor"] == [None] and prof.emulated_gemm_calls == 1
+        getrf(_matrix(rng, (8, 8), np.complex128, "random"), block_size=4, min_size=0)
+        getrf(rng.standard_normal((200, 200)), block_size=100, min_size=0)
+        assert ran["factor"] == [None, None, None]
+
+    def test_threads_and_fork(self, monkeypatch):
+        """Eight Python threads at once (the kernel calls LAPACK without the GIL), then
+        a forked child, against the Python steps."""
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        rng = np.random.default_rng(11)
+        mats = [rng.standard_normal((n, n)) for n in (5, 8, 13, 16, 24, 31, 40, 9)]
+        rhs = [rng.standard_normal((len(m), 2)) for m in mats]
+
+        def one(t):
+            lu, piv = getrf(mats[t], block_size=(len(mats[t]) + 1) // 2, min_size=0)
+            x = getrs(lu, piv, rhs[t], block_size=(len(mats[t]) + 1) // 2, min_size=0)
+            return lu.tobytes() + piv.tobytes() + x.tobytes()
+
+        want = [self._python(monkeypatch, lambda t=t: one(t)) for t in range(8)]
+        ran = self._spied(monkeypatch)
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda t: all(one(t) == want[t] for _ in range(20)), range(8)))
+        assert all(got)
+        assert ran["solve"] and all(r is True for r in ran["solve"])
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(0 if all(one(t) == want[t] for t in range(8)) else 1)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0

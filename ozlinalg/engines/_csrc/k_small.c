@@ -542,24 +542,18 @@ dot16(const int16_t *restrict x, const int16_t *restrict y, ptrdiff_t n)
     return acc;
 }
 
+/* The whole product on raw strided arrays (the kernel below, and the one-level LU of
+ * k_lu_small.c, which runs its updates through it): a (m x k, strides a0, a1), bt (p x k),
+ * out (m x p); T holds nthr thresholds at stride ts; info at stride i1 (3 entries, or 6
+ * where timed). Returns 0, or OZK_BADLAYOUT. */
 int
-k_small_ef_product(ozval *v, int nt)
+oz_small_ef(const double *a, ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t m, ptrdiff_t k,
+            const double *bt, ptrdiff_t b0, ptrdiff_t b1, ptrdiff_t p, double *out,
+            ptrdiff_t o0, ptrdiff_t o1, int trunc_, int width, int s_fixed, const double *T,
+            ptrdiff_t nthr, ptrdiff_t ts, int min_shift, int64_t *info, ptrdiff_t i1, int timed)
 {
-    (void)nt;
-    const double *a = OZ_D(0), *bt = OZ_D(1);
-    double *out = OZ_D(2);
-    int trunc_ = (int)v[3].i, width = (int)v[4].i, s_fixed = (int)v[5].i;
-    const double *T = OZ_D(6);
-    int min_shift = (int)v[7].i;
-    int64_t *info = OZ_I64(8);
-    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), p = OZ_N(1, 0);
-    ptrdiff_t a0 = OZ_S(0, 0), a1 = OZ_S(0, 1), b0 = OZ_S(1, 0), b1 = OZ_S(1, 1);
-    ptrdiff_t o0 = OZ_S(2, 0), o1 = OZ_S(2, 1), nthr = OZ_N(6, 0), ts = OZ_S(6, 0);
-    ptrdiff_t i1 = OZ_S(8, 0);
-    int timed = OZ_N(8, 0) >= 6;
     int64_t t_start = timed ? now_ns() : 0, t_int8 = 0, t_acc = 0, t_mark = 0;
-    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p || m == 0 || p == 0 || k == 0 ||
-        OZ_N(8, 0) < 3 || nthr < 1)
+    if (m == 0 || p == 0 || k == 0 || nthr < 1)
         return OZK_BADLAYOUT;
     info[0] = 0;
     info[i1] = SMALL_DONE;
@@ -752,6 +746,19 @@ done:
     free(f);
     free(ex);
     return 0;
+}
+
+int
+k_small_ef_product(ozval *v, int nt)
+{
+    (void)nt;
+    ptrdiff_t m = OZ_N(0, 0), k = OZ_N(0, 1), p = OZ_N(1, 0);
+    if (OZ_N(1, 1) != k || OZ_N(2, 0) != m || OZ_N(2, 1) != p || OZ_N(8, 0) < 3)
+        return OZK_BADLAYOUT;
+    return oz_small_ef(OZ_D(0), OZ_S(0, 0), OZ_S(0, 1), m, k, OZ_D(1), OZ_S(1, 0), OZ_S(1, 1),
+                       p, OZ_D(2), OZ_S(2, 0), OZ_S(2, 1), (int)v[3].i, (int)v[4].i,
+                       (int)v[5].i, OZ_D(6), OZ_N(6, 0), OZ_S(6, 0), (int)v[7].i, OZ_I64(8),
+                       OZ_S(8, 0), OZ_N(8, 0) >= 6);
 }
 
 /* Which group sums the small product runs (tests): info[0] in: 0 vpmaddwd + vpaddd, 1

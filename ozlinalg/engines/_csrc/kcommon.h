@@ -253,4 +253,11 @@ oz_col_factors(const double *at, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff
     return buf;
 }
 
+/* A whole small EF product on raw strided arrays (k_small.c; ozlinalg.ozaki.small). */
+int oz_small_ef(const double *a, ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t m, ptrdiff_t k,
+                const double *bt, ptrdiff_t b0, ptrdiff_t b1, ptrdiff_t p, double *out,
+                ptrdiff_t o0, ptrdiff_t o1, int trunc_, int width, int s_fixed,
+                const double *T, ptrdiff_t nthr, ptrdiff_t ts, int min_shift, int64_t *info,
+                ptrdiff_t i1, int timed);
+
 #endif

@@ -1,0 +1,211 @@
+/* The one-level LU and its solve in one call each (ozlinalg.lapack.lu_one_level).
+ *
+ * For orders below a few dozen the Python steps of the one-level LU (a native panel,
+ * its interchanges, a triangular solve, one emulated update, a second panel; and the
+ * solve's four triangular solves and two emulated couplings) cost ten times their
+ * arithmetic. These kernels run the same steps in the same order on the same
+ * primitives, so the results have the Python code's bits:
+ *
+ *   - LAPACK dgetrf and BLAS dtrsm through the function pointers SciPy exports
+ *     (scipy.linalg.cython_lapack / cython_blas: the library SciPy's own wrappers
+ *     call), each on a packed copy of its block, as SciPy's wrappers pass them
+ *     (leading dimension the block's rows);
+ *   - LAPACK's sequential row interchanges;
+ *   - the emulated updates through oz_small_ef (k_small.c), the small-product path that
+ *     ozlinalg.ozaki.small takes for them, then c = c - product per entry.
+ *
+ * Where an update would take another route there (Inf / NaN, an undecided count, a
+ * fixed count below auto's: the driver warns) or memory is short, the kernel stops and
+ * reports it in info[1]; the caller then runs the Python steps on a fresh copy.
+ * tests/linalg/test_lu_one_level.py compares both ways bit for bit.
+ */
+#include "kcommon.h"
+
+typedef void (*oz_getrf_fn)(int *m, int *n, double *a, int *lda, int *ipiv, int *info);
+typedef void (*oz_trsm_fn)(char *side, char *uplo, char *transa, char *diag, int *m, int *n,
+                           double *alpha, double *a, int *lda, double *b, int *ldb);
+
+#define LU_DONE 0
+#define LU_NOMEM 4 /* k_small.c's SMALL_NOMEM */
+#define LU_COUNT 5 /* a fixed count below auto's: the Python steps warn */
+
+/* dst (rows x cols, column-major, leading dimension rows) = src (strides s0, s1) */
+static void
+pack(double *dst, const double *src, ptrdiff_t s0, ptrdiff_t s1, ptrdiff_t rows,
+     ptrdiff_t cols)
+{
+    for (ptrdiff_t j = 0; j < cols; j++)
+        for (ptrdiff_t i = 0; i < rows; i++)
+            dst[j * rows + i] = src[i * s0 + j * s1];
+}
+
+static void
+unpack(double *dst, ptrdiff_t s0, ptrdiff_t s1, const double *src, ptrdiff_t rows,
+       ptrdiff_t cols)
+{
+    for (ptrdiff_t j = 0; j < cols; j++)
+        for (ptrdiff_t i = 0; i < rows; i++)
+            dst[i * s0 + j * s1] = src[j * rows + i];
+}
+
+/* Rows offset + i <-> offset + piv[i] (0-based, in order) of the columns [c0, c1). */
+static void
+swap_rows(double *a, ptrdiff_t s0, ptrdiff_t s1, const int32_t *piv, ptrdiff_t npiv,
+          ptrdiff_t offset, ptrdiff_t c0, ptrdiff_t c1)
+{
+    for (ptrdiff_t i = 0; i < npiv; i++) {
+        ptrdiff_t r = offset + i, q = offset + piv[i];
+        if (q == r)
+            continue;
+        for (ptrdiff_t j = c0; j < c1; j++) {
+            double t = a[r * s0 + j * s1];
+            a[r * s0 + j * s1] = a[q * s0 + j * s1];
+            a[q * s0 + j * s1] = t;
+        }
+    }
+}
+
+/* LAPACK getrf of the rows x cols block at a (strides s0, s1), in place: piv 0-based. */
+static int
+getrf_block(oz_getrf_fn getrf, double *a, ptrdiff_t s0, ptrdiff_t s1, ptrdiff_t rows,
+            ptrdiff_t cols, int32_t *piv, double *work)
+{
+    int m = (int)rows, n = (int)cols, lda = m, info = 0;
+    pack(work, a, s0, s1, rows, cols);
+    getrf(&m, &n, work, &lda, piv, &info);
+    unpack(a, s0, s1, work, rows, cols);
+    for (ptrdiff_t i = 0; i < OZ_MIN(rows, cols); i++)
+        piv[i] -= 1;
+    return info;
+}
+
+/* b (q x cols) = op(t)^{-1} b for the q x q triangle t: lower unit, or upper non-unit. */
+static void
+trsm_block(oz_trsm_fn trsm, const double *t, ptrdiff_t t0, ptrdiff_t t1, double *b,
+           ptrdiff_t b0, ptrdiff_t b1, ptrdiff_t q, ptrdiff_t cols, int lower, double *wt,
+           double *wb)
+{
+    int m = (int)q, n = (int)cols, ld = m;
+    double one = 1.0;
+    char side = 'L', uplo = lower ? 'L' : 'U', trans = 'N', diag = lower ? 'U' : 'N';
+    pack(wt, t, t0, t1, q, q);
+    pack(wb, b, b0, b1, q, cols);
+    trsm(&side, &uplo, &trans, &diag, &m, &n, &one, wt, &ld, wb, &ld);
+    unpack(b, b0, b1, wb, q, cols);
+}
+
+typedef struct {
+    int trunc_, width, s_fixed, min_shift;
+    const double *T;
+    ptrdiff_t nthr, ts;
+} small_args;
+
+/* c (r x cols) = c - a (r x q) @ b (q x cols) by the small EF product; its status. */
+static int
+update(const small_args *sa, double *c, ptrdiff_t c0, ptrdiff_t c1, const double *a,
+       ptrdiff_t a0, ptrdiff_t a1, const double *b, ptrdiff_t b0, ptrdiff_t b1, ptrdiff_t r,
+       ptrdiff_t q, ptrdiff_t cols, double *out)
+{
+    int64_t info[3];
+    if (oz_small_ef(a, a0, a1, r, q, b, b1, b0, cols, out, 1, r, sa->trunc_, sa->width,
+                    sa->s_fixed, sa->T, sa->nthr, sa->ts, sa->min_shift, info, 1, 0))
+        return OZK_BADLAYOUT;
+    if (info[1] != 0)
+        return (int)info[1];
+    if (info[2] > info[0])
+        return LU_COUNT;
+    for (ptrdiff_t j = 0; j < cols; j++)
+        for (ptrdiff_t i = 0; i < r; i++)
+            c[i * c0 + j * c1] = c[i * c0 + j * c1] - out[j * r + i];
+    return LU_DONE;
+}
+
+int
+k_lu_one_level_factor(ozval *v, int nt)
+{
+    (void)nt;
+    double *lu = OZ_D(0);
+    int32_t *piv = OZ_I32(1);
+    ptrdiff_t s = v[2].i, n = OZ_N(0, 0), l0 = OZ_S(0, 0), l1 = OZ_S(0, 1);
+    small_args sa = {(int)v[3].i, (int)v[4].i, (int)v[5].i, (int)v[7].i, OZ_D(6),
+                     OZ_N(6, 0), OZ_S(6, 0)};
+    oz_getrf_fn getrf = (oz_getrf_fn)(uintptr_t)v[8].i;
+    oz_trsm_fn trsm = (oz_trsm_fn)(uintptr_t)v[9].i;
+    int64_t *info = OZ_I64(10);
+    if (OZ_N(0, 1) != n || OZ_N(1, 0) != n || OZ_S(1, 0) != 1 || OZ_N(10, 0) < 2 || s < 1 ||
+        s >= n || getrf == NULL || trsm == NULL || sa.nthr < 1)
+        return OZK_BADLAYOUT;
+    ptrdiff_t r = n - s;
+    /* the packed panels and blocks, and the update's product */
+    double *work = malloc(sizeof(double) * (size_t)(n * s + s * s + s * r + r * r));
+    if (work == NULL) {
+        info[1] = LU_NOMEM;
+        return 0;
+    }
+    double *wt = work + n * s, *wb = wt + s * s, *out = wb + s * r;
+    int inf1 = getrf_block(getrf, lu, l0, l1, n, s, piv, work);
+    swap_rows(lu, l0, l1, piv, s, 0, s, n);
+    /* U12 = L11^{-1} A12 */
+    trsm_block(trsm, lu, l0, l1, lu + s * l1, l0, l1, s, r, 1, wt, wb);
+    int st = update(&sa, lu + s * l0 + s * l1, l0, l1, lu + s * l0, l0, l1, lu + s * l1, l0,
+                    l1, r, s, r, out);
+    if (st != LU_DONE) {
+        free(work);
+        info[1] = st;
+        return st == OZK_BADLAYOUT ? st : 0;
+    }
+    int inf2 = getrf_block(getrf, lu + s * l0 + s * l1, l0, l1, r, r, piv + s, work);
+    swap_rows(lu, l0, l1, piv + s, r, s, 0, s);
+    for (ptrdiff_t i = s; i < n; i++)
+        piv[i] += (int32_t)s;
+    free(work);
+    info[0] = inf1 ? inf1 : (inf2 ? inf2 + s : 0);
+    info[1] = LU_DONE;
+    return 0;
+}
+
+int
+k_lu_one_level_solve(ozval *v, int nt)
+{
+    (void)nt;
+    const double *lu = OZ_D(0);
+    const int32_t *piv = OZ_I32(1);
+    double *x = OZ_D(2);
+    ptrdiff_t s = v[3].i, n = OZ_N(0, 0), l0 = OZ_S(0, 0), l1 = OZ_S(0, 1);
+    ptrdiff_t k = OZ_N(2, 1), x0 = OZ_S(2, 0), x1 = OZ_S(2, 1);
+    small_args lower = {(int)v[4].i, (int)v[5].i, (int)v[7].i, (int)v[10].i, OZ_D(8),
+                        OZ_N(8, 0), OZ_S(8, 0)};
+    small_args upper = {(int)v[4].i, (int)v[6].i, (int)v[7].i, (int)v[10].i, OZ_D(9),
+                        OZ_N(9, 0), OZ_S(9, 0)};
+    oz_trsm_fn trsm = (oz_trsm_fn)(uintptr_t)v[11].i;
+    int64_t *info = OZ_I64(12);
+    ptrdiff_t npiv = OZ_N(1, 0); /* 0: x's rows interchanged already */
+    if (OZ_N(0, 1) != n || (npiv != n && npiv != 0) || OZ_S(1, 0) != 1 || OZ_N(2, 0) != n ||
+        k < 1 ||
+        OZ_N(12, 0) < 2 || s < 1 || s >= n || trsm == NULL || lower.nthr < 1 ||
+        upper.nthr < 1)
+        return OZK_BADLAYOUT;
+    ptrdiff_t r = n - s, q = OZ_MAX(s, r);
+    double *work = malloc(sizeof(double) * (size_t)(q * q + 2 * q * k));
+    if (work == NULL) {
+        info[1] = LU_NOMEM;
+        return 0;
+    }
+    double *wb = work + q * q, *out = wb + q * k;
+    const double *d11 = lu, *d22 = lu + s * l0 + s * l1;
+    double *top = x, *bottom = x + s * x0;
+    int st;
+    swap_rows(x, x0, x1, piv, npiv, 0, 0, k);
+    trsm_block(trsm, d11, l0, l1, top, x0, x1, s, k, 1, work, wb);
+    st = update(&lower, bottom, x0, x1, lu + s * l0, l0, l1, top, x0, x1, r, s, k, out);
+    if (st == LU_DONE) {
+        trsm_block(trsm, d22, l0, l1, bottom, x0, x1, r, k, 1, work, wb);
+        trsm_block(trsm, d22, l0, l1, bottom, x0, x1, r, k, 0, work, wb);
+        st = update(&upper, top, x0, x1, lu + s * l1, l0, l1, bottom, x0, x1, s, r, k, out);
+    }
+    if (st == LU_DONE)
+        trsm_block(trsm, d11, l0, l1, top, x0, x1, s, k, 0, work, wb);
+    free(work);
+    info[1] = st;
+    return st == OZK_BADLAYOUT ? st : 0;
+}
