@@ -171,11 +171,7 @@ normalize(double *x, ptrdiff_t rows, ptrdiff_t k, const int *f, int sign, double
         if (f)
             for (ptrdiff_t kk = 0; kk < k; kk++)
                 xi[kk] = xi[kk] * fk[kk];
-        double m = 0.0;
-        for (ptrdiff_t kk = 0; kk < k; kk++) {
-            double v = fabs(xi[kk]);
-            m = v > m ? v : m;
-        }
+        double m = oz_row_absmax(xi, k); /* (finite: the lanes' order gives the same) */
         double f1, f2;
         exps[i] = oz_row_factors(m, &f1, &f2);
         for (ptrdiff_t kk = 0; kk < k; kk++)
@@ -272,6 +268,41 @@ decide_count(const double *xa, const double *xb, ptrdiff_t m, ptrdiff_t p, ptrdi
     return b == bucket(L, T, nt, ts) ? b : -1;
 }
 
+/* One digit of each of k values: d = trunc / rint(x) as int16, x = (x - d) 2**w. Inlined
+ * with a constant trunc_, so that the loop is one rounding instruction per vector. */
+OZ_INLINE void
+digits(double *restrict x, int16_t *restrict d, ptrdiff_t k, double unit, int trunc_)
+{
+    for (ptrdiff_t kk = 0; kk < k; kk++) {
+        double r = trunc_ ? trunc(x[kk]) : rint(x[kk]);
+        d[kk] = (int16_t)r;
+        x[kk] = (x[kk] - r) * unit;
+    }
+}
+
+/* Two digits (inner indices 2 kp and 2 kp + 1) of each of p columns, packed into one
+ * uint32 per column as group_sums_block reads them; r1 NULL: the second is zero. */
+OZ_INLINE void
+digit_pairs(double *restrict r0, double *restrict r1, uint32_t *restrict o, ptrdiff_t p,
+            double unit, int trunc_)
+{
+    if (r1) {
+        for (ptrdiff_t j = 0; j < p; j++) {
+            double d0 = trunc_ ? trunc(r0[j]) : rint(r0[j]);
+            double d1 = trunc_ ? trunc(r1[j]) : rint(r1[j]);
+            r0[j] = (r0[j] - d0) * unit;
+            r1[j] = (r1[j] - d1) * unit;
+            o[j] = (uint32_t)(uint16_t)(int16_t)d0 | ((uint32_t)(uint16_t)(int16_t)d1 << 16);
+        }
+    } else {
+        for (ptrdiff_t j = 0; j < p; j++) {
+            double d0 = trunc_ ? trunc(r0[j]) : rint(r0[j]);
+            r0[j] = (r0[j] - d0) * unit;
+            o[j] = (uint32_t)(uint16_t)(int16_t)d0;
+        }
+    }
+}
+
 /* Slices of normalized rows x (consumed) as int16, row i's slices side by side along
  * the inner dimension: d[(i * s + slot) * k + kk], slot t (or s - 1 - t where
  * reversed: B's, so that B_g, ..., B_0 are adjacent), and the unit of slice 0 of
@@ -288,13 +319,7 @@ split_rows(double *x, ptrdiff_t rows, ptrdiff_t k, int s, int width, int trunc_,
             f = unit;
             base[i] = ldexp(1.0, -width);
         } else {
-            double m = 0.0;
-            for (ptrdiff_t kk = 0; kk < k; kk++) {
-                double v = fabs(xi[kk]);
-                if (v > m)
-                    m = v;
-            }
-            double b = oz_grid(m, width);
+            double b = oz_grid(oz_row_absmax(xi, k), width);
             base[i] = b;
             f = 1.0 / b;
         }
@@ -302,11 +327,10 @@ split_rows(double *x, ptrdiff_t rows, ptrdiff_t k, int s, int width, int trunc_,
             xi[kk] = xi[kk] * f;
         for (int t = 0; t < s; t++) {
             int16_t *dt = d + ((ptrdiff_t)i * s + (reversed ? s - 1 - t : t)) * k;
-            for (ptrdiff_t kk = 0; kk < k; kk++) {
-                double r = trunc_ ? trunc(xi[kk]) : rint(xi[kk]);
-                dt[kk] = (int16_t)r;
-                xi[kk] = (xi[kk] - r) * unit;
-            }
+            if (trunc_)
+                digits(xi, dt, k, unit, 1);
+            else
+                digits(xi, dt, k, unit, 0);
         }
     }
 }
@@ -329,13 +353,7 @@ split_pairs(const double *xb, ptrdiff_t p, ptrdiff_t k, int s, int width, int tr
             f = unit;
             base[j] = ldexp(1.0, -width);
         } else {
-            double m = 0.0;
-            for (ptrdiff_t kk = 0; kk < k; kk++) {
-                double v = fabs(xj[kk]);
-                if (v > m)
-                    m = v;
-            }
-            double b = oz_grid(m, width);
+            double b = oz_grid(oz_row_absmax(xj, k), width);
             base[j] = b;
             f = 1.0 / b;
         }
@@ -347,21 +365,10 @@ split_pairs(const double *xb, ptrdiff_t p, ptrdiff_t k, int s, int width, int tr
             double *r0 = vt + 2 * kp * p;
             double *r1 = 2 * kp + 1 < k ? r0 + p : NULL;
             uint32_t *o = bq + ((ptrdiff_t)t * kp2 + kp) * p32;
-            if (r1) {
-                for (ptrdiff_t j = 0; j < p; j++) {
-                    double d0 = trunc_ ? trunc(r0[j]) : rint(r0[j]);
-                    double d1 = trunc_ ? trunc(r1[j]) : rint(r1[j]);
-                    r0[j] = (r0[j] - d0) * unit;
-                    r1[j] = (r1[j] - d1) * unit;
-                    o[j] = (uint32_t)(uint16_t)(int16_t)d0 | ((uint32_t)(uint16_t)(int16_t)d1 << 16);
-                }
-            } else {
-                for (ptrdiff_t j = 0; j < p; j++) {
-                    double d0 = trunc_ ? trunc(r0[j]) : rint(r0[j]);
-                    r0[j] = (r0[j] - d0) * unit;
-                    o[j] = (uint32_t)(uint16_t)(int16_t)d0;
-                }
-            }
+            if (trunc_)
+                digit_pairs(r0, r1, o, p, unit, 1);
+            else
+                digit_pairs(r0, r1, o, p, unit, 0);
         }
     }
 }
