@@ -105,6 +105,8 @@ def calls():
         out[f"linalg/lu_factor/{k}"] = lambda gk=gk: oz.lu_factor(gk)
         out[f"linalg/lu_solve/{k}"] = lambda gk=gk, bk=bk: oz.lu_solve(oz.lu_factor(gk),
                                                                         bk[:, 0])
+        out[f"linalg/inv/{k}"] = lambda gk=gk: oz.inv(gk)  # products with structural zeros
+        out[f"matmul/triangles/{k}"] = lambda gk=gk: ozlinalg.matmul(np.tril(gk), np.triu(gk))
     gc = g + 1j * rng.standard_normal(g.shape)
     out["linalg/lu_factor-complex"] = lambda: oz.lu_factor(gc)
     out["linalg/solve-float32"] = lambda: oz.solve(g.astype(np.float32), rhs.astype(np.float32))

@@ -113,6 +113,37 @@ class TestSmallProduct:
             assert one.tobytes() == ref.tobytes(), trial
         assert served.count(None) > 0 and any(s is not None for s in served)
 
+    def test_structural_zeros(self, hook, rng):
+        """Entries with no nonzero term (products with the identity, triangles, zero rows,
+        columns and blocks) take no part in the count, as in the driver: the one-call path
+        serves them with its bits. A tiny term that normalization takes to zero is no
+        structural zero (the driver decides)."""
+        eng, served = hook
+        cases = []
+        for n in (1, 2, 5, 8, 17, 32):
+            a = random_matrix(rng, n, n, 2.0)
+            zero_col, block = a.copy(), a.copy()
+            zero_col[:, n // 2] = 0.0
+            block[: n // 2, : (n + 1) // 2] = 0.0
+            cases += [(a, np.eye(n)), (np.eye(n), a), (np.tril(a), np.triu(a)),
+                      (np.triu(a)[:, :3], a[:3]), (np.zeros((n, n)), a), (a, zero_col),
+                      (block, block.T.copy()), (np.eye(n), np.eye(n))]
+        lost = rng.standard_normal((6, 6))
+        lost[0] = 0.0
+        lost[0, :2] = 1e300, 1e-300  # 1e-300 normalizes to zero next to 1e300
+        only = np.zeros((6, 4))
+        only[1] = 1.0
+        cases.append((lost, only))
+        for i, (a, b) in enumerate(cases):
+            for method in ("hybrid-ef", "bitmask-ef"):
+                del served[:]
+                one, ref = _both(eng, ozlinalg.matmul, a, b, method=method)
+                assert one.tobytes() == ref.tobytes(), (i, method)
+                if i < len(cases) - 1:
+                    assert served[0] is not None, (i, method)  # served, not declined
+                else:
+                    assert served[0] is None
+
     def test_column_major_updates(self, hook, rng):
         eng, served = hook
         for _ in range(30):

@@ -9,8 +9,8 @@
  *   2. row normalization of A and of B^T (ozlinalg.ozaki.split.normalize_rows);
  *   3. slices="auto": the count from q_ij = sum_k x_ik**2 y_jk**2 (ozlinalg.ozaki.counts.estimate):
  *      float64 bounds of every q_ij (relative (k + 8) 2**-52) decide it exactly when
- *      the smallest bounds fall between the same two thresholds, no entry is below the
- *      cap and none is zero;
+ *      the smallest bounds fall between the same two thresholds and no entry is below the
+ *      cap (structural zeros, entries with no nonzero term, take no part);
  *   4. the split into s slices;
  *   5. the exact group sums G_g = sum_{i+j=g} A_i B_j^T: with the slices of a row side by
  *      side (B's reversed, as the engine stores them) each entry of G_g is ONE int16
@@ -20,8 +20,9 @@
  *   7. the exponents: two exact multiplications where safe, else one ldexp.
  *
  * Where a step would take another route in the driver (Inf / NaN, entries left to
- * native arithmetic, structural zeros, an undecided count, a group split by the INT32
- * limit) the kernel does nothing and reports it: the caller runs the driver.
+ * native arithmetic, an undecided count, a group split by the INT32 limit) the kernel
+ * does nothing and reports it: the caller runs the driver. Structural zeros (entries
+ * with no nonzero term) take no part in the count, as in the driver.
  *
  * info[0] = slices used, info[1] = status (0 done; 1 non-finite; 2 undecided or
  * native entries; 3 group limit; 4 no memory), info[2] = auto's count (thresholds T for
@@ -189,13 +190,28 @@ bucket(double v, const double *T, ptrdiff_t nt, ptrdiff_t ts)
     return nt;
 }
 
+/* True when every term a_kk b_kk is zero: a structural zero of the product (the operands
+ * as given: normalization may have taken a tiny entry to zero). */
+static int
+structural_zero(const double *a, ptrdiff_t a1, const double *b, ptrdiff_t b1, ptrdiff_t k)
+{
+    for (ptrdiff_t kk = 0; kk < k; kk++)
+        if (a[kk * a1] != 0.0 && b[kk * b1] != 0.0)
+            return 0;
+    return 1;
+}
+
 /* slices="auto": the count index, or -1 when the bounds do not decide it. Every entry's
  * float64 q (any summation order: nonnegative terms) is within relative (k + 8) 2**-52
  * of the exact one (CountPlan's host bounds); the bounds are monotone in q, so those of
- * the smallest computed q bound the smallest exact one. ``work`` holds k p + p doubles. */
+ * the smallest computed q bound the smallest exact one. Structural zeros (q = 0 with no
+ * nonzero term in the operands as given, a / bt with their strides) take no part, as in
+ * CountPlan.finish (its ``pattern``); only structural zeros: index 0 (one slice, as
+ * plan_auto). ``work`` holds k p + p doubles. */
 static ptrdiff_t
 decide_count(const double *xa, const double *xb, ptrdiff_t m, ptrdiff_t p, ptrdiff_t k,
-             const double *T, ptrdiff_t nt, ptrdiff_t ts, double *work)
+             const double *T, ptrdiff_t nt, ptrdiff_t ts, double *work, const double *a,
+             ptrdiff_t a0, ptrdiff_t a1, const double *bt, ptrdiff_t b0, ptrdiff_t b1)
 {
     double *restrict y2t = work, *restrict q = work + k * p;
     for (ptrdiff_t j = 0; j < p; j++)
@@ -254,9 +270,14 @@ decide_count(const double *xa, const double *xb, ptrdiff_t m, ptrdiff_t p, ptrdi
             for (ptrdiff_t j = j0; j < p; j++)
                 q[j] = q[j] + x2 * yr[j];
         }
-        for (ptrdiff_t j = 0; j < p; j++)
+        for (ptrdiff_t j = 0; j < p; j++) {
+            if (q[j] == 0.0 && structural_zero(a + i * a0, a1, bt + j * b0, b1, k))
+                continue;
             qmin = q[j] < qmin ? q[j] : qmin;
+        }
     }
+    if (qmin == INFINITY)
+        return 0;
     double rel = (double)(k + 8) * 2.220446049250313e-16;          /* (k + 8) 2**-52 */
     double absf = 8.0 * (double)(k + 4) * 4.9406564584124654e-324; /* 8 (k + 4) 2**-1074 */
     double L = OZ_MAX(qmin - absf, 0.0) / (1.0 + rel) * (1.0 - DEC_SLACK);
@@ -601,7 +622,7 @@ oz_small_ef(const double *a, ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t m, ptrdiff_t 
     normalize(xb, p, k, bal ? f : NULL, 1, work, eb);
 
     /* auto's count (with a fixed count too: the driver warns when it is larger) */
-    ptrdiff_t n_auto = decide_count(xa, xb, m, p, k, T, nthr, ts, dwork);
+    ptrdiff_t n_auto = decide_count(xa, xb, m, p, k, T, nthr, ts, dwork, a, a0, a1, bt, b0, b1);
     if (n_auto < 0) {
         status = SMALL_UNDECIDED;
         goto done;
