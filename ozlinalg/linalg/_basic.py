@@ -1,6 +1,7 @@
 """Linear systems, inverse, determinant, least squares (``scipy.linalg`` API)."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -76,6 +77,36 @@ class _Native(Exception):
     (tridiagonal). The whole call is then SciPy's native function."""
 
 
+#: Orders up to this one read their triangles through cached masks (:func:`_bands`):
+#: ``np.tril`` / ``np.triu`` build theirs on every call (about 5 us each at order 8,
+#: four of them in :func:`_detect`).
+MASKED_UP_TO = 64
+
+
+@functools.lru_cache(maxsize=MASKED_UP_TO + 1)
+def _bands(n):
+    """Read-only boolean masks of an order-``n`` matrix, by the offset ``d = j - i`` of
+    each entry from the diagonal: ``d < 0``, ``d > 0``, ``d < -1``, ``d > 1``, ``d <= 0``,
+    ``d >= 0``."""
+    i = np.arange(n)
+    d = i[None, :] - i[:, None]
+    masks = (d < 0, d > 0, d < -1, d > 1, d <= 0, d >= 0)
+    for m in masks:
+        m.flags.writeable = False
+    return masks
+
+
+def _any_in(a_h, which, k):
+    """``np.tril(a_h, k).any()`` (``which`` "l") or ``np.triu(a_h, k).any()`` ("u") for
+    ``k`` in -2, -1 (lower), 1, 2 (upper)."""
+    n = a_h.shape[0]
+    if n > MASKED_UP_TO or a_h.shape[1] != n:
+        return bool((np.tril(a_h, k) if which == "l" else np.triu(a_h, k)).any())
+    below, above, below2, above2 = _bands(n)[:4]
+    mask = {-1: below, -2: below2, 1: above, 2: above2}[k]
+    return bool(a_h[mask].any())
+
+
 def _detect(a, tridiagonal=True):
     """SciPy 1.17's structure detection for ``assume_a=None``: 'diag',
     'tridiag' (order > 3; not for ``inv``), 'upper', 'lower', 'sym' (complex
@@ -86,12 +117,12 @@ def _detect(a, tridiagonal=True):
     if n > 3 and a_h[n - 1, 0] != 0 and a_h[0, n - 1] != 0 and a_h.dtype.kind != "c" \
             and a_h[n - 1, 0] != a_h[0, n - 1]:
         return "gen"  # both corners set (no triangle, no band) and unequal (not symmetric)
-    low = bool(np.tril(a_h, -1).any())
-    up = bool(np.triu(a_h, 1).any())
+    low = _any_in(a_h, "l", -1)
+    up = _any_in(a_h, "u", 1)
     if not low and not up:
         return "diag"
-    if tridiagonal and low and up and n > 3 and not np.tril(a_h, -2).any() \
-            and not np.triu(a_h, 2).any():
+    if tridiagonal and low and up and n > 3 and not _any_in(a_h, "l", -2) \
+            and not _any_in(a_h, "u", 2):
         return "tridiag"
     if not low:
         return "upper"
@@ -112,6 +143,11 @@ def _full_from_triangle(xp, a, lower, hermitian):
     if hermitian and a.dtype.kind == "c":
         tri = xp.tril(a, -1) if lower else xp.triu(a, 1)
         return tri + tri.conj().T + xp.diag(xp.diagonal(a).real).astype(a.dtype)
+    n = a.shape[0]
+    if xp is np and n <= MASKED_UP_TO and a.ndim == 2 and a.shape[1] == n:
+        # tril(a) + tril(a, -1).T is x + 0.0 everywhere (x the kept entry or its mirror):
+        # the same bits, zeros' signs included
+        return np.where(_bands(n)[4 if lower else 5], a, a.T) + 0.0
     return xp.tril(a) + xp.tril(a, -1).T if lower else xp.triu(a) + xp.triu(a, 1).T
 
 
