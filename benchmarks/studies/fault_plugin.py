@@ -69,10 +69,10 @@ def install(point, delta):
         return _scaled(original(*args, **kwargs), delta)
 
     _replace_everywhere(original, wrapped)
-    # the compiled one-level LU and solve run their updates inside one kernel call (the
-    # tests hold them to the Python steps' bits): off, so that the fault reaches them
-    one_level = importlib.import_module("ozlinalg.lapack.lu_one_level")
-    one_level._compiled = lambda *args: None
+    # the compiled one-level steps run their products inside one kernel call (the tests
+    # hold them to the Python steps' bits): off, so that the fault reaches them
+    steps = importlib.import_module("ozlinalg.lapack.compiled_steps")
+    steps.arguments = lambda *args: None
     if point == "ozaki-1":  # small products never reach emulate_block: the same core
         small = importlib.import_module("ozlinalg.ozaki.small")
         orig_small = small.small_product

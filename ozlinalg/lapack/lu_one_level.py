@@ -18,27 +18,17 @@ These functions run the same steps in the same order on the same primitives (LAP
 the recursion's bit for bit (tests/linalg/test_lu_one_level.py compares them on
 every order and shape they take), with none of its set-up.
 
-Where every update takes the one-call small-product path
-(:func:`~ozlinalg.ozaki.small.small_args`), a square factorization and its solve run
-as one compiled call each (``k_lu_small.c``): the same LAPACK and BLAS routines, on
-packed copies of their blocks as SciPy's wrappers pass them, and the same product
-kernel, in the same order, so the same bits (the tests compare both ways). At n = 8
-the Python steps took 39 us (factor) and 38 us (solve) on an AMX Xeon core, the
-compiled calls about a tenth of it. A call the kernel declines part way (Inf / NaN in
-an update, a fixed slice count below auto's, which warns) starts again on the
-Python steps. Native blocks of :data:`~ozlinalg.lapack._common.NATIVE_LIMIT_FROM`
-entries and more run on the Python steps, under the engine's BLAS thread limit
-(the kernel calls LAPACK as it finds it).
+Where every update takes the one-call small-product path, a square factorization and
+its solve run as one compiled call each (:mod:`~ozlinalg.lapack.compiled_steps`): at
+n = 8 the Python steps took 39 us (factor) and 38 us (solve) on an AMX Xeon core, the
+compiled calls about a tenth of it.
 """
 from __future__ import annotations
-
-import ctypes
-import functools
 
 import numpy as np
 
 from .._profile import active_profiles
-from ..ozaki.small import small_args
+from . import compiled_steps
 from ._common import (
     NATIVE_LIMIT_FROM,
     flops_getrf,
@@ -57,61 +47,17 @@ def one_level(m, n, nb):
     return m >= n and nb < n <= 2 * nb
 
 
-@functools.cache
-def _scipy_routines():
-    """The addresses of LAPACK ``dgetrf`` and BLAS ``dtrsm`` that SciPy exports
-    (``scipy.linalg.cython_lapack`` / ``cython_blas``: the library its wrappers call),
-    or None where they cannot be read."""
-    try:
-        from scipy.linalg import cython_blas, cython_lapack
-
-        # prototypes of our own: ctypes.pythonapi's functions are shared with the process
-        name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-            ("PyCapsule_GetName", ctypes.pythonapi))
-        pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-            ("PyCapsule_GetPointer", ctypes.pythonapi))
-        caps = (cython_lapack.__pyx_capi__["dgetrf"], cython_blas.__pyx_capi__["dtrsm"])
-        got = tuple(pointer(c, name(c)) for c in caps)
-    except (ImportError, AttributeError, KeyError, ValueError, OSError):
-        return None
-    return got if all(got) else None
-
-
-def _compiled(run, x, *products):
-    """``(kernels, routines, kind, fixed count, min_shift, [(width, thresholds)] per
-    product)`` where the compiled one-level steps apply to a real ``x``: NumPy, emulated,
-    no profile recording the products one by one, every ``(m, n, p)`` product on the
-    small path with one engine's kernels. Else None."""
-    if run.xp is not np or not run.emulate or x.dtype.char != "d" or active_profiles():
-        return None
-    plan = run.plan
-    ker = getattr(plan.engine, "kernels", None)
-    if ker is None or not hasattr(ker, "lu_one_level_factor"):
-        return None
-    routines = _scipy_routines()
-    if routines is None:
-        return None
-    meth, opts, per = plan.method, plan.options, []
-    for m, n, p in products:
-        got = small_args(np, m, n, p, meth, plan.slices, opts, plan.engine)
-        if got is None:
-            return None
-        per.append((got[1], got[3]))
-        fixed = got[2]
-    shift = 0 if plan.min_shift is None else int(plan.min_shift)
-    return ker, routines, int(meth.split == "bitmask"), fixed, shift, per
-
-
 def _factor_compiled(run, lu, nb, piv):
     """:func:`getrf_one_level` in one compiled call: its info, or None where the kernel
     does not apply or declined (``lu`` and ``piv`` then hold what they held)."""
     m, n = lu.shape
     r = n - nb
     small = m == n and m * nb < NATIVE_LIMIT_FROM
-    got = _compiled(run, lu, (r, nb, r)) if small else None
+    got = compiled_steps.arguments(run, lu, (r, nb, r)) if small else None
     if got is None:
         return None
-    ker, (getrf, trsm), kind, fixed, shift, [(width, thr)] = got
+    ker, fns, kind, fixed, shift, [(width, thr)] = got
+    getrf, trsm = fns["dgetrf"], fns["dtrsm"]
     saved = lu.copy(order="K")
     info = np.zeros(2, np.int64)
     ker.lu_one_level_factor(lu, piv, nb, kind, width, fixed, thr, shift, getrf, trsm, info)
@@ -132,10 +78,11 @@ def _solve_compiled(run, lu, x, nb, piv):
     r = n - nb
     small = (nb * k < NATIVE_LIMIT_FROM and lu.dtype.char == "d"
              and piv.dtype == np.int32 and piv.flags.c_contiguous)
-    got = _compiled(run, x, (r, nb, k), (nb, r, k)) if small else None
+    got = compiled_steps.arguments(run, x, (r, nb, k), (nb, r, k)) if small else None
     if got is None:
         return False
-    ker, (_, trsm), kind, fixed, shift, [(w_low, t_low), (w_up, t_up)] = got
+    ker, fns, kind, fixed, shift, [(w_low, t_low), (w_up, t_up)] = got
+    trsm = fns["dtrsm"]
     saved = x.copy(order="K")
     info = np.zeros(2, np.int64)
     ker.lu_one_level_solve(lu, piv, x, nb, kind, w_low, w_up, fixed, t_low, t_up, shift,

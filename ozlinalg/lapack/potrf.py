@@ -1,7 +1,11 @@
 """Blocked Cholesky factorization (``potrf``) and its solver."""
 from __future__ import annotations
 
+import numpy as np
+
+from . import compiled_steps
 from ._common import (
+    NATIVE_LIMIT_FROM,
     Runner,
     as_float_matrix,
     check_block_size,
@@ -139,11 +143,38 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
     else:
         run = Runner(plan)
         # The upper factor of a is the transpose of the lower factor of a.T.
-        _potrf_lower_inplace(run, c if lower else c.T, nb)
+        target = c if lower else c.T
+        if not _potrf_compiled(run, target, nb):
+            _potrf_lower_inplace(run, target, nb)
         keep_triangle(xp, c, lower)
     if saved is not None:
         c += saved
     return c
+
+
+def _potrf_compiled(run, c, nb):
+    """:func:`_potrf_lower_inplace` of the whole ``c`` in one compiled call
+    (:mod:`.compiled_steps`) where the recursion is one level (``nb < n <= 2 nb``: a
+    native block of order ``nb``, one product, a native block) and its native blocks are
+    small: True, or False where it does not apply or the kernel stopped (``c`` then
+    holds what it held; a matrix that is not positive definite raises on the Python
+    steps)."""
+    n = c.shape[0]
+    if not (nb < n <= 2 * nb and nb * nb < NATIVE_LIMIT_FROM):
+        return False
+    r = n - nb
+    got = compiled_steps.arguments(run, c, (r, nb, r))
+    if got is None:
+        return False
+    ker, fns, kind, fixed, shift, [(width, thr)] = got
+    saved = c.copy(order="K")
+    info = np.zeros(2, np.int64)
+    ker.potrf_one_level(c, nb, kind, width, fixed, thr, shift, fns["dpotrf"], fns["dtrsm"],
+                        info)
+    if info[1]:
+        c[...] = saved
+        return False
+    return True
 
 
 def _potrf_lower_inplace(run, c, nb, c0=0, c1=None):

@@ -1,8 +1,12 @@
 """Blocked triangular solve with many right-hand sides (BLAS-3 ``trsm``)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .._exceptions import LinAlgError
+from . import compiled_steps
 from ._common import (
+    NATIVE_LIMIT_FROM,
     Runner,
     as_float_matrix,
     check_block_size,
@@ -167,6 +171,30 @@ def checked_trsm(plan, a, b, side, lower, t, unit_diagonal, nb, cross, overwrite
     return x
 
 
+def _solve_compiled(run, m, x, lower, unit, leaf):
+    """:func:`solve_left_inplace` at one level (``leaf < n <= 2 leaf``: two native
+    diagonal blocks and one product) in one compiled call (:mod:`.compiled_steps`):
+    True, or False where it does not apply or the kernel stopped (``x`` then holds what
+    it held)."""
+    n, k = m.shape[0], x.shape[1]
+    n1 = leaf  # the recursion's split, max(leaf, (n // 2) // leaf * leaf), at this level
+    if leaf * k >= NATIVE_LIMIT_FROM or m.dtype.char != "d":
+        return False
+    n2 = n - n1
+    got = compiled_steps.arguments(run, x, (n2, n1, k) if lower else (n1, n2, k))
+    if got is None:
+        return False
+    ker, fns, kind, fixed, shift, [(width, thr)] = got
+    saved = x.copy(order="K")
+    info = np.zeros(2, np.int64)
+    ker.trsm_one_level(m, x, n1, bool(lower), bool(unit), kind, width, fixed, thr, shift,
+                       fns["dtrsm"], info)
+    if info[1]:
+        x[...] = saved
+        return False
+    return True
+
+
 def solve_left_inplace(run, m, x, lower, unit, leaf):
     """Overwrite ``x`` with ``m^{-1} x`` for a triangular (view) ``m``.
 
@@ -176,6 +204,8 @@ def solve_left_inplace(run, m, x, lower, unit, leaf):
     """
     n = m.shape[0]
     if n == 0 or x.shape[1] == 0:
+        return
+    if leaf < n <= 2 * leaf and _solve_compiled(run, m, x, lower, unit, leaf):
         return
     if n <= leaf:
         x[...] = native_trsm_left(run.xp, m, x, lower, unit, engine=run.engine)

@@ -20,10 +20,10 @@ import scipy.linalg as sla
 
 from ozlinalg.lapack import (
     _common,
+    compiled_steps,
     geqrf,
     getrf,
     getrs,
-    lu_one_level,
     orgqr,
     ormqr,
     potrf,
@@ -64,10 +64,11 @@ def checked(monkeypatch):
         return c
 
     monkeypatch.setattr(_common, "_product", gemm)
-    # the compiled one-level LU and solve make their products inside one kernel call:
-    # off here, so that each product is seen (test_lu_one_level.py holds them to these
-    # Python steps' bits)
-    monkeypatch.setattr(lu_one_level, "_compiled", lambda *args: None)
+    # the compiled one-level steps (LU, Cholesky, triangular solves) make their products
+    # inside one kernel call: off here, so that each product is seen
+    # (test_lu_one_level.py and test_one_level_cholesky.py hold them to these Python
+    # steps' bits)
+    monkeypatch.setattr(compiled_steps, "arguments", lambda *args: None)
     return seen
 
 

@@ -245,13 +245,14 @@ class TestSwapRows:
 
 
 LU_ONE_LEVEL = importlib.import_module("ozlinalg.lapack.lu_one_level")
+COMPILED_STEPS = importlib.import_module("ozlinalg.lapack.compiled_steps")
 
 #: orders whose compiled steps run (every native block below NATIVE_LIMIT_FROM entries)
 COMPILED_ORDERS = [n for n in ORDERS if n < 255]
 
 
 class TestCompiledSteps:
-    """The compiled one-level LU and solve (``k_lu_small.c``) against the Python steps
+    """The compiled one-level LU and solve (``k_one_level.c``) against the Python steps
     they replace: the same bits, pivots and info; a call the kernel declines runs the
     Python steps on the caller's data as it was."""
 
@@ -273,7 +274,7 @@ class TestCompiledSteps:
     @staticmethod
     def _python(monkeypatch, fn):
         with monkeypatch.context() as mp:
-            mp.setattr(LU_ONE_LEVEL, "_compiled", lambda *args: None)
+            mp.setattr(COMPILED_STEPS, "arguments", lambda *args: None)
             return fn()
 
     @pytest.mark.parametrize("n", COMPILED_ORDERS)

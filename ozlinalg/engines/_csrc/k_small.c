@@ -571,7 +571,7 @@ dot16(const int16_t *restrict x, const int16_t *restrict y, ptrdiff_t n)
 }
 
 /* The whole product on raw strided arrays (the kernel below, and the one-level LU of
- * k_lu_small.c, which runs its updates through it): a (m x k, strides a0, a1), bt (p x k),
+ * k_one_level.c, which runs its products through it): a (m x k, strides a0, a1), bt (p x k),
  * out (m x p); T holds nthr thresholds at stride ts; info at stride i1 (3 entries, or 6
  * where timed). Returns 0, or OZK_BADLAYOUT. */
 int

@@ -1,0 +1,181 @@
+"""The compiled one-level Cholesky factorization and triangular solve
+(ozlinalg/lapack/compiled_steps.py, ``k_one_level.c``) against the Python steps of
+``potrf`` / ``trsm`` they replace: the same bits, the same errors; a call the kernel
+stops runs the Python steps on the caller's data as it was."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import ozlinalg
+from ozlinalg.lapack import potrf, potrs, trsm
+
+POTRF = importlib.import_module("ozlinalg.lapack.potrf")
+TRSM = importlib.import_module("ozlinalg.lapack.trsm")
+COMPILED_STEPS = importlib.import_module("ozlinalg.lapack.compiled_steps")
+
+#: orders whose compiled steps run (native blocks below NATIVE_LIMIT_FROM entries)
+ORDERS = [2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, 129, 197, 201]
+
+
+_SPIED = {}
+
+
+def _spied(monkeypatch):
+    """Lists of the compiled calls' results (False: not run), the Python steps' own
+    calls left out."""
+    got = _SPIED[id(monkeypatch)] = {"potrf": [], "trsm": []}
+    for key, mod, name in (("potrf", POTRF, "_potrf_compiled"),
+                           ("trsm", TRSM, "_solve_compiled")):
+        real = getattr(mod, name)
+
+        def spy(*args, real=real, key=key):
+            out = real(*args)
+            got[key].append(out)
+            return out
+
+        monkeypatch.setattr(mod, name, spy)
+    return got
+
+
+def _python(monkeypatch, fn):
+    """``fn()`` on the Python steps."""
+    ran = _SPIED.get(id(monkeypatch), {})
+    sizes = {k: len(v) for k, v in ran.items()}
+    with monkeypatch.context() as mp:
+        mp.setattr(COMPILED_STEPS, "arguments", lambda *args: None)
+        out = fn()
+    for k, v in ran.items():
+        del v[sizes[k]:]
+    return out
+
+
+def _spd(rng, n, kind):
+    g = rng.standard_normal((n, n))
+    a = g @ g.T + n * np.eye(n)
+    if kind == "scaled":  # D A D over many binades
+        d = np.exp2(rng.integers(-30, 30, n))
+        a = a * d[:, None] * d[None, :]
+    return a
+
+
+class TestPotrfCompiled:
+    @pytest.mark.parametrize("n", ORDERS)
+    def test_same_bits_as_the_python_steps(self, monkeypatch, n):
+        nb = (n + 1) // 2
+        rng = np.random.default_rng(500 + n)
+        ran = _spied(monkeypatch)
+        for kind in ("random", "scaled"):
+            for order in "CF":
+                a = np.asarray(_spd(rng, n, kind), order=order)
+                keep = a.copy()
+                for lower in (True, False):
+                    def factor(a=a, lower=lower):
+                        return potrf(a, lower=lower, block_size=nb, min_size=0)
+
+                    c = factor()
+                    assert ran["potrf"][-1] is (nb * nb < 10_000), (kind, order, lower)
+                    ref = _python(monkeypatch, factor)
+                    assert c.tobytes() == ref.tobytes(), (kind, order, lower)
+                    np.testing.assert_array_equal(a, keep)
+                    for bshape in ((n,), (n, 1), (n, 3)):
+                        b = rng.standard_normal(bshape)
+
+                        def solve(b=b, c=c, lower=lower):
+                            return potrs(c, b, lower=lower, block_size=nb, min_size=0)
+
+                        x = solve()
+                        want = _python(monkeypatch, solve)
+                        assert x.tobytes() == want.tobytes(), (kind, order, lower, bshape)
+        if n <= 64:
+            assert ran["trsm"] and all(ran["trsm"])  # potrs' two solves, compiled
+
+    def test_not_positive_definite_raises_as_the_python_steps(self, monkeypatch):
+        rng = np.random.default_rng(13)
+        ran = _spied(monkeypatch)
+        for n, bad in ((8, 2), (8, 6), (9, 0), (33, 20)):
+            a = _spd(rng, n, "random")
+            a[bad, bad] = -1.0  # the leading minor of order bad + 1 is not positive
+            with pytest.raises(np.linalg.LinAlgError) as got:
+                potrf(a, lower=True, block_size=(n + 1) // 2, min_size=0)
+            assert ran["potrf"][-1] is False  # stopped, then the Python steps raised
+            with pytest.raises(np.linalg.LinAlgError) as want:
+                _python(monkeypatch, lambda a=a, n=n: potrf(a, lower=True,
+                                                            block_size=(n + 1) // 2,
+                                                            min_size=0))
+            assert str(got.value) == str(want.value)
+
+    def test_front_door(self, monkeypatch):
+        """``cho_factor`` / ``cho_solve`` and ``solve(assume_a="pos")`` by name."""
+        rng = np.random.default_rng(14)
+        ran = _spied(monkeypatch)
+        for n in (3, 8, 20, 40):
+            a, b = _spd(rng, n, "random"), rng.standard_normal((n, 2))
+
+            def calls(a=a, b=b):
+                cf = ozlinalg.linalg.cho_factor(a)
+                return (cf[0], ozlinalg.linalg.cho_solve(cf, b),
+                        ozlinalg.linalg.solve(a, b, assume_a="pos"), ozlinalg.solve(a, b))
+
+            got = calls()
+            assert ran["potrf"] and ran["potrf"][-1] is True
+            for x, y in zip(got, _python(monkeypatch, calls)):
+                assert x.tobytes() == y.tobytes(), n
+
+
+class TestTrsmCompiled:
+    @pytest.mark.parametrize("n", [2, 5, 8, 9, 32, 33, 100])
+    def test_same_bits_as_the_python_steps(self, monkeypatch, n):
+        leaf = (n + 1) // 2
+        rng = np.random.default_rng(600 + n)
+        ran = _spied(monkeypatch)
+        a = rng.standard_normal((n, n)) + n * np.eye(n)
+        for lower in (True, False):
+            for unit in (True, False):
+                for trans in (0, 1):
+                    for side, bshape in (("L", (n,)), ("L", (n, 3)), ("R", (2, n))):
+                        for order in "CF":
+                            b = np.asarray(rng.standard_normal(bshape), order=order)
+                            bkeep = b.copy()
+
+                            def solve(b=b, lower=lower, unit=unit, trans=trans, side=side):
+                                return trsm(a, b, side=side, lower=lower, trans=trans,
+                                            unit_diagonal=unit, block_size=leaf, min_size=0)
+
+                            x = solve()
+                            assert ran["trsm"][-1] is True
+                            want = _python(monkeypatch, solve)
+                            assert x.tobytes() == want.tobytes(), (lower, unit, trans, side)
+                            np.testing.assert_array_equal(b, bkeep)
+
+    def test_stopped_solve_runs_the_python_steps(self, monkeypatch):
+        rng = np.random.default_rng(15)
+        ran = _spied(monkeypatch)
+        a = rng.standard_normal((10, 10)) + 10 * np.eye(10)
+        b = rng.standard_normal(10)
+        b[1] = np.inf  # reaches the coupling product: the kernel stops
+        x = trsm(a, b, lower=True, block_size=5, min_size=0, check_finite=False)
+        assert ran["trsm"][-1] is False
+        want = _python(monkeypatch, lambda: trsm(a, b, lower=True, block_size=5, min_size=0,
+                                                 check_finite=False))
+        assert x.tobytes() == want.tobytes()
+
+    def test_threads(self, monkeypatch):
+        """Eight Python threads at once (the kernels call LAPACK without the GIL)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        rng = np.random.default_rng(16)
+        mats = [_spd(rng, n, "random") for n in (5, 8, 13, 16, 24, 31, 40, 9)]
+        rhs = [rng.standard_normal((len(m), 2)) for m in mats]
+
+        def one(t):
+            nb = (len(mats[t]) + 1) // 2
+            c = potrf(mats[t], block_size=nb, min_size=0)
+            return c.tobytes() + potrs(c, rhs[t], block_size=nb, min_size=0).tobytes()
+
+        want = [_python(monkeypatch, lambda t=t: one(t)) for t in range(8)]
+        with ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(lambda t: all(one(t) == want[t] for _ in range(20)),
+                                range(8)))
