@@ -11,6 +11,7 @@ suite).
 from __future__ import annotations
 
 import dataclasses as _dataclasses
+import functools
 import operator
 import warnings
 
@@ -384,12 +385,33 @@ def native_trsm_left(xp, m, b, lower, unit, engine=None):
                                       check_finite=False)
 
 
+#: Orders up to this one read their triangles through cached masks (:func:`band_masks`):
+#: ``np.tril`` / ``np.triu`` build theirs on every call (about 5 us each at order 8).
+MASKED_UP_TO = 64
+
+
+@functools.lru_cache(maxsize=MASKED_UP_TO + 1)
+def band_masks(n):
+    """Read-only boolean masks of an order-``n`` matrix, by the offset ``d = j - i`` of
+    each entry from the diagonal: ``d < 0``, ``d > 0``, ``d < -1``, ``d > 1``, ``d <= 0``,
+    ``d >= 0``."""
+    i = np.arange(n)
+    d = i[None, :] - i[:, None]
+    masks = (d < 0, d > 0, d < -1, d > 1, d <= 0, d >= 0)
+    for m in masks:
+        m.flags.writeable = False
+    return masks
+
+
 def keep_triangle(xp, c, lower, block=256):
     """``c[...] = tril(c)`` (``lower``) or ``triu(c)`` for a square ``c``, in place,
     a column block at a time (``xp.tril`` of the whole matrix builds full-size
     masks and temporaries: 0.4 s at n = 4096, more than the Cholesky's own
     bookkeeping)."""
     n = c.shape[0]
+    if xp is np and n <= MASKED_UP_TO:
+        c[band_masks(n)[1 if lower else 0]] = 0  # what tril / triu leave there
+        return
     for j0 in range(0, n, block):
         j1 = min(n, j0 + block)
         d = c[j0:j1, j0:j1]

@@ -1,7 +1,6 @@
 """Linear systems, inverse, determinant, least squares (``scipy.linalg`` API)."""
 from __future__ import annotations
 
-import functools
 import warnings
 
 import numpy as np
@@ -10,6 +9,7 @@ from .. import lapack
 from .._array import to_numpy
 from .._matmul import matmul
 from .._options import resolve
+from ..lapack._common import MASKED_UP_TO, band_masks
 from ..lapack.scipy_conventions import (
     as_array,
     common_dtype,
@@ -77,32 +77,13 @@ class _Native(Exception):
     (tridiagonal). The whole call is then SciPy's native function."""
 
 
-#: Orders up to this one read their triangles through cached masks (:func:`_bands`):
-#: ``np.tril`` / ``np.triu`` build theirs on every call (about 5 us each at order 8,
-#: four of them in :func:`_detect`).
-MASKED_UP_TO = 64
-
-
-@functools.lru_cache(maxsize=MASKED_UP_TO + 1)
-def _bands(n):
-    """Read-only boolean masks of an order-``n`` matrix, by the offset ``d = j - i`` of
-    each entry from the diagonal: ``d < 0``, ``d > 0``, ``d < -1``, ``d > 1``, ``d <= 0``,
-    ``d >= 0``."""
-    i = np.arange(n)
-    d = i[None, :] - i[:, None]
-    masks = (d < 0, d > 0, d < -1, d > 1, d <= 0, d >= 0)
-    for m in masks:
-        m.flags.writeable = False
-    return masks
-
-
 def _any_in(a_h, which, k):
     """``np.tril(a_h, k).any()`` (``which`` "l") or ``np.triu(a_h, k).any()`` ("u") for
     ``k`` in -2, -1 (lower), 1, 2 (upper)."""
     n = a_h.shape[0]
     if n > MASKED_UP_TO or a_h.shape[1] != n:
         return bool((np.tril(a_h, k) if which == "l" else np.triu(a_h, k)).any())
-    below, above, below2, above2 = _bands(n)[:4]
+    below, above, below2, above2 = band_masks(n)[:4]
     mask = {-1: below, -2: below2, 1: above, 2: above2}[k]
     return bool(a_h[mask].any())
 
@@ -147,7 +128,7 @@ def _full_from_triangle(xp, a, lower, hermitian):
     if xp is np and n <= MASKED_UP_TO and a.ndim == 2 and a.shape[1] == n:
         # tril(a) + tril(a, -1).T is x + 0.0 everywhere (x the kept entry or its mirror):
         # the same bits, zeros' signs included
-        return np.where(_bands(n)[4 if lower else 5], a, a.T) + 0.0
+        return np.where(band_masks(n)[4 if lower else 5], a, a.T) + 0.0
     return xp.tril(a) + xp.tril(a, -1).T if lower else xp.triu(a) + xp.triu(a, 1).T
 
 

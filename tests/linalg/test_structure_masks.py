@@ -1,11 +1,12 @@
-"""The structure detection and the symmetric mirror of ``solve`` / ``inv`` at small
-orders (cached masks, ozlinalg/linalg/_basic.py) against the ``np.tril`` / ``np.triu``
-forms they replace: the same verdicts and the same bits."""
+"""The structure detection and the symmetric mirror of ``solve`` / ``inv``, and the
+factorizations' ``keep_triangle``, at small orders (cached masks) against the
+``np.tril`` / ``np.triu`` forms they replace: the same verdicts and the same bits."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from ozlinalg.lapack import _common
 from ozlinalg.linalg import _basic
 
 
@@ -36,13 +37,21 @@ def test_same_verdicts_and_bits_as_the_triangles(monkeypatch, dtype):
             full = [_basic._full_from_triangle(np, a, low, True) for low in (True, False)]
             with monkeypatch.context() as mp:
                 mp.setattr(_basic, "MASKED_UP_TO", -1)  # the np.tril / np.triu forms
+                mp.setattr(_common, "MASKED_UP_TO", -1)
                 want = [_basic._detect(a), _basic._detect(a, tridiagonal=False)]
                 ref = [_basic._full_from_triangle(np, a, low, True) for low in (True, False)]
             assert got == want, (n, dtype)
             for x, y in zip(full, ref):
                 assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), (n, dtype)
+            for lower in (True, False):
+                got_c, ref_c = a.copy(), a.copy()
+                _common.keep_triangle(np, got_c, lower)
+                with monkeypatch.context() as mp:
+                    mp.setattr(_common, "MASKED_UP_TO", -1)
+                    _common.keep_triangle(np, ref_c, lower)
+                assert got_c.tobytes() == ref_c.tobytes(), (n, dtype, lower)
 
 
 def test_masks_are_read_only():
-    for m in _basic._bands(5):
+    for m in _common.band_masks(5):
         assert not m.flags.writeable
