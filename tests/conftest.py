@@ -200,6 +200,38 @@ def engines_where_they_run(*names):
     return out
 
 
+class CompiledSteps:
+    """Spies on the compiled one-level steps (:mod:`ozlinalg.lapack.compiled_steps`) and
+    runs calls on the Python steps, for the tests that compare the two. ``targets`` maps
+    a key to ``(module, function name)`` of an entry point; ``ran[key]`` lists its
+    results (None / False: not run), the calls of :meth:`python` left out."""
+
+    def __init__(self, monkeypatch, targets):
+        self.monkeypatch = monkeypatch
+        self.ran = {key: [] for key in targets}
+        for key, (mod, name) in targets.items():
+            real = getattr(mod, name)
+
+            def spy(*args, real=real, key=key):
+                out = real(*args)
+                self.ran[key].append(out)
+                return out
+
+            monkeypatch.setattr(mod, name, spy)
+
+    def python(self, fn):
+        """``fn()`` with the compiled steps off."""
+        from ozlinalg.lapack import compiled_steps
+
+        sizes = {key: len(v) for key, v in self.ran.items()}
+        with self.monkeypatch.context() as mp:
+            mp.setattr(compiled_steps, "arguments", lambda *args: None)
+            out = fn()
+        for key, v in self.ran.items():
+            del v[sizes[key]:]
+        return out
+
+
 def assert_same_bits_as(others, engine, rng, method, accuracy, shape, orders):
     """``ozlinalg.matmul`` on ``engine`` gives each of ``others``' bits on a phi = 1.5
     product of ``shape = (m, k, p)`` with the memory ``orders`` of A and B ("CF": A C,

@@ -7,6 +7,7 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import CompiledSteps
 from scipy.linalg import LinAlgWarning
 
 import ozlinalg
@@ -245,7 +246,6 @@ class TestSwapRows:
 
 
 LU_ONE_LEVEL = importlib.import_module("ozlinalg.lapack.lu_one_level")
-COMPILED_STEPS = importlib.import_module("ozlinalg.lapack.compiled_steps")
 
 #: orders whose compiled steps run (every native block below NATIVE_LIMIT_FROM entries)
 COMPILED_ORDERS = [n for n in ORDERS if n < 255]
@@ -257,31 +257,16 @@ class TestCompiledSteps:
     Python steps on the caller's data as it was."""
 
     @staticmethod
-    def _spied(monkeypatch):
-        """Spies on the compiled calls: lists of their results (None / False: not run)."""
-        got = {"factor": [], "solve": []}
-        for key, name in (("factor", "_factor_compiled"), ("solve", "_solve_compiled")):
-            real = getattr(LU_ONE_LEVEL, name)
-
-            def spy(*args, real=real, key=key):
-                out = real(*args)
-                got[key].append(out)
-                return out
-
-            monkeypatch.setattr(LU_ONE_LEVEL, name, spy)
-        return got
-
-    @staticmethod
-    def _python(monkeypatch, fn):
-        with monkeypatch.context() as mp:
-            mp.setattr(COMPILED_STEPS, "arguments", lambda *args: None)
-            return fn()
+    def _steps(monkeypatch):
+        return CompiledSteps(monkeypatch, {"factor": (LU_ONE_LEVEL, "_factor_compiled"),
+                                           "solve": (LU_ONE_LEVEL, "_solve_compiled")})
 
     @pytest.mark.parametrize("n", COMPILED_ORDERS)
     def test_factor_and_solve_same_bits(self, monkeypatch, n):
         nb = (n + 1) // 2
         rng = np.random.default_rng(300 + n)
-        ran = self._spied(monkeypatch)
+        steps = self._steps(monkeypatch)
+        ran = steps.ran
         for kind in ("random", "scaled", "singular"):
             for order in "CF":
                 a = np.asarray(_matrix(rng, (n, n), np.float64, kind), order=order)
@@ -294,7 +279,7 @@ class TestCompiledSteps:
                 # (a zero column of U12 is a structural zero the small path leaves to the
                 # driver: at even orders the singular matrices run the Python steps)
                 assert ran["factor"][-1] is not None or kind == "singular" and n % 2 == 0
-                ref_lu, ref_piv = self._python(monkeypatch, factor)
+                ref_lu, ref_piv = steps.python(factor)
                 assert lu.tobytes() == ref_lu.tobytes(), (kind, order)
                 np.testing.assert_array_equal(piv, ref_piv)
                 np.testing.assert_array_equal(a, keep)
@@ -309,7 +294,7 @@ class TestCompiledSteps:
 
                     x = solve()
                     assert ran["solve"][-1] is True, "the compiled solve did not run"
-                    ref = self._python(monkeypatch, solve)
+                    ref = steps.python(solve)
                     assert x.tobytes() == ref.tobytes(), (kind, order, bshape)
                     np.testing.assert_array_equal(b, bkeep)
                     # factors in C order (a caller's): the kernel reads any strides
@@ -324,12 +309,13 @@ class TestCompiledSteps:
 
         plan = resolve(np)
         rng = np.random.default_rng(400 + n)
-        ran = self._spied(monkeypatch)
+        steps = self._steps(monkeypatch)
+        ran = steps.ran
         for kind in ("random", "scaled", "singular"):
             a = _matrix(rng, (n, n), np.float64, kind)
             got = DECOMP_LU._getrf(plan, a)
             assert ran["factor"][-1] is not None or kind == "singular" and n % 2 == 0
-            ref = self._python(monkeypatch, lambda a=a: DECOMP_LU._getrf(plan, a))
+            ref = steps.python(lambda a=a: DECOMP_LU._getrf(plan, a))
             assert got[0].tobytes() == ref[0].tobytes()
             np.testing.assert_array_equal(got[1], ref[1])
             assert got[2] == ref[2] and (got[2] > 0) == (kind == "singular")
@@ -338,7 +324,7 @@ class TestCompiledSteps:
             for b in (rng.standard_normal(n), rng.standard_normal((n, 4))):
                 x = DECOMP_LU._getrs(plan, got[0], got[1], b, own=True)
                 assert ran["solve"][-1] is True
-                want = self._python(monkeypatch, lambda b=b, lu=got[0], piv=got[1]:
+                want = steps.python(lambda b=b, lu=got[0], piv=got[1]:
                                     DECOMP_LU._getrs(plan, lu, piv, b, own=True))
                 assert x.tobytes() == want.tobytes()
 
@@ -365,12 +351,13 @@ class TestCompiledSteps:
         rng = np.random.default_rng(8)
         a = rng.standard_normal((12, 12))
         a[9, 2] = np.nan
-        ran = self._spied(monkeypatch)
+        steps = self._steps(monkeypatch)
+        ran = steps.ran
         lu, piv = getrf(a, block_size=6, min_size=0, warn=False,
                          check_finite=False)
         assert ran["factor"] == [None]
-        ref_lu, ref_piv = self._python(
-            monkeypatch, lambda: getrf(a, block_size=6, min_size=0, warn=False,
+        ref_lu, ref_piv = steps.python(
+            lambda: getrf(a, block_size=6, min_size=0, warn=False,
                          check_finite=False))
         assert lu.tobytes() == ref_lu.tobytes()
         np.testing.assert_array_equal(piv, ref_piv)
@@ -379,14 +366,15 @@ class TestCompiledSteps:
         b[0] = np.inf
         x = getrs(good, piv, b, block_size=6, min_size=0, check_finite=False)
         assert ran["solve"][-1] is False
-        ref = self._python(monkeypatch, lambda: getrs(good, piv, b, block_size=6, min_size=0,
+        ref = steps.python(lambda: getrs(good, piv, b, block_size=6, min_size=0,
                                                       check_finite=False))
         assert x.tobytes() == ref.tobytes()
 
     def test_fixed_count_below_auto_warns_as_the_python_steps(self, monkeypatch):
         rng = np.random.default_rng(9)
         a = _matrix(rng, (16, 16), np.float64, "scaled")
-        ran = self._spied(monkeypatch)
+        steps = self._steps(monkeypatch)
+        ran = steps.ran
 
         def factor():
             with ozlinalg.options(slices=2), pytest.warns(ozlinalg.AccuracyWarning) as rec:
@@ -395,14 +383,15 @@ class TestCompiledSteps:
 
         (lu, piv), msgs = factor()
         assert ran["factor"] == [None]  # declined: the Python steps warn
-        (ref_lu, ref_piv), ref_msgs = self._python(monkeypatch, factor)
+        (ref_lu, ref_piv), ref_msgs = steps.python(factor)
         assert lu.tobytes() == ref_lu.tobytes() and msgs == ref_msgs
 
     def test_not_taken(self, monkeypatch):
         """A profile records the products one by one; complex factors; wide native
         blocks (they run under the engine's BLAS thread limit)."""
         rng = np.random.default_rng(10)
-        ran = self._spied(monkeypatch)
+        steps = self._steps(monkeypatch)
+        ran = steps.ran
         with ozlinalg.profile() as prof:
             getrf(rng.standard_normal((8, 8)), block_size=4, min_size=0)
         assert ran["factor"] == [None] and prof.emulated_gemm_calls == 1
@@ -425,8 +414,9 @@ class TestCompiledSteps:
             x = getrs(lu, piv, rhs[t], block_size=(len(mats[t]) + 1) // 2, min_size=0)
             return lu.tobytes() + piv.tobytes() + x.tobytes()
 
-        want = [self._python(monkeypatch, lambda t=t: one(t)) for t in range(8)]
-        ran = self._spied(monkeypatch)
+        steps = self._steps(monkeypatch)
+        ran = steps.ran
+        want = [steps.python(lambda t=t: one(t)) for t in range(8)]
         with ThreadPoolExecutor(8) as pool:
             got = list(pool.map(lambda t: all(one(t) == want[t] for _ in range(20)), range(8)))
         assert all(got)

@@ -8,48 +8,21 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import CompiledSteps
 
 import ozlinalg
 from ozlinalg.lapack import potrf, potrs, trsm
 
 POTRF = importlib.import_module("ozlinalg.lapack.potrf")
 TRSM = importlib.import_module("ozlinalg.lapack.trsm")
-COMPILED_STEPS = importlib.import_module("ozlinalg.lapack.compiled_steps")
 
 #: orders whose compiled steps run (native blocks below NATIVE_LIMIT_FROM entries)
 ORDERS = [2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, 129, 197, 201]
 
 
-_SPIED = {}
-
-
-def _spied(monkeypatch):
-    """Lists of the compiled calls' results (False: not run), the Python steps' own
-    calls left out."""
-    got = _SPIED[id(monkeypatch)] = {"potrf": [], "trsm": []}
-    for key, mod, name in (("potrf", POTRF, "_potrf_compiled"),
-                           ("trsm", TRSM, "_solve_compiled")):
-        real = getattr(mod, name)
-
-        def spy(*args, real=real, key=key):
-            out = real(*args)
-            got[key].append(out)
-            return out
-
-        monkeypatch.setattr(mod, name, spy)
-    return got
-
-
-def _python(monkeypatch, fn):
-    """``fn()`` on the Python steps."""
-    ran = _SPIED.get(id(monkeypatch), {})
-    sizes = {k: len(v) for k, v in ran.items()}
-    with monkeypatch.context() as mp:
-        mp.setattr(COMPILED_STEPS, "arguments", lambda *args: None)
-        out = fn()
-    for k, v in ran.items():
-        del v[sizes[k]:]
-    return out
+def _steps(monkeypatch):
+    return CompiledSteps(monkeypatch, {"potrf": (POTRF, "_potrf_compiled"),
+                                       "trsm": (TRSM, "_solve_compiled")})
 
 
 def _spd(rng, n, kind):
@@ -66,7 +39,8 @@ class TestPotrfCompiled:
     def test_same_bits_as_the_python_steps(self, monkeypatch, n):
         nb = (n + 1) // 2
         rng = np.random.default_rng(500 + n)
-        ran = _spied(monkeypatch)
+        steps = _steps(monkeypatch)
+        ran = steps.ran
         for kind in ("random", "scaled"):
             for order in "CF":
                 a = np.asarray(_spd(rng, n, kind), order=order)
@@ -77,7 +51,7 @@ class TestPotrfCompiled:
 
                     c = factor()
                     assert ran["potrf"][-1] is (nb * nb < 10_000), (kind, order, lower)
-                    ref = _python(monkeypatch, factor)
+                    ref = steps.python(factor)
                     assert c.tobytes() == ref.tobytes(), (kind, order, lower)
                     np.testing.assert_array_equal(a, keep)
                     for bshape in ((n,), (n, 1), (n, 3)):
@@ -87,14 +61,15 @@ class TestPotrfCompiled:
                             return potrs(c, b, lower=lower, block_size=nb, min_size=0)
 
                         x = solve()
-                        want = _python(monkeypatch, solve)
+                        want = steps.python(solve)
                         assert x.tobytes() == want.tobytes(), (kind, order, lower, bshape)
         if n <= 64:
             assert ran["trsm"] and all(ran["trsm"])  # potrs' two solves, compiled
 
     def test_not_positive_definite_raises_as_the_python_steps(self, monkeypatch):
         rng = np.random.default_rng(13)
-        ran = _spied(monkeypatch)
+        steps = _steps(monkeypatch)
+        ran = steps.ran
         for n, bad in ((8, 2), (8, 6), (9, 0), (33, 20)):
             a = _spd(rng, n, "random")
             a[bad, bad] = -1.0  # the leading minor of order bad + 1 is not positive
@@ -102,7 +77,7 @@ class TestPotrfCompiled:
                 potrf(a, lower=True, block_size=(n + 1) // 2, min_size=0)
             assert ran["potrf"][-1] is False  # stopped, then the Python steps raised
             with pytest.raises(np.linalg.LinAlgError) as want:
-                _python(monkeypatch, lambda a=a, n=n: potrf(a, lower=True,
+                steps.python(lambda a=a, n=n: potrf(a, lower=True,
                                                             block_size=(n + 1) // 2,
                                                             min_size=0))
             assert str(got.value) == str(want.value)
@@ -110,7 +85,8 @@ class TestPotrfCompiled:
     def test_front_door(self, monkeypatch):
         """``cho_factor`` / ``cho_solve`` and ``solve(assume_a="pos")`` by name."""
         rng = np.random.default_rng(14)
-        ran = _spied(monkeypatch)
+        steps = _steps(monkeypatch)
+        ran = steps.ran
         for n in (3, 8, 20, 40):
             a, b = _spd(rng, n, "random"), rng.standard_normal((n, 2))
 
@@ -121,7 +97,7 @@ class TestPotrfCompiled:
 
             got = calls()
             assert ran["potrf"] and ran["potrf"][-1] is True
-            for x, y in zip(got, _python(monkeypatch, calls)):
+            for x, y in zip(got, steps.python(calls)):
                 assert x.tobytes() == y.tobytes(), n
 
 
@@ -130,7 +106,8 @@ class TestTrsmCompiled:
     def test_same_bits_as_the_python_steps(self, monkeypatch, n):
         leaf = (n + 1) // 2
         rng = np.random.default_rng(600 + n)
-        ran = _spied(monkeypatch)
+        steps = _steps(monkeypatch)
+        ran = steps.ran
         a = rng.standard_normal((n, n)) + n * np.eye(n)
         for lower in (True, False):
             for unit in (True, False):
@@ -146,19 +123,20 @@ class TestTrsmCompiled:
 
                             x = solve()
                             assert ran["trsm"][-1] is True
-                            want = _python(monkeypatch, solve)
+                            want = steps.python(solve)
                             assert x.tobytes() == want.tobytes(), (lower, unit, trans, side)
                             np.testing.assert_array_equal(b, bkeep)
 
     def test_stopped_solve_runs_the_python_steps(self, monkeypatch):
         rng = np.random.default_rng(15)
-        ran = _spied(monkeypatch)
+        steps = _steps(monkeypatch)
+        ran = steps.ran
         a = rng.standard_normal((10, 10)) + 10 * np.eye(10)
         b = rng.standard_normal(10)
         b[1] = np.inf  # reaches the coupling product: the kernel stops
         x = trsm(a, b, lower=True, block_size=5, min_size=0, check_finite=False)
         assert ran["trsm"][-1] is False
-        want = _python(monkeypatch, lambda: trsm(a, b, lower=True, block_size=5, min_size=0,
+        want = steps.python(lambda: trsm(a, b, lower=True, block_size=5, min_size=0,
                                                  check_finite=False))
         assert x.tobytes() == want.tobytes()
 
@@ -175,7 +153,8 @@ class TestTrsmCompiled:
             c = potrf(mats[t], block_size=nb, min_size=0)
             return c.tobytes() + potrs(c, rhs[t], block_size=nb, min_size=0).tobytes()
 
-        want = [_python(monkeypatch, lambda t=t: one(t)) for t in range(8)]
+        steps = _steps(monkeypatch)
+        want = [steps.python(lambda t=t: one(t)) for t in range(8)]
         with ThreadPoolExecutor(8) as pool:
             assert all(pool.map(lambda t: all(one(t) == want[t] for _ in range(20)),
                                 range(8)))

@@ -140,6 +140,52 @@ update(const small_args *sa, double *c, ptrdiff_t c0, ptrdiff_t c1, const double
     return LU_DONE;
 }
 
+/* The kernel's scratch (doubles), or NULL with info[1] = LU_NOMEM. */
+static double *
+scratch(size_t doubles, int64_t *info)
+{
+    double *w = malloc(sizeof(double) * doubles);
+    if (w == NULL)
+        info[1] = LU_NOMEM;
+    return w;
+}
+
+/* The kernel's end: scratch freed, the status in info[1]; the dispatcher's code. */
+static int
+finish(double *work, int64_t *info, int st)
+{
+    free(work);
+    info[1] = st;
+    return st == OZK_BADLAYOUT ? st : 0;
+}
+
+/* x (n x k) = m^{-1} x for the triangle m (lower or upper, unit or not) split at n1: the
+ * leading (lower) or trailing (upper) diagonal block, one coupling product, the other
+ * diagonal block (trsm's recursion at one level); its status. work: max(n1, n - n1)^2
+ * doubles, wb and out: max(n1, n - n1) k each. */
+static int
+solve_level(oz_trsm_fn trsm, const small_args *sa, const double *m, ptrdiff_t m0,
+            ptrdiff_t m1, ptrdiff_t n, ptrdiff_t n1, double *x, ptrdiff_t x0, ptrdiff_t x1,
+            ptrdiff_t k, int lower, int unit, double *work, double *wb, double *out)
+{
+    ptrdiff_t n2 = n - n1;
+    const double *d11 = m, *d22 = m + n1 * m0 + n1 * m1;
+    double *top = x, *bottom = x + n1 * x0;
+    int st;
+    if (lower) {
+        trsm_block(trsm, d11, m0, m1, top, x0, x1, n1, k, 1, unit, work, wb);
+        st = update(sa, bottom, x0, x1, m + n1 * m0, m0, m1, top, x0, x1, n2, n1, k, out);
+        if (st == LU_DONE)
+            trsm_block(trsm, d22, m0, m1, bottom, x0, x1, n2, k, 1, unit, work, wb);
+    } else {
+        trsm_block(trsm, d22, m0, m1, bottom, x0, x1, n2, k, 0, unit, work, wb);
+        st = update(sa, top, x0, x1, m + n1 * m1, m0, m1, bottom, x0, x1, n1, n2, k, out);
+        if (st == LU_DONE)
+            trsm_block(trsm, d11, m0, m1, top, x0, x1, n1, k, 0, unit, work, wb);
+    }
+    return st;
+}
+
 int
 k_lu_one_level_factor(ozval *v, int nt)
 {
@@ -157,11 +203,9 @@ k_lu_one_level_factor(ozval *v, int nt)
         return OZK_BADLAYOUT;
     ptrdiff_t r = n - s;
     /* the packed panels and blocks, and the update's product */
-    double *work = malloc(sizeof(double) * (size_t)(n * s + s * s + s * r + r * r));
-    if (work == NULL) {
-        info[1] = LU_NOMEM;
+    double *work = scratch((size_t)(n * s + s * s + s * r + r * r), info);
+    if (work == NULL)
         return 0;
-    }
     double *wt = work + n * s, *wb = wt + s * s, *out = wb + s * r;
     int inf1 = getrf_block(getrf, lu, l0, l1, n, s, piv, work);
     swap_rows(lu, l0, l1, piv, s, 0, s, n);
@@ -169,19 +213,14 @@ k_lu_one_level_factor(ozval *v, int nt)
     trsm_block(trsm, lu, l0, l1, lu + s * l1, l0, l1, s, r, 1, 1, wt, wb);
     int st = update(&sa, lu + s * l0 + s * l1, l0, l1, lu + s * l0, l0, l1, lu + s * l1, l0,
                     l1, r, s, r, out);
-    if (st != LU_DONE) {
-        free(work);
-        info[1] = st;
-        return st == OZK_BADLAYOUT ? st : 0;
-    }
+    if (st != LU_DONE)
+        return finish(work, info, st);
     int inf2 = getrf_block(getrf, lu + s * l0 + s * l1, l0, l1, r, r, piv + s, work);
     swap_rows(lu, l0, l1, piv + s, r, s, 0, s);
     for (ptrdiff_t i = s; i < n; i++)
         piv[i] += (int32_t)s;
-    free(work);
     info[0] = inf1 ? inf1 : (inf2 ? inf2 + s : 0);
-    info[1] = LU_DONE;
-    return 0;
+    return finish(work, info, LU_DONE);
 }
 
 int
@@ -201,33 +240,19 @@ k_lu_one_level_solve(ozval *v, int nt)
     int64_t *info = OZ_I64(12);
     ptrdiff_t npiv = OZ_N(1, 0); /* 0: x's rows interchanged already */
     if (OZ_N(0, 1) != n || (npiv != n && npiv != 0) || OZ_S(1, 0) != 1 || OZ_N(2, 0) != n ||
-        k < 1 ||
-        OZ_N(12, 0) < 2 || s < 1 || s >= n || trsm == NULL || lower.nthr < 1 ||
+        k < 1 || OZ_N(12, 0) < 2 || s < 1 || s >= n || trsm == NULL || lower.nthr < 1 ||
         upper.nthr < 1)
         return OZK_BADLAYOUT;
-    ptrdiff_t r = n - s, q = OZ_MAX(s, r);
-    double *work = malloc(sizeof(double) * (size_t)(q * q + 2 * q * k));
-    if (work == NULL) {
-        info[1] = LU_NOMEM;
+    ptrdiff_t q = OZ_MAX(s, n - s);
+    double *work = scratch((size_t)(q * q + 2 * q * k), info);
+    if (work == NULL)
         return 0;
-    }
     double *wb = work + q * q, *out = wb + q * k;
-    const double *d11 = lu, *d22 = lu + s * l0 + s * l1;
-    double *top = x, *bottom = x + s * x0;
-    int st;
     swap_rows(x, x0, x1, piv, npiv, 0, 0, k);
-    trsm_block(trsm, d11, l0, l1, top, x0, x1, s, k, 1, 1, work, wb);
-    st = update(&lower, bottom, x0, x1, lu + s * l0, l0, l1, top, x0, x1, r, s, k, out);
-    if (st == LU_DONE) {
-        trsm_block(trsm, d22, l0, l1, bottom, x0, x1, r, k, 1, 1, work, wb);
-        trsm_block(trsm, d22, l0, l1, bottom, x0, x1, r, k, 0, 0, work, wb);
-        st = update(&upper, top, x0, x1, lu + s * l1, l0, l1, bottom, x0, x1, s, r, k, out);
-    }
+    int st = solve_level(trsm, &lower, lu, l0, l1, n, s, x, x0, x1, k, 1, 1, work, wb, out);
     if (st == LU_DONE)
-        trsm_block(trsm, d11, l0, l1, top, x0, x1, s, k, 0, 0, work, wb);
-    free(work);
-    info[1] = st;
-    return st == OZK_BADLAYOUT ? st : 0;
+        st = solve_level(trsm, &upper, lu, l0, l1, n, s, x, x0, x1, k, 0, 0, work, wb, out);
+    return finish(work, info, st);
 }
 
 /* ozlinalg.lapack.potrf's recursion at one level, on the lower factor's view c (n x n,
@@ -249,11 +274,9 @@ k_potrf_one_level(ozval *v, int nt)
         trsm == NULL || sa.nthr < 1)
         return OZK_BADLAYOUT;
     ptrdiff_t r = n - s;
-    double *work = malloc(sizeof(double) * (size_t)(s * s + s * r + r * r));
-    if (work == NULL) {
-        info[1] = LU_NOMEM;
+    double *work = scratch((size_t)(s * s + s * r + r * r), info);
+    if (work == NULL)
         return 0;
-    }
     double *wb = work + s * s, *out = wb + s * r;
     int st = LU_DONE;
     info[0] = potrf_block(potrf, c, c0, c1, s, work);
@@ -272,9 +295,7 @@ k_potrf_one_level(ozval *v, int nt)
             st = LU_NOT_PD;
         }
     }
-    free(work);
-    info[1] = st;
-    return st == OZK_BADLAYOUT ? st : 0;
+    return finish(work, info, st);
 }
 
 /* ozlinalg.lapack.trsm's recursive solve at one level: x (n x k, any strides) =
@@ -297,28 +318,12 @@ k_trsm_one_level(ozval *v, int nt)
     if (OZ_N(0, 1) != n || OZ_N(1, 0) != n || k < 1 || OZ_N(11, 0) < 2 || n1 < 1 ||
         n1 >= n || trsm == NULL || sa.nthr < 1)
         return OZK_BADLAYOUT;
-    ptrdiff_t n2 = n - n1, q = OZ_MAX(n1, n2);
-    double *work = malloc(sizeof(double) * (size_t)(q * q + 2 * q * k));
-    if (work == NULL) {
-        info[1] = LU_NOMEM;
+    ptrdiff_t q = OZ_MAX(n1, n - n1);
+    double *work = scratch((size_t)(q * q + 2 * q * k), info);
+    if (work == NULL)
         return 0;
-    }
     double *wb = work + q * q, *out = wb + q * k;
-    const double *d11 = m, *d22 = m + n1 * m0 + n1 * m1;
-    double *top = x, *bottom = x + n1 * x0;
-    int st;
-    if (lower) {
-        trsm_block(trsm, d11, m0, m1, top, x0, x1, n1, k, 1, unit, work, wb);
-        st = update(&sa, bottom, x0, x1, m + n1 * m0, m0, m1, top, x0, x1, n2, n1, k, out);
-        if (st == LU_DONE)
-            trsm_block(trsm, d22, m0, m1, bottom, x0, x1, n2, k, 1, unit, work, wb);
-    } else {
-        trsm_block(trsm, d22, m0, m1, bottom, x0, x1, n2, k, 0, unit, work, wb);
-        st = update(&sa, top, x0, x1, m + n1 * m1, m0, m1, bottom, x0, x1, n1, n2, k, out);
-        if (st == LU_DONE)
-            trsm_block(trsm, d11, m0, m1, top, x0, x1, n1, k, 0, unit, work, wb);
-    }
-    free(work);
-    info[1] = st;
-    return st == OZK_BADLAYOUT ? st : 0;
+    int st = solve_level(trsm, &sa, m, m0, m1, n, n1, x, x0, x1, k, lower, unit, work, wb,
+                         out);
+    return finish(work, info, st);
 }
