@@ -101,6 +101,31 @@ class TestPotrfCompiled:
                 assert x.tobytes() == y.tobytes(), n
 
 
+class TestInPlace:
+    def test_overwritten_inputs(self, monkeypatch):
+        """``overwrite_a=True`` on Fortran-ordered float64 input: the compiled LU and
+        Cholesky write into the caller's array, with the Python steps' bits."""
+        from ozlinalg.lapack import getrf
+
+        rng = np.random.default_rng(17)
+        steps = _steps(monkeypatch)
+        for n in (5, 8, 17, 40):
+            a = np.asfortranarray(rng.standard_normal((n, n)) + n * np.eye(n))
+            s = np.asfortranarray(_spd(rng, n, "random"))
+            nb = (n + 1) // 2
+
+            def run(a=a, s=s, nb=nb):
+                wa, ws = a.copy(order="F"), s.copy(order="F")
+                lu, piv = getrf(wa, block_size=nb, min_size=0, overwrite_a=True)
+                c = potrf(ws, block_size=nb, min_size=0, overwrite_a=True)
+                assert lu is wa and c is ws
+                return lu.tobytes() + piv.tobytes() + c.tobytes()
+
+            got = run()
+            assert steps.ran["potrf"][-1] is True
+            assert got == steps.python(run)
+
+
 class TestTrsmCompiled:
     @pytest.mark.parametrize("n", [2, 5, 8, 9, 32, 33, 100])
     def test_same_bits_as_the_python_steps(self, monkeypatch, n):
