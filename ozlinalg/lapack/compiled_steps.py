@@ -19,7 +19,7 @@ steps, which run them under the engine's BLAS thread limit (a threaded ``dgetrf`
 gives other bits). A kernel that stops part way (Inf / NaN in a product, a structural
 pattern the small product leaves to the driver, a fixed slice count below auto's,
 which warns, a matrix that is not positive definite) reports it; the caller puts its
-data back and runs the Python steps. Tools that perturb or check each product from
+data back and runs the Python steps (:func:`run`). Tools that perturb or check each product from
 Python (``benchmarks/studies/fault_plugin.py``, tests/linalg/test_checked_products.py)
 replace :func:`arguments` with one that returns None.
 """
@@ -33,7 +33,7 @@ import numpy as np
 from .._profile import active_profiles
 from ..ozaki.small import small_args
 
-__all__ = ["arguments", "scipy_routines"]
+__all__ = ["arguments", "run", "scipy_routines"]
 
 
 @functools.cache
@@ -80,3 +80,16 @@ def arguments(run, x, *products):
         fixed = got[2]
     shift = 0 if plan.min_shift is None else int(plan.min_shift)
     return ker, routines, int(meth.split == "bitmask"), fixed, shift, per
+
+
+def run(kernel, target, *args):
+    """``kernel(*args, info)``, a kernel of ``k_one_level.c`` that writes ``target``:
+    LAPACK's info, or None where the kernel stopped part way (``target`` then holds what
+    it held, for the Python steps)."""
+    saved = target.copy(order="K")
+    info = np.zeros(2, np.int64)
+    kernel(*args, info)
+    if info[1]:
+        target[...] = saved
+        return None
+    return int(info[0])

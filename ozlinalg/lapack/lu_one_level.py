@@ -57,14 +57,8 @@ def _factor_compiled(run, lu, nb, piv):
     if got is None:
         return None
     ker, fns, kind, fixed, shift, [(width, thr)] = got
-    getrf, trsm = fns["dgetrf"], fns["dtrsm"]
-    saved = lu.copy(order="K")
-    info = np.zeros(2, np.int64)
-    ker.lu_one_level_factor(lu, piv, nb, kind, width, fixed, thr, shift, getrf, trsm, info)
-    if info[1]:
-        lu[...] = saved
-        return None
-    return int(info[0])
+    return compiled_steps.run(ker.lu_one_level_factor, lu, lu, piv, nb, kind, width, fixed,
+                              thr, shift, fns["dgetrf"], fns["dtrsm"])
 
 
 _NO_INTERCHANGES = np.empty(0, np.int32)
@@ -82,15 +76,8 @@ def _solve_compiled(run, lu, x, nb, piv):
     if got is None:
         return False
     ker, fns, kind, fixed, shift, [(w_low, t_low), (w_up, t_up)] = got
-    trsm = fns["dtrsm"]
-    saved = x.copy(order="K")
-    info = np.zeros(2, np.int64)
-    ker.lu_one_level_solve(lu, piv, x, nb, kind, w_low, w_up, fixed, t_low, t_up, shift,
-                           trsm, info)
-    if info[1]:
-        x[...] = saved
-        return False
-    return True
+    return compiled_steps.run(ker.lu_one_level_solve, x, lu, piv, x, nb, kind, w_low, w_up,
+                              fixed, t_low, t_up, shift, fns["dtrsm"]) is not None
 
 
 def getrf_one_level(run, lu, nb, piv):

@@ -1,8 +1,6 @@
 """Blocked Cholesky factorization (``potrf``) and its solver."""
 from __future__ import annotations
 
-import numpy as np
-
 from . import compiled_steps
 from ._common import (
     NATIVE_LIMIT_FROM,
@@ -167,14 +165,8 @@ def _potrf_compiled(run, c, nb):
     if got is None:
         return False
     ker, fns, kind, fixed, shift, [(width, thr)] = got
-    saved = c.copy(order="K")
-    info = np.zeros(2, np.int64)
-    ker.potrf_one_level(c, nb, kind, width, fixed, thr, shift, fns["dpotrf"], fns["dtrsm"],
-                        info)
-    if info[1]:
-        c[...] = saved
-        return False
-    return True
+    return compiled_steps.run(ker.potrf_one_level, c, c, nb, kind, width, fixed, thr, shift,
+                              fns["dpotrf"], fns["dtrsm"]) is not None
 
 
 def _potrf_lower_inplace(run, c, nb, c0=0, c1=None):

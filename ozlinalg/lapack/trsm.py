@@ -1,8 +1,6 @@
 """Blocked triangular solve with many right-hand sides (BLAS-3 ``trsm``)."""
 from __future__ import annotations
 
-import numpy as np
-
 from .._exceptions import LinAlgError
 from . import compiled_steps
 from ._common import (
@@ -185,14 +183,8 @@ def _solve_compiled(run, m, x, lower, unit, leaf):
     if got is None:
         return False
     ker, fns, kind, fixed, shift, [(width, thr)] = got
-    saved = x.copy(order="K")
-    info = np.zeros(2, np.int64)
-    ker.trsm_one_level(m, x, n1, bool(lower), bool(unit), kind, width, fixed, thr, shift,
-                       fns["dtrsm"], info)
-    if info[1]:
-        x[...] = saved
-        return False
-    return True
+    return compiled_steps.run(ker.trsm_one_level, x, m, x, n1, bool(lower), bool(unit), kind,
+                              width, fixed, thr, shift, fns["dtrsm"]) is not None
 
 
 def solve_left_inplace(run, m, x, lower, unit, leaf):

@@ -45,9 +45,9 @@ def _thresholds(split, width, max_slices, outputs):
 
 def small_args(xp, m, n, p, meth, slices, opts, engine=None):
     """Whether an ``(m x n) @ (n x p)`` product takes the one-call path, and how:
-    ``(engine, width, fixed count or 0, thresholds)``, or None where it does not apply
-    (then the driver runs). ``engine``: the call's engine (None: the one
-    ``opts.engine`` names)."""
+    ``(engine, width, fixed count or 0, thresholds, their cap on the count)``, or None
+    where it does not apply (then the driver runs). ``engine``: the call's engine (None:
+    the one ``opts.engine`` names)."""
     if (xp is not np or not meth.groupwise or meth.engine != "int8"
             or meth.split not in ("hybrid", "bitmask") or opts.accuracy != "dgemm"):
         return None
@@ -67,7 +67,7 @@ def small_args(xp, m, n, p, meth, slices, opts, engine=None):
         return None
     width = params.slice_width(n)
     return (engine, width, 0 if slices == "auto" else int(slices),
-            _thresholds(meth.split, width, cap, m * p))
+            _thresholds(meth.split, width, cap, m * p), cap)
 
 
 def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=None):
@@ -79,8 +79,7 @@ def small_product(xp, a, b, meth, slices, opts, min_shift, order="C", engine=Non
     got = small_args(xp, m, n, p, meth, slices, opts, engine)
     if got is None:
         return None
-    engine, width, _, thr = got
-    cap = opts.max_slices if slices == "auto" else max(opts.max_slices, int(slices))
+    engine, width, _, thr, cap = got
     hook = engine.small_product
     prof = bool(active_profiles())
     t0 = time.perf_counter() if prof else 0.0

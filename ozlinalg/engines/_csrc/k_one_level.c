@@ -27,8 +27,7 @@ typedef void (*oz_trsm_fn)(char *side, char *uplo, char *transa, char *diag, int
                            double *alpha, double *a, int *lda, double *b, int *ldb);
 typedef void (*oz_potrf_fn)(char *uplo, int *n, double *a, int *lda, int *info);
 
-#define LU_DONE 0
-#define LU_NOMEM 4 /* k_small.c's SMALL_NOMEM */
+/* info[1]: oz_small_ef's status (kcommon.h: SMALL_DONE, ...), or one of these */
 #define LU_COUNT 5 /* a fixed count below auto's: the Python steps warn */
 #define LU_NOT_PD 6 /* a diagonal block is not positive definite: the Python steps raise */
 
@@ -130,23 +129,23 @@ update(const small_args *sa, double *c, ptrdiff_t c0, ptrdiff_t c1, const double
     if (oz_small_ef(a, a0, a1, r, q, b, b1, b0, cols, out, 1, r, sa->trunc_, sa->width,
                     sa->s_fixed, sa->T, sa->nthr, sa->ts, sa->min_shift, info, 1, 0))
         return OZK_BADLAYOUT;
-    if (info[1] != 0)
+    if (info[1] != SMALL_DONE)
         return (int)info[1];
     if (info[2] > info[0])
         return LU_COUNT;
     for (ptrdiff_t j = 0; j < cols; j++)
         for (ptrdiff_t i = 0; i < r; i++)
             c[i * c0 + j * c1] = c[i * c0 + j * c1] - out[j * r + i];
-    return LU_DONE;
+    return SMALL_DONE;
 }
 
-/* The kernel's scratch (doubles), or NULL with info[1] = LU_NOMEM. */
+/* The kernel's scratch (doubles), or NULL with info[1] = SMALL_NOMEM. */
 static double *
 scratch(size_t doubles, int64_t *info)
 {
     double *w = malloc(sizeof(double) * doubles);
     if (w == NULL)
-        info[1] = LU_NOMEM;
+        info[1] = SMALL_NOMEM;
     return w;
 }
 
@@ -175,12 +174,12 @@ solve_level(oz_trsm_fn trsm, const small_args *sa, const double *m, ptrdiff_t m0
     if (lower) {
         trsm_block(trsm, d11, m0, m1, top, x0, x1, n1, k, 1, unit, work, wb);
         st = update(sa, bottom, x0, x1, m + n1 * m0, m0, m1, top, x0, x1, n2, n1, k, out);
-        if (st == LU_DONE)
+        if (st == SMALL_DONE)
             trsm_block(trsm, d22, m0, m1, bottom, x0, x1, n2, k, 1, unit, work, wb);
     } else {
         trsm_block(trsm, d22, m0, m1, bottom, x0, x1, n2, k, 0, unit, work, wb);
         st = update(sa, top, x0, x1, m + n1 * m1, m0, m1, bottom, x0, x1, n1, n2, k, out);
-        if (st == LU_DONE)
+        if (st == SMALL_DONE)
             trsm_block(trsm, d11, m0, m1, top, x0, x1, n1, k, 0, unit, work, wb);
     }
     return st;
@@ -213,14 +212,14 @@ k_lu_one_level_factor(ozval *v, int nt)
     trsm_block(trsm, lu, l0, l1, lu + s * l1, l0, l1, s, r, 1, 1, wt, wb);
     int st = update(&sa, lu + s * l0 + s * l1, l0, l1, lu + s * l0, l0, l1, lu + s * l1, l0,
                     l1, r, s, r, out);
-    if (st != LU_DONE)
+    if (st != SMALL_DONE)
         return finish(work, info, st);
     int inf2 = getrf_block(getrf, lu + s * l0 + s * l1, l0, l1, r, r, piv + s, work);
     swap_rows(lu, l0, l1, piv + s, r, s, 0, s);
     for (ptrdiff_t i = s; i < n; i++)
         piv[i] += (int32_t)s;
     info[0] = inf1 ? inf1 : (inf2 ? inf2 + s : 0);
-    return finish(work, info, LU_DONE);
+    return finish(work, info, SMALL_DONE);
 }
 
 int
@@ -250,7 +249,7 @@ k_lu_one_level_solve(ozval *v, int nt)
     double *wb = work + q * q, *out = wb + q * k;
     swap_rows(x, x0, x1, piv, npiv, 0, 0, k);
     int st = solve_level(trsm, &lower, lu, l0, l1, n, s, x, x0, x1, k, 1, 1, work, wb, out);
-    if (st == LU_DONE)
+    if (st == SMALL_DONE)
         st = solve_level(trsm, &upper, lu, l0, l1, n, s, x, x0, x1, k, 0, 0, work, wb, out);
     return finish(work, info, st);
 }
@@ -278,17 +277,17 @@ k_potrf_one_level(ozval *v, int nt)
     if (work == NULL)
         return 0;
     double *wb = work + s * s, *out = wb + s * r;
-    int st = LU_DONE;
+    int st = SMALL_DONE;
     info[0] = potrf_block(potrf, c, c0, c1, s, work);
     if (info[0] > 0)
         st = LU_NOT_PD;
-    if (st == LU_DONE) {
+    if (st == SMALL_DONE) {
         /* A21^T (s x r) is the view at c + s c0 with strides (c1, c0) */
         trsm_block(trsm, c, c0, c1, c + s * c0, c1, c0, s, r, 1, 0, work, wb);
         const double *l21 = c + s * c0;
         st = update(&sa, c + s * c0 + s * c1, c0, c1, l21, c0, c1, l21, c1, c0, r, s, r, out);
     }
-    if (st == LU_DONE) {
+    if (st == SMALL_DONE) {
         int inf2 = potrf_block(potrf, c + s * c0 + s * c1, c0, c1, r, work);
         if (inf2 > 0) {
             info[0] = s + inf2;

@@ -45,12 +45,6 @@ now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#define SMALL_DONE 0
-#define SMALL_NONFINITE 1
-#define SMALL_UNDECIDED 2
-#define SMALL_GROUPS 3
-#define SMALL_NOMEM 4
-
 #define BAL_LIMIT 900 /* ozlinalg.ozaki.balance._LIMIT */
 #define SAFE_EXP 1000 /* ozlinalg.ozaki.scaling._SAFE */
 #define DEC_SLACK 9.094947017729282e-13 /* ozlinalg.ozaki.counts.estimate._SLACK = 2**-40 */

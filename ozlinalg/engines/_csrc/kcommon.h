@@ -253,6 +253,13 @@ oz_col_factors(const double *at, ptrdiff_t k, ptrdiff_t n, ptrdiff_t s0, ptrdiff
     return buf;
 }
 
+/* oz_small_ef's status (info[1]); k_one_level.c's kernels report them too. */
+#define SMALL_DONE 0
+#define SMALL_NONFINITE 1
+#define SMALL_UNDECIDED 2
+#define SMALL_GROUPS 3
+#define SMALL_NOMEM 4
+
 /* A whole small EF product on raw strided arrays (k_small.c; ozlinalg.ozaki.small). */
 int oz_small_ef(const double *a, ptrdiff_t a0, ptrdiff_t a1, ptrdiff_t m, ptrdiff_t k,
                 const double *bt, ptrdiff_t b0, ptrdiff_t b1, ptrdiff_t p, double *out,
