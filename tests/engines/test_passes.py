@@ -256,3 +256,30 @@ def test_crt_accumulator(engine, rng, n):
         fused.add(t, prod)
         gen.add(t, prod)
     np.testing.assert_array_equal(fused.result(), gen.result())
+
+
+@pytest.mark.parametrize("n", [255, 2047, 2049, 4101])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_stats_of_columns_in_wide_blocks(engine, rng, n, threads):
+    # B^T's rows are B's columns: row_stats walks them in column blocks (one a thread,
+    # up to 2048 wide); every block split gives the generic code's bits
+    passes = passes_for(engine)
+    if not hasattr(passes.row_stats, "fused"):
+        pytest.skip("no fused row_stats")
+    b = _matrix(rng, (6, n), "C")
+    b[:, n // 2] = 0.0  # a zero row of B^T
+    b[2, n - 1] = 2.0**-1060  # a subnormal entry
+    tile = b.T
+    prev = engine.threads
+    engine.threads = threads  # (the SGEMM engine's passes stay on one)
+    try:
+        for top in (None, np.abs(tile).max(axis=1)):
+            mine = passes.slice_storage(tile, 1, "crt", "b")[0]
+            gen = mine.copy(order="K")
+            got = passes.row_stats.fused(tile, mine, top)
+            if got is None:
+                pytest.skip("the fused row_stats declines here")
+            _equal(got, passes.row_stats.generic(tile, gen, top))
+            np.testing.assert_array_equal(mine, gen)
+    finally:
+        engine.threads = prev

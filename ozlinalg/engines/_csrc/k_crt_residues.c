@@ -576,15 +576,21 @@ bound_sums_run(const double *x, int8_t *o, ptrdiff_t os, ptrdiff_t w, int64_t *d
     }
 }
 
-/* Columns per block of row_stats_cols (its buffers: a block's normalized run, sums). */
-#define STATS_COLS 256
+/* Columns per block of row_stats_cols, at least and at most: a block walks down at's
+ * rows reading a run of its width from each, and its buffers (a normalized run, three
+ * sums a column) stay in L2. One block a thread where that fits: each run a long
+ * stretch of a row, which the prefetchers follow (256-column blocks read 2 KiB of
+ * every row, half a page, and took twice row_stats' time on the same data). */
+#define STATS_COLS_MIN 256
+#define STATS_COLS_MAX 2048
 
 /* row_stats of at.T (at: k x n, rows contiguous along n: the rows of B^T are B's
  * columns): the columns' maxima first (normalize_cols' factors), then column blocks in
  * parallel, each walked down at's rows: the run of the block normalized into a buffer,
  * its bound written, and the per-column sums taken as fixed_col_sums (fixed_fast, and
  * fixed_unit again for a block where that does not apply; integer sums, so the same
- * values as fixed_row's) and abs_col_sums do. boundt: k x n, the bound's transpose. */
+ * values as fixed_row's, whatever the blocks) and abs_col_sums do. boundt: k x n, the
+ * bound's transpose. */
 int
 k_row_stats_cols(ozval *v, int nt)
 {
@@ -598,13 +604,22 @@ k_row_stats_cols(ozval *v, int nt)
     if (buf == NULL)
         return OZK_NOMEM;
     const double *f1 = buf + n, *f2 = buf + 2 * n;
-    ptrdiff_t nb = (n + STATS_COLS - 1) / STATS_COLS;
+    ptrdiff_t bw = (n + OZ_MAX(nt, 1) - 1) / OZ_MAX(nt, 1);
+    bw = OZ_MIN(STATS_COLS_MAX, OZ_MAX(STATS_COLS_MIN, (bw + 7) / 8 * 8));
+    ptrdiff_t nb = (n + bw - 1) / bw;
+    int fail = 0;
     OZ_PARALLEL_FOR(nt)
     for (ptrdiff_t b = 0; b < nb; b++) {
-        ptrdiff_t j0 = b * STATS_COLS, w = OZ_MIN(n, j0 + STATS_COLS) - j0;
-        double x[STATS_COLS];
-        uint64_t acc[STATS_COLS], bad[STATS_COLS], any = 0;
-        int64_t ds[STATS_COLS];
+        ptrdiff_t j0 = b * bw, w = OZ_MIN(n, j0 + bw) - j0;
+        /* x, then acc, bad and ds: w each */
+        double *x = malloc((sizeof(double) + 2 * sizeof(uint64_t) + sizeof(int64_t)) *
+                           (size_t)OZ_MAX(w, 1));
+        if (x == NULL) {
+            OZ_FAIL(fail);
+            continue;
+        }
+        uint64_t *acc = (uint64_t *)(x + w), *bad = acc + w, any = 0;
+        int64_t *ds = (int64_t *)(bad + w);
         for (ptrdiff_t j = 0; j < w; j++) {
             acc[j] = 0;
             bad[j] = 0;
@@ -640,7 +655,8 @@ k_row_stats_cols(ozval *v, int nt)
             if (s.want)
                 s.dsum[(j0 + j) * s.d0] = (double)ds[j];
         }
+        free(x);
     }
     free(buf);
-    return 0;
+    return fail ? OZK_NOMEM : 0;
 }
