@@ -19,7 +19,7 @@ from ._common import (
 )
 from .trsm import checked_trsm, solve_left_inplace
 
-__all__ = ["potrf", "potrs"]
+__all__ = ["potrf", "potrs", "potrs_one_level"]
 
 
 def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy=None, plan=None,
@@ -211,6 +211,21 @@ def _syrk_lower(run, c, p, nb):
     _syrk_lower(run, c[:n1, :n1], p[:n1], nb)
     c[n1:, :n1] -= run.gemm(p[n1:], conj_t(p[:n1]), like=c)
     _syrk_lower(run, c[n1:, n1:], p[n1:], nb)
+
+
+def potrs_one_level(run, c, x, lower, leaf):
+    """Overwrite the 2-D float64 ``x`` with ``a^{-1} x`` for the real Cholesky factor
+    ``c`` of ``a`` (the `lower` ``L``, else ``U``): :func:`potrs`' two triangular solves
+    (:func:`solve_left_inplace`, leaf order ``leaf``) under the Runner ``run``, without
+    its checks of arguments a front door checked (:func:`potrs` with
+    ``min_size <= n``, ``block_size=leaf``: the same steps, so the same bits)."""
+    if lower:
+        solve_left_inplace(run, c, x, True, False, leaf)
+        solve_left_inplace(run, c.T, x, False, False, leaf)
+    else:
+        solve_left_inplace(run, c.T, x, True, False, leaf)
+        solve_left_inplace(run, c, x, False, False, leaf)
+    return x
 
 
 def potrs(c, b, *, lower=False, block_size=None, slices=None, method=None, accuracy=None, plan=None,

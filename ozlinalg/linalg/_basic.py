@@ -238,7 +238,7 @@ def _solve_core(plan, a, b, kind, lower, transposed, dtype, a_target=None, a_pri
             _check_verdict(0, rc, dtype, in_place and not a_private)
             if a_target is not None:
                 a_target[...] = _mirror(xp, c, lower)
-            return _potrs(plan, c, b, bool(lower), False), rc
+            return _potrs(plan, c, b, bool(lower), False, own=True), rc
         kind = "her" if her else "sym"
     if kind in ("sym", "her"):
         # No blocked symmetric-indefinite (Bunch-Kaufman) factorization is

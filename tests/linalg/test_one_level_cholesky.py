@@ -183,3 +183,97 @@ class TestTrsmCompiled:
         with ThreadPoolExecutor(8) as pool:
             assert all(pool.map(lambda t: all(one(t) == want[t] for _ in range(20)),
                                 range(8)))
+
+
+DECOMP_CHOLESKY = importlib.import_module("ozlinalg.linalg._decomp_cholesky")
+
+
+class TestPotrsShortcut:
+    """``_potrs(own=True)`` (the SPD route of the solves by name) runs the two
+    triangular solves without :func:`potrs`' checks: the same bits as :func:`potrs`
+    with the same arguments (``lapack_args``), and the other routes keep it."""
+
+    @staticmethod
+    def _plan():
+        from ozlinalg._options import resolve
+
+        return resolve(np)
+
+    @pytest.mark.parametrize("n", [2, 3, 5, 8, 9, 16, 33, 64, 129, 200, 254])
+    def test_same_bits_as_potrs(self, monkeypatch, n):
+        from ozlinalg.lapack.scipy_conventions import lapack_args
+
+        calls = []
+        real = DECOMP_CHOLESKY.potrs_one_level
+        monkeypatch.setattr(DECOMP_CHOLESKY, "potrs_one_level",
+                            lambda *a: calls.append(a) or real(*a))
+        plan = self._plan()
+        args = lapack_args(plan, n)
+        rng = np.random.default_rng(700 + n)
+        for kind in ("random", "scaled"):
+            a = _spd(rng, n, kind)
+            for lower in (True, False):
+                c = DECOMP_CHOLESKY._potrf(plan, a, lower)
+                for bshape, dtype in (((n,), np.float64), ((n, 1), np.float64),
+                                      ((n, 3), np.float64), ((n, 2), np.float32),
+                                      ((n, 2), np.complex128)):
+                    b = rng.standard_normal(bshape).astype(dtype)
+                    if dtype == np.complex128:
+                        b = b + 1j * rng.standard_normal(bshape)
+                    b = np.asfortranarray(b) if len(calls) % 2 else b
+                    bkeep = b.copy()
+                    before = len(calls)
+                    x = DECOMP_CHOLESKY._potrs(plan, c, b, lower, own=True)
+                    ref = potrs(c, b, lower=lower, check_finite=False, **args)
+                    assert len(calls) == before + (dtype != np.complex128), (bshape, dtype)
+                    assert x.shape == ref.shape and x.dtype == ref.dtype
+                    assert x.tobytes() == ref.tobytes(), (kind, lower, bshape, dtype)
+                    np.testing.assert_array_equal(b, bkeep)
+
+    def test_overwrite_b(self):
+        plan = self._plan()
+        rng = np.random.default_rng(701)
+        c = DECOMP_CHOLESKY._potrf(plan, _spd(rng, 12, "random"), True)
+        b = rng.standard_normal((12, 2))
+        want = potrs(c, b, lower=True, check_finite=False,
+                     **__import__("ozlinalg.lapack.scipy_conventions",
+                                  fromlist=["x"]).lapack_args(plan, 12))
+        x = DECOMP_CHOLESKY._potrs(plan, c, b, True, overwrite_b=True, own=True)
+        assert x is b and x.tobytes() == want.tobytes()
+
+    def test_other_routes_keep_potrs(self, monkeypatch):
+        """The caller's factor (cho_solve), complex factors, orders from 256 on and
+        orders below min_order go through :func:`potrs`."""
+        calls = []
+        monkeypatch.setattr(DECOMP_CHOLESKY, "potrs_one_level", lambda *a: calls.append(a))
+        plan = self._plan()
+        rng = np.random.default_rng(702)
+        c = DECOMP_CHOLESKY._potrf(plan, _spd(rng, 8, "random"), True)
+        DECOMP_CHOLESKY._potrs(plan, c, rng.standard_normal(8), True)  # not own
+        DECOMP_CHOLESKY._potrs(plan, c.astype(complex), rng.standard_normal(8), True,
+                               own=True)
+        big = DECOMP_CHOLESKY._potrf(plan, _spd(rng, 256, "random"), True)
+        DECOMP_CHOLESKY._potrs(plan, big, rng.standard_normal(256), True, own=True)
+        with ozlinalg.options(min_order=64):
+            small = self._plan()
+        DECOMP_CHOLESKY._potrs(small, c, rng.standard_normal(8), True, own=True)
+        assert calls == []
+
+    def test_solve_by_name_takes_it(self, monkeypatch):
+        import scipy.linalg
+
+        calls = []
+        real = DECOMP_CHOLESKY.potrs_one_level
+        monkeypatch.setattr(DECOMP_CHOLESKY, "potrs_one_level",
+                            lambda *a: calls.append(a) or real(*a))
+        rng = np.random.default_rng(703)
+        a = _spd(rng, 8, "random")
+        b = rng.standard_normal(8)
+        with ozlinalg.options(min_size=0):
+            x = ozlinalg.solve(a, b)
+            y = ozlinalg.linalg.solve(a, b, assume_a="pos")
+        assert len(calls) == 2
+        ref = scipy.linalg.solve(a, b, assume_a="pos")
+        tol = 64 * np.finfo(float).eps * np.linalg.cond(a)
+        for got in (x, y):
+            assert np.linalg.norm(got - ref) <= tol * np.linalg.norm(ref)
