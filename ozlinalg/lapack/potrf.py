@@ -19,7 +19,7 @@ from ._common import (
 )
 from .trsm import checked_trsm, solve_left_inplace
 
-__all__ = ["potrf", "potrs", "potrs_one_level"]
+__all__ = ["potrf", "potrf_one_level", "potrs", "potrs_one_level"]
 
 
 def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy=None, plan=None,
@@ -139,14 +139,22 @@ def potrf(a, *, lower=False, block_size=None, slices=None, method=None, accuracy
             raise_not_pd(info)
         c[...] = f
     else:
-        run = Runner(plan)
-        # The upper factor of a is the transpose of the lower factor of a.T.
-        target = c if lower else c.T
-        if not _potrf_compiled(run, target, nb):
-            _potrf_lower_inplace(run, target, nb)
-        keep_triangle(xp, c, lower)
+        potrf_one_level(Runner(plan), c, lower, nb)
     if saved is not None:
         c += saved
+    return c
+
+
+def potrf_one_level(run, c, lower, nb):
+    """Overwrite ``c`` (a working copy, order ``n > nb``) with its Cholesky factor, the
+    other triangle zeroed: :func:`potrf`'s emulated steps under the Runner ``run``,
+    without its checks of arguments a front door checked. A matrix that is not positive
+    definite raises LinAlgError (SciPy's message)."""
+    # The upper factor of a is the transpose of the lower factor of a.T.
+    target = c if lower else c.T
+    if not _potrf_compiled(run, target, nb):
+        _potrf_lower_inplace(run, target, nb)
+    keep_triangle(run.xp, c, lower)
     return c
 
 

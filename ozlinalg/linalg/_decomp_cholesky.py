@@ -7,7 +7,7 @@ from .. import lapack
 from .._options import resolve
 from ..lapack import Runner, work_dtype
 from ..lapack._common import work_copy
-from ..lapack.potrf import potrs_one_level
+from ..lapack.potrf import potrf_one_level, potrs_one_level
 from ..lapack.scipy_conventions import (
     as_array,
     computes_in,
@@ -27,7 +27,16 @@ __all__ = ["cholesky", "cho_factor", "cho_solve"]
 
 def _potrf(plan, a, lower, overwrite_a=False, clean=True):
     """float64 (complex128) Cholesky factor of a 2-D array under the call's `plan`;
-    raises LinAlgError (SciPy's message)."""
+    raises LinAlgError (SciPy's message). A real float64 matrix of a one-level order,
+    not overwritten, its other triangle zeroed, runs
+    :func:`~ozlinalg.lapack.potrf.potrf_one_level` without :func:`ozlinalg.lapack.potrf`'s
+    checks of arguments the front door checked."""
+    nb = (None if overwrite_a or not clean or a.dtype.char != "d"
+          else _one_level_panel(plan, a.shape[0]))
+    if nb is not None:
+        c = work_copy(np, a, False)
+        with quiet():
+            return potrf_one_level(Runner(plan.inside), c, lower, nb)
     with quiet():
         return lapack.potrf(a, lower=lower, overwrite_a=overwrite_a, clean=clean,
                             check_finite=False, **lapack_args(plan, a.shape[0]))

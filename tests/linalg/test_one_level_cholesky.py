@@ -277,3 +277,70 @@ class TestPotrsShortcut:
         tol = 64 * np.finfo(float).eps * np.linalg.cond(a)
         for got in (x, y):
             assert np.linalg.norm(got - ref) <= tol * np.linalg.norm(ref)
+
+
+class TestPotrfShortcut:
+    """``_potrf`` (every factorization of the scipy-compatible layer) runs a real,
+    not-overwritten, cleaned factorization of a one-level order without :func:`potrf`'s
+    checks: the same bits and errors as :func:`potrf` with the same arguments."""
+
+    @staticmethod
+    def _plan():
+        from ozlinalg._options import resolve
+
+        return resolve(np)
+
+    @pytest.mark.parametrize("n", [2, 3, 5, 8, 9, 16, 33, 64, 129, 200, 254])
+    def test_same_bits_as_potrf(self, monkeypatch, n):
+        from ozlinalg.lapack.scipy_conventions import lapack_args
+
+        calls = []
+        real = DECOMP_CHOLESKY.potrf_one_level
+        monkeypatch.setattr(DECOMP_CHOLESKY, "potrf_one_level",
+                            lambda *a: calls.append(a) or real(*a))
+        plan = self._plan()
+        args = lapack_args(plan, n)
+        rng = np.random.default_rng(800 + n)
+        for kind in ("random", "scaled"):
+            for order in "CF":
+                a = np.asarray(_spd(rng, n, kind), order=order)
+                keep = a.copy()
+                for lower in (True, False):
+                    before = len(calls)
+                    c = DECOMP_CHOLESKY._potrf(plan, a, lower)
+                    assert len(calls) == before + 1
+                    ref = potrf(a, lower=lower, check_finite=False, **args)
+                    assert c.tobytes() == ref.tobytes() and c.flags.c_contiguous == \
+                        ref.flags.c_contiguous, (kind, order, lower)
+                    np.testing.assert_array_equal(a, keep)
+
+    def test_not_positive_definite_raises_as_potrf(self):
+        from ozlinalg.lapack.scipy_conventions import lapack_args
+
+        plan = self._plan()
+        rng = np.random.default_rng(810)
+        for n, bad in ((8, 6), (9, 2), (40, 33)):
+            a = _spd(rng, n, "random")
+            a[bad, bad] = -1.0
+            for lower in (True, False):
+                with pytest.raises(np.linalg.LinAlgError) as got:
+                    DECOMP_CHOLESKY._potrf(plan, a, lower)
+                with pytest.raises(np.linalg.LinAlgError) as want:
+                    potrf(a, lower=lower, check_finite=False, **lapack_args(plan, n))
+                assert str(got.value) == str(want.value)
+
+    def test_other_routes_keep_potrf(self, monkeypatch):
+        """Overwritten, uncleaned, complex, order 256 and orders below min_order go
+        through :func:`potrf`."""
+        calls = []
+        monkeypatch.setattr(DECOMP_CHOLESKY, "potrf_one_level", lambda *a: calls.append(a))
+        plan = self._plan()
+        rng = np.random.default_rng(811)
+        a = _spd(rng, 8, "random")
+        DECOMP_CHOLESKY._potrf(plan, a.copy(), True, overwrite_a=True)
+        DECOMP_CHOLESKY._potrf(plan, a, True, clean=False)
+        DECOMP_CHOLESKY._potrf(plan, a.astype(complex), True)
+        DECOMP_CHOLESKY._potrf(plan, _spd(rng, 256, "random"), True)
+        with ozlinalg.options(min_order=64):
+            DECOMP_CHOLESKY._potrf(self._plan(), a, True)
+        assert calls == []
