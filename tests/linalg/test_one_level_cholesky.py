@@ -12,6 +12,7 @@ from conftest import CompiledSteps
 
 import ozlinalg
 from ozlinalg.lapack import potrf, potrs, trsm
+from ozlinalg.lapack.scipy_conventions import lapack_args
 
 POTRF = importlib.import_module("ozlinalg.lapack.potrf")
 TRSM = importlib.import_module("ozlinalg.lapack.trsm")
@@ -188,26 +189,32 @@ class TestTrsmCompiled:
 DECOMP_CHOLESKY = importlib.import_module("ozlinalg.linalg._decomp_cholesky")
 
 
+def _front_door_plan():
+    """The plan a front door resolves under the options in force."""
+    from ozlinalg._options import resolve
+
+    return resolve(np)
+
+
+def _spy(monkeypatch, name, run=True):
+    """The calls of ``_decomp_cholesky``'s ``name`` (one of the shortcuts' steps), a
+    list filled as they come; ``run``: the step still runs (else it is only recorded)."""
+    calls = []
+    real = getattr(DECOMP_CHOLESKY, name)
+    monkeypatch.setattr(DECOMP_CHOLESKY, name,
+                        lambda *a: calls.append(a) or (real(*a) if run else None))
+    return calls
+
+
 class TestPotrsShortcut:
     """``_potrs(own=True)`` (the SPD route of the solves by name) runs the two
     triangular solves without :func:`potrs`' checks: the same bits as :func:`potrs`
     with the same arguments (``lapack_args``), and the other routes keep it."""
 
-    @staticmethod
-    def _plan():
-        from ozlinalg._options import resolve
-
-        return resolve(np)
-
     @pytest.mark.parametrize("n", [2, 3, 5, 8, 9, 16, 33, 64, 129, 200, 254])
     def test_same_bits_as_potrs(self, monkeypatch, n):
-        from ozlinalg.lapack.scipy_conventions import lapack_args
-
-        calls = []
-        real = DECOMP_CHOLESKY.potrs_one_level
-        monkeypatch.setattr(DECOMP_CHOLESKY, "potrs_one_level",
-                            lambda *a: calls.append(a) or real(*a))
-        plan = self._plan()
+        calls = _spy(monkeypatch, "potrs_one_level")
+        plan = _front_door_plan()
         args = lapack_args(plan, n)
         rng = np.random.default_rng(700 + n)
         for kind in ("random", "scaled"):
@@ -231,22 +238,19 @@ class TestPotrsShortcut:
                     np.testing.assert_array_equal(b, bkeep)
 
     def test_overwrite_b(self):
-        plan = self._plan()
+        plan = _front_door_plan()
         rng = np.random.default_rng(701)
         c = DECOMP_CHOLESKY._potrf(plan, _spd(rng, 12, "random"), True)
         b = rng.standard_normal((12, 2))
-        want = potrs(c, b, lower=True, check_finite=False,
-                     **__import__("ozlinalg.lapack.scipy_conventions",
-                                  fromlist=["x"]).lapack_args(plan, 12))
+        want = potrs(c, b, lower=True, check_finite=False, **lapack_args(plan, 12))
         x = DECOMP_CHOLESKY._potrs(plan, c, b, True, overwrite_b=True, own=True)
         assert x is b and x.tobytes() == want.tobytes()
 
     def test_other_routes_keep_potrs(self, monkeypatch):
         """The caller's factor (cho_solve), complex factors, orders from 256 on and
         orders below min_order go through :func:`potrs`."""
-        calls = []
-        monkeypatch.setattr(DECOMP_CHOLESKY, "potrs_one_level", lambda *a: calls.append(a))
-        plan = self._plan()
+        calls = _spy(monkeypatch, "potrs_one_level", run=False)
+        plan = _front_door_plan()
         rng = np.random.default_rng(702)
         c = DECOMP_CHOLESKY._potrf(plan, _spd(rng, 8, "random"), True)
         DECOMP_CHOLESKY._potrs(plan, c, rng.standard_normal(8), True)  # not own
@@ -255,17 +259,14 @@ class TestPotrsShortcut:
         big = DECOMP_CHOLESKY._potrf(plan, _spd(rng, 256, "random"), True)
         DECOMP_CHOLESKY._potrs(plan, big, rng.standard_normal(256), True, own=True)
         with ozlinalg.options(min_order=64):
-            small = self._plan()
+            small = _front_door_plan()
         DECOMP_CHOLESKY._potrs(small, c, rng.standard_normal(8), True, own=True)
         assert calls == []
 
     def test_solve_by_name_takes_it(self, monkeypatch):
         import scipy.linalg
 
-        calls = []
-        real = DECOMP_CHOLESKY.potrs_one_level
-        monkeypatch.setattr(DECOMP_CHOLESKY, "potrs_one_level",
-                            lambda *a: calls.append(a) or real(*a))
+        calls = _spy(monkeypatch, "potrs_one_level")
         rng = np.random.default_rng(703)
         a = _spd(rng, 8, "random")
         b = rng.standard_normal(8)
@@ -284,21 +285,10 @@ class TestPotrfShortcut:
     not-overwritten, cleaned factorization of a one-level order without :func:`potrf`'s
     checks: the same bits and errors as :func:`potrf` with the same arguments."""
 
-    @staticmethod
-    def _plan():
-        from ozlinalg._options import resolve
-
-        return resolve(np)
-
     @pytest.mark.parametrize("n", [2, 3, 5, 8, 9, 16, 33, 64, 129, 200, 254])
     def test_same_bits_as_potrf(self, monkeypatch, n):
-        from ozlinalg.lapack.scipy_conventions import lapack_args
-
-        calls = []
-        real = DECOMP_CHOLESKY.potrf_one_level
-        monkeypatch.setattr(DECOMP_CHOLESKY, "potrf_one_level",
-                            lambda *a: calls.append(a) or real(*a))
-        plan = self._plan()
+        calls = _spy(monkeypatch, "potrf_one_level")
+        plan = _front_door_plan()
         args = lapack_args(plan, n)
         rng = np.random.default_rng(800 + n)
         for kind in ("random", "scaled"):
@@ -315,9 +305,7 @@ class TestPotrfShortcut:
                     np.testing.assert_array_equal(a, keep)
 
     def test_not_positive_definite_raises_as_potrf(self):
-        from ozlinalg.lapack.scipy_conventions import lapack_args
-
-        plan = self._plan()
+        plan = _front_door_plan()
         rng = np.random.default_rng(810)
         for n, bad in ((8, 6), (9, 2), (40, 33)):
             a = _spd(rng, n, "random")
@@ -332,9 +320,8 @@ class TestPotrfShortcut:
     def test_other_routes_keep_potrf(self, monkeypatch):
         """Overwritten, uncleaned, complex, order 256 and orders below min_order go
         through :func:`potrf`."""
-        calls = []
-        monkeypatch.setattr(DECOMP_CHOLESKY, "potrf_one_level", lambda *a: calls.append(a))
-        plan = self._plan()
+        calls = _spy(monkeypatch, "potrf_one_level", run=False)
+        plan = _front_door_plan()
         rng = np.random.default_rng(811)
         a = _spd(rng, 8, "random")
         DECOMP_CHOLESKY._potrf(plan, a.copy(), True, overwrite_a=True)
@@ -342,5 +329,5 @@ class TestPotrfShortcut:
         DECOMP_CHOLESKY._potrf(plan, a.astype(complex), True)
         DECOMP_CHOLESKY._potrf(plan, _spd(rng, 256, "random"), True)
         with ozlinalg.options(min_order=64):
-            DECOMP_CHOLESKY._potrf(self._plan(), a, True)
+            DECOMP_CHOLESKY._potrf(_front_door_plan(), a, True)
         assert calls == []
